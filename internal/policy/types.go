@@ -56,7 +56,10 @@ type Rule struct {
 // Rule is nil when the test does not care which rule decides; a pointer to ""
 // means the default action must decide.
 type Test struct {
-	Name    string         `json:"name" toml:"name"`
+	Name string `json:"name" toml:"name"`
+	// Request holds JSON values only, as a decision request would: string,
+	// bool, int64, float64 (finite), []any and map[string]any. Load turns
+	// TOML datetimes into RFC 3339 strings (offset datetimes in UTC).
 	Request map[string]any `json:"request" toml:"request"`
 	Expect  Action         `json:"expect" toml:"expect"`
 	Rule    *string        `json:"rule,omitempty" toml:"rule,omitempty"`
@@ -67,7 +70,9 @@ type Test struct {
 // includes and its fragments. Rules are sorted by (priority, name) and
 // Tests by name, so two layouts of the same content compare equal.
 type Policy struct {
-	Name          string  `json:"name" toml:"name"`
+	// Name is the policy directory's name. It is not a key of policy.toml,
+	// hence no TOML name.
+	Name          string  `json:"name" toml:"-"`
 	Description   string  `json:"description,omitempty" toml:"description,omitempty"`
 	DefaultAction Action  `json:"default_action" toml:"default_action"`
 	Group         string  `json:"group" toml:"group"`

@@ -1,0 +1,52 @@
+# reconciler — build, run and test. `make run` and `make test` are the quick start (README.md).
+GO        ?= go
+BIN       := bin/reconciler
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+CONFIG    ?= config.toml
+FUZZTIME  ?= 10s
+# Tests that start real processes and git servers need these; scripts/deps.sh installs or fails loudly.
+export GIT_CONFIG_GLOBAL := /dev/null
+export GIT_CONFIG_NOSYSTEM := 1
+
+.PHONY: all build run test test-short bench fuzz lint deps clean traffic
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reconciler
+
+## run: one node on the embedded default repository seeded from policies.example/
+run: build
+	./$(BIN) serve --config $(CONFIG)
+
+deps:
+	@scripts/deps.sh
+
+## test: lint, then every test (race detector on), including the ones that start real processes
+test: deps lint
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+## fuzz: run every fuzz target briefly (FUZZTIME each)
+fuzz:
+	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+## traffic: regenerate policies.example/_traffic/sample.jsonl deterministically
+traffic:
+	$(GO) run ./tools/gentraffic -n 2500 -o policies.example/_traffic/sample.jsonl
+
+clean:
+	rm -rf bin data

@@ -1,0 +1,178 @@
+// Command reconciler is the GitOps policy reconciler: a daemon (serve) and
+// the tools around it (validate, test, merge, eval). See CONTRACT.md §2 and
+// `reconciler help`. main only parses flags and wires internal packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+)
+
+// version and commit are set at build time:
+// go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc123".
+var (
+	version = "dev"
+	commit  = "dev"
+)
+
+// Exit codes of CONTRACT.md §2.
+const (
+	exitOK    = 0
+	exitCheck = 1 // the checked thing is wrong (invalid policy, failing test)
+	exitUsage = 2 // unknown command, bad flag, missing argument
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	a := &app{ctx: context.Background(), stdin: os.Stdin, stdout: stdout, stderr: stderr}
+	return a.run(args)
+}
+
+// app is one invocation: its streams and the context serve runs under.
+type app struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	args    string // argument synopsis for help
+	summary string
+	run     func(a *app, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "--config FILE [flags]", "run a node", (*app).serve},
+		{"validate", "[DIR]", "parse, merge, compile and test every policy under DIR", (*app).validate},
+		{"test", "[DIR]", "run the policy tests under DIR", (*app).test},
+		{"merge", "[--strategy S] [--format F] FILE...", "merge policy files into one policy on stdout", (*app).merge},
+		{"eval", "--policy DIR [--input FILE|-]", "one decision for one request JSON", (*app).eval},
+		{"version", "", "print version, commit and Go version", (*app).version},
+		{"help", "[COMMAND]", "list commands, or show a command's flags", (*app).help},
+	}
+}
+
+func (a *app) run(args []string) int {
+	if len(args) == 0 {
+		a.usage(a.stderr)
+		return exitUsage
+	}
+	name := args[0]
+	if name == "-h" || name == "--help" || name == "-help" {
+		name = "help"
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(a, args[1:])
+		}
+	}
+	fmt.Fprintf(a.stderr, "reconciler: unknown command %q\n\n", args[0])
+	a.usage(a.stderr)
+	return exitUsage
+}
+
+func (a *app) usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: reconciler <command> [flags]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %-40s %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'reconciler help COMMAND' for a command's flags.")
+}
+
+func (a *app) help(args []string) int {
+	if len(args) == 0 {
+		a.usage(a.stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] && c.name != "help" {
+			// Every command prints its flags when asked for -h.
+			a2 := *a
+			a2.stderr = a.stdout
+			c.run(&a2, []string{"-h"})
+			return exitOK
+		}
+	}
+	fmt.Fprintf(a.stderr, "reconciler help: unknown command %q\n", args[0])
+	return exitUsage
+}
+
+func (a *app) version(args []string) int {
+	fs := a.flagSet("version", "")
+	if code, ok := a.parse(fs, args, 0, 0); !ok {
+		return code
+	}
+	fmt.Fprintf(a.stdout, "version: %s\ncommit: %s\ngo: %s %s/%s\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return exitOK
+}
+
+// flagSet returns a FlagSet that reports to stderr and lists its flags in
+// its usage text.
+func (a *app) flagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: reconciler %s %s\n", name, synopsis)
+		if hasFlags(fs) {
+			fmt.Fprintln(fs.Output(), "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parse parses args and checks the number of positional arguments
+// (max < 0: any). It returns (exit code, false) when the command must stop.
+func (a *app) parse(fs *flag.FlagSet, args []string, min, max int) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	n := fs.NArg()
+	if n < min || (max >= 0 && n > max) {
+		fmt.Fprintf(a.stderr, "reconciler %s: wrong number of arguments\n", fs.Name())
+		fs.Usage()
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// setFlags returns the names of the flags given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// sortedKeys returns m's keys in order, for stable output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

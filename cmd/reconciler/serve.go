@@ -1,0 +1,107 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/logging"
+	"github.com/policyrollout/reconciler/internal/node"
+)
+
+// serveFlags are the command-line overrides of config.toml's [node] keys.
+type serveFlags struct {
+	config    string
+	nodeID    string
+	httpAddr  string
+	raftAddr  string
+	dataDir   string
+	bootstrap bool
+	join      []string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "config.toml", "config `FILE`")
+	fs.StringVar(&f.nodeID, "node-id", "", "override node.id")
+	fs.StringVar(&f.httpAddr, "http-addr", "", "override node.http_addr (`host:port`)")
+	fs.StringVar(&f.raftAddr, "raft-addr", "", "override node.raft_addr (`host:port`)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "override node.data_dir (`DIR`, relative to the working directory)")
+	fs.BoolVar(&f.bootstrap, "bootstrap", false, "override node.bootstrap")
+	fs.Func("join", "override node.join: `ADDR` of a member (repeat, or separate with commas)", func(v string) error {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				f.join = append(f.join, s)
+			}
+		}
+		return nil
+	})
+}
+
+// apply puts the flags that were given over the file's values.
+func (f *serveFlags) apply(c *config.Config, set map[string]bool) error {
+	if set["node-id"] {
+		c.Node.ID = f.nodeID
+	}
+	if set["http-addr"] {
+		c.Node.HTTPAddr = f.httpAddr
+	}
+	if set["raft-addr"] {
+		c.Node.RaftAddr = f.raftAddr
+	}
+	if set["data-dir"] {
+		abs, err := filepath.Abs(f.dataDir)
+		if err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+		c.Node.DataDir = abs
+	}
+	if set["join"] {
+		c.Node.Join = f.join
+		// Joining implies not bootstrapping, unless the flag says otherwise.
+		if !set["bootstrap"] {
+			c.Node.Bootstrap = false
+		}
+	}
+	if set["bootstrap"] {
+		c.Node.Bootstrap = f.bootstrap
+	}
+	return c.Validate()
+}
+
+// serve runs a node until SIGINT or SIGTERM, then stops it gracefully.
+func (a *app) serve(args []string) int {
+	fs := a.flagSet("serve", "--config FILE [flags]")
+	var f serveFlags
+	f.register(fs)
+	if code, ok := a.parse(fs, args, 0, 0); !ok {
+		return code
+	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "reconciler serve: %v\n", err)
+		return exitCheck
+	}
+	if err := f.apply(cfg, setFlags(fs)); err != nil {
+		fmt.Fprintf(a.stderr, "reconciler serve: %v\n", err)
+		return exitUsage
+	}
+	logger := logging.New(cfg.Log, a.stderr)
+	ctx, stop := signal.NotifyContext(a.ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	m := &node.Main{Config: cfg, Logger: logger}
+	if err := m.Run(ctx); err != nil {
+		logger.Error("node failed to start", "error", err)
+		return exitCheck
+	}
+	if err := m.Wait(); err != nil {
+		logger.Error("node stopped with an error", "error", err)
+		return exitCheck
+	}
+	return exitOK
+}

@@ -1,0 +1,135 @@
+// Package api is the HTTP edge of a node (CONTRACT.md §4): decisions
+// (:evaluate, :authorize, :mirror), policy resources, health, readiness and
+// metrics. It holds no business rules: decisions come from the compiled
+// engine.Bundle of the generation the node serves, which reaches this
+// package through the small Generations interface below, so the loader that
+// swaps generations (a local directory today, raft later) can change
+// without touching the API.
+//
+// Every error answer is an AIP-193 JSON body; error kinds map to HTTP codes
+// in one place (errors.go). The decision path logs nothing at info level and
+// avoids reflection when it writes its answer.
+package api
+
+import (
+	"bytes"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+)
+
+// Snapshot is one generation as the API serves it: immutable once
+// published, so handlers read it without locks.
+type Snapshot struct {
+	Generation uint64
+	// Commit is the git commit the generation was built from ("" when it
+	// was loaded from a local directory).
+	Commit string
+	Bundle *engine.Bundle
+}
+
+// Generations gives the API the generations it may answer from.
+type Generations interface {
+	// Current returns the active generation, or nil before the first one
+	// is loaded (decisions then answer 503).
+	Current() *Snapshot
+	// Get returns generation n if this node still keeps it (the active one
+	// and the one before it), else nil.
+	Get(n uint64) *Snapshot
+}
+
+// Mirror receives mirrored requests (:mirror) for preview only; preview
+// implements it. Mirror must not block the caller: an implementation that
+// cannot take a request now drops it and counts the drop. It may keep req.
+type Mirror interface {
+	Mirror(snap *Snapshot, policy string, req *engine.Request)
+}
+
+// Config holds a Server's dependencies.
+type Config struct {
+	// Generations is required.
+	Generations Generations
+	// Mirror is optional; without it, mirrored requests are counted only.
+	Mirror Mirror
+	// Logger is optional; nil discards.
+	Logger hclog.Logger
+	// TrustedProxies are the peers whose forwarding headers are believed.
+	TrustedProxies []netip.Prefix
+	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
+	MaxBodyBytes int64
+	// Registry receives the API's metrics and is served at /metrics; nil
+	// makes a new one. Other subsystems register on the same registry.
+	Registry *prometheus.Registry
+	// Now is the clock for receipt times; nil means time.Now.
+	Now func() time.Time
+}
+
+// defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
+const defaultMaxBodyBytes = 1 << 20
+
+// pooledBufferMax is the largest buffer returned to the pool, so that one
+// big request does not pin memory for the life of the process.
+const pooledBufferMax = 64 << 10
+
+// Server is the node's HTTP handler. It is safe for concurrent use.
+type Server struct {
+	gens    Generations
+	mirror  Mirror
+	log     hclog.Logger
+	trusted []netip.Prefix
+	maxBody int64
+	now     func() time.Time
+	metrics *metrics
+	bufs    sync.Pool
+	promH   http.Handler
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) *Server {
+	s := &Server{
+		gens:    cfg.Generations,
+		mirror:  cfg.Mirror,
+		log:     cfg.Logger,
+		trusted: cfg.TrustedProxies,
+		maxBody: cfg.MaxBodyBytes,
+		now:     cfg.Now,
+	}
+	if s.log == nil {
+		s.log = hclog.NewNullLogger()
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = defaultMaxBodyBytes
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s.metrics = newMetrics(reg, s.gens)
+	s.promH = s.metrics.handler()
+	s.bufs.New = func() any { return new(bytes.Buffer) }
+	return s
+}
+
+// Registry returns the registry that /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+func (s *Server) getBuf() *bytes.Buffer {
+	b := s.bufs.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+func (s *Server) putBuf(b *bytes.Buffer) {
+	if b.Cap() <= pooledBufferMax {
+		s.bufs.Put(b)
+	}
+}

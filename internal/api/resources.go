@@ -1,0 +1,99 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// policyResource is a policy as GET /v1/policies/{policy} shows it: the
+// resource fields, then the policy body with the same keys as its TOML
+// (CONTRACT.md §4).
+type policyResource struct {
+	Name          string         `json:"name"`
+	Etag          string         `json:"etag"`
+	Generation    uint64         `json:"generation"`
+	Commit        string         `json:"commit"`
+	Description   string         `json:"description,omitempty"`
+	DefaultAction policy.Action  `json:"default_action"`
+	Group         string         `json:"group"`
+	OnError       policy.OnError `json:"on_error"`
+	Rules         []policy.Rule  `json:"rules"`
+	Tests         []policy.Test  `json:"tests,omitempty"`
+}
+
+// listPoliciesResponse is the AIP-132 List answer.
+type listPoliciesResponse struct {
+	Policies []policyResource `json:"policies"`
+}
+
+func newPolicyResource(snap *Snapshot, name string) (policyResource, bool) {
+	cp, ok := snap.Bundle.Policy(name)
+	if !ok {
+		return policyResource{}, false
+	}
+	p := cp.Source()
+	rules := p.Rules
+	if rules == nil {
+		rules = []policy.Rule{}
+	}
+	return policyResource{
+		Name:          "policies/" + name,
+		Etag:          cp.Etag(),
+		Generation:    snap.Generation,
+		Commit:        snap.Commit,
+		Description:   p.Description,
+		DefaultAction: p.DefaultAction,
+		Group:         p.Group,
+		OnError:       p.OnError,
+		Rules:         rules,
+		Tests:         p.Tests,
+	}, true
+}
+
+// listPolicies answers GET /v1/policies with every policy of the active
+// generation, in name order.
+func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) {
+	snap := s.gens.Current()
+	if snap == nil || snap.Bundle == nil {
+		s.fail(w, r, errNoGeneration())
+		return
+	}
+	names := snap.Bundle.Names()
+	resp := listPoliciesResponse{Policies: make([]policyResource, 0, len(names))}
+	for _, name := range names {
+		if res, ok := newPolicyResource(snap, name); ok {
+			resp.Policies = append(resp.Policies, res)
+		}
+	}
+	s.writeValue(w, r, resp)
+}
+
+// getPolicy answers GET /v1/policies/{policy}.
+func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, name string) {
+	snap := s.gens.Current()
+	if _, err := lookup(snap, name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, _ := newPolicyResource(snap, name)
+	s.writeValue(w, r, res)
+}
+
+// healthz answers GET /healthz: the process is up and serving HTTP.
+func (s *Server) healthz(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, []byte(`{"status":"SERVING"}`+"\n"))
+}
+
+// readyz answers GET /readyz: 200 once a generation is loaded, else 503,
+// so that load balancers send decisions only to nodes that can answer.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	snap := s.gens.Current()
+	if snap == nil {
+		s.fail(w, r, errNoGeneration())
+		return
+	}
+	b := strconv.AppendUint([]byte(`{"status":"READY","generation":`), snap.Generation, 10)
+	writeJSON(w, http.StatusOK, append(b, "}\n"...))
+}

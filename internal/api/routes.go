@@ -1,0 +1,141 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Path prefixes of the routes. ServeMux wildcards must be whole path
+// segments, and AIP custom methods put the verb after a colon in the last
+// segment ("web:evaluate"), so the API parses its paths itself. That also
+// keeps every answer, 404 and 405 included, an AIP-193 body.
+const (
+	policiesPath    = "/v1/policies"
+	policiesPrefix  = "/v1/policies/"
+	generationsPath = "/v1/generations/"
+)
+
+// ServeHTTP routes a request. A panic in a handler becomes a 500 AIP-193
+// answer and one log line, never a stack trace on the wire.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.recoverPanic(w, r)
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, policiesPrefix):
+		s.routePolicy(w, r, s.gens.Current(), p[len(policiesPrefix):], false)
+	case p == policiesPath:
+		if s.allow(w, r, http.MethodGet) {
+			s.listPolicies(w, r)
+		}
+	case strings.HasPrefix(p, generationsPath):
+		s.routeGeneration(w, r, p[len(generationsPath):])
+	case p == "/healthz":
+		if s.allow(w, r, http.MethodGet) {
+			s.healthz(w)
+		}
+	case p == "/readyz":
+		if s.allow(w, r, http.MethodGet) {
+			s.readyz(w, r)
+		}
+	case p == "/metrics":
+		if s.allow(w, r, http.MethodGet) {
+			s.promH.ServeHTTP(w, r)
+		}
+	default:
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", p))
+	}
+}
+
+// routePolicy handles "{policy}", "{policy}:{verb}" and
+// "{policy}:authorize/{original path}" under /v1/policies/. pinned is set
+// for the /v1/generations/{n}/ form, which offers :evaluate only.
+func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snapshot, rest string, pinned bool) {
+	name, verb, tail := splitPolicyPath(rest)
+	switch {
+	case verb == "" && tail == "" && !pinned:
+		if s.allow(w, r, http.MethodGet) {
+			s.getPolicy(w, r, name)
+		}
+	case verb == "evaluate" && tail == "":
+		if s.allow(w, r, http.MethodPost) {
+			s.evaluate(w, r, snap, name)
+		}
+	case verb == "authorize" && !pinned:
+		// Gateways send any method (Envoy forwards the original one).
+		s.authorize(w, r, snap, name, tail)
+	case verb == "mirror" && tail == "" && !pinned:
+		if s.allow(w, r, http.MethodPost) {
+			s.mirrorRequest(w, r, snap, name)
+		}
+	default:
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+	}
+}
+
+// splitPolicyPath splits "web:authorize/a/b" into ("web", "authorize",
+// "/a/b"), "web:evaluate" into ("web", "evaluate", "") and "web/x" into
+// ("web", "", "/x"). The verb ends at the first slash after the colon.
+func splitPolicyPath(rest string) (name, verb, tail string) {
+	i := strings.IndexAny(rest, ":/")
+	if i < 0 {
+		return rest, "", ""
+	}
+	name = rest[:i]
+	if rest[i] == '/' {
+		return name, "", rest[i:]
+	}
+	verb = rest[i+1:]
+	if j := strings.IndexByte(verb, '/'); j >= 0 {
+		verb, tail = verb[:j], verb[j:]
+	}
+	return name, verb, tail
+}
+
+// routeGeneration handles "{n}/policies/{policy}:evaluate".
+func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest string) {
+	num, rest, ok := strings.Cut(rest, "/")
+	if !ok || !strings.HasPrefix(rest, "policies/") {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		s.fail(w, r, errorf(kindInvalidArgument, "generation %q is not a number", num))
+		return
+	}
+	if s.gens.Current() == nil {
+		s.fail(w, r, errNoGeneration())
+		return
+	}
+	snap := s.gens.Get(n)
+	if snap == nil {
+		s.fail(w, r, errorf(kindNotFound, "generation %d is not kept on this node (only the active one and the one before it are)", n))
+		return
+	}
+	s.routePolicy(w, r, snap, rest[len("policies/"):], true)
+}
+
+// allow answers 405 unless r uses method (or HEAD for GET).
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	s.fail(w, r, errorf(kindMethodNotAllowed, "method %s is not allowed here; use %s", r.Method, method))
+	return false
+}
+
+// validPolicyName reports whether name can be a policy: [a-z][a-z0-9-]{0,62}.
+func validPolicyName(name string) bool {
+	if name == "" || len(name) > 63 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,190 @@
+// Package config is the schema of config.toml (CONTRACT.md §3): its keys,
+// their defaults, and the checks a file must pass before a node starts.
+//
+// A missing section or key takes its default (see Default). An unknown key is
+// an error that names the key. Relative paths in the file (node.data_dir,
+// git.url when it is a local path, git.init_from) are resolved against the
+// directory holding the file, so a node behaves the same whatever its working
+// directory. Secrets never appear in the file: it names environment variables,
+// and Secret reads only those.
+package config
+
+import (
+	"net/netip"
+	"os"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// Config is a whole config.toml.
+type Config struct {
+	Node    Node    `toml:"node"`
+	Git     Git     `toml:"git"`
+	GitHub  GitHub  `toml:"github"`
+	Preview Preview `toml:"preview"`
+	Policy  Policy  `toml:"policy"`
+	API     API     `toml:"api"`
+	Log     Log     `toml:"log"`
+
+	// Path is the file the configuration was loaded from ("" for Default).
+	Path string `toml:"-"`
+}
+
+// Node is the [node] section: the identity and addresses of this node.
+type Node struct {
+	// ID is the node's stable identity, as in a StatefulSet.
+	ID string `toml:"id"`
+	// DataDir holds raft state, the preview log and other local state.
+	// Default: data/{id}.
+	DataDir string `toml:"data_dir"`
+	// HTTPAddr (host:port) serves the API and decisions.
+	HTTPAddr string `toml:"http_addr"`
+	// RaftAddr (host:port) is the raft transport address.
+	RaftAddr string `toml:"raft_addr"`
+	// Bootstrap makes this node the first voter of a new cluster.
+	Bootstrap bool `toml:"bootstrap"`
+	// Join lists the http_addr of any members, to join an existing cluster.
+	Join []string `toml:"join"`
+	// Group and Subgroup scope state changes (ONAP PDP groups).
+	Group    string `toml:"group"`
+	Subgroup string `toml:"subgroup"`
+}
+
+// Git is the [git] section: where the policy repository lives.
+type Git struct {
+	// URL is a local path, file://, https:// or ssh:// URL.
+	URL    string `toml:"url"`
+	Branch string `toml:"branch"`
+	// Path is the policies root inside the repository.
+	Path string `toml:"path"`
+	// InitFrom is a directory that seeds the repository when it does not exist.
+	InitFrom string `toml:"init_from"`
+	// Poll is a robfig/cron spec for fetching; webhooks make it faster.
+	Poll string `toml:"poll"`
+}
+
+// GitHub is the optional [github] section; without a repository, branches are
+// the experiments.
+type GitHub struct {
+	// Repository is "owner/name"; empty disables the GitHub integration.
+	Repository string `toml:"repository"`
+	APIURL     string `toml:"api_url"`
+	// TokenEnv names the environment variable holding the API token.
+	TokenEnv string `toml:"token_env"`
+	// WebhookSecretEnv names the environment variable holding the webhook secret.
+	WebhookSecretEnv string `toml:"webhook_secret_env"`
+}
+
+// Enabled reports whether the GitHub integration is configured.
+func (g GitHub) Enabled() bool { return g.Repository != "" }
+
+// Preview is the [preview] section: experiments and their summaries.
+type Preview struct {
+	AutoStart               bool `toml:"auto_start"`
+	MaxExperimentsPerPolicy int  `toml:"max_experiments_per_policy"`
+	// Summary is a robfig/cron spec for posting summaries.
+	Summary string `toml:"summary"`
+}
+
+// Policy is the [policy] section: how policy files are composed.
+type Policy struct {
+	// MergeDefault is the conflict strategy when neither a file nor its
+	// policy names one.
+	MergeDefault policy.Strategy `toml:"merge_default"`
+}
+
+// API is the [api] section: the HTTP API.
+type API struct {
+	// TokenEnv names the environment variable holding the bearer token that
+	// mutating endpoints require when it is set.
+	TokenEnv string `toml:"token_env"`
+	// TrustedProxies are the CIDRs (or single addresses) whose
+	// X-Forwarded-For, X-Real-IP and X-Forwarded-Host headers are believed.
+	TrustedProxies []string `toml:"trusted_proxies"`
+	// MaxBodyBytes bounds every request body.
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+}
+
+// TrustedPrefixes returns TrustedProxies parsed. It assumes a validated
+// Config and skips entries that do not parse.
+func (a API) TrustedPrefixes() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(a.TrustedProxies))
+	for _, s := range a.TrustedProxies {
+		if p, err := parsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Log is the [log] section: the process log (not the preview log).
+type Log struct {
+	// Level is trace, debug, info, warn, error or off.
+	Level string `toml:"level"`
+	// Format is "text" or "json".
+	Format string `toml:"format"`
+}
+
+// The defaults that Default uses and docs/configuration.md lists.
+const (
+	DefaultNodeID       = "node-1"
+	DefaultHTTPAddr     = "127.0.0.1:8181"
+	DefaultRaftAddr     = "127.0.0.1:8300"
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// Default returns the configuration used for every key a file leaves out.
+// Paths in it are relative to the working directory.
+func Default() *Config {
+	return &Config{
+		Node: Node{
+			ID:       DefaultNodeID,
+			DataDir:  "data/" + DefaultNodeID,
+			HTTPAddr: DefaultHTTPAddr,
+			RaftAddr: DefaultRaftAddr,
+			Join:     []string{},
+			Group:    "default",
+			Subgroup: "default",
+		},
+		Git: Git{
+			URL:      "data/policies.git",
+			Branch:   "main",
+			Path:     ".",
+			InitFrom: "policies.example",
+			Poll:     "@every 10s",
+		},
+		GitHub: GitHub{
+			APIURL:           "https://api.github.com/",
+			TokenEnv:         "GITHUB_TOKEN",
+			WebhookSecretEnv: "GITHUB_WEBHOOK_SECRET",
+		},
+		Preview: Preview{
+			AutoStart:               true,
+			MaxExperimentsPerPolicy: 10,
+			Summary:                 "@every 1m",
+		},
+		Policy: Policy{MergeDefault: policy.StrategyFail},
+		API: API{
+			TokenEnv:       "RECONCILER_TOKEN",
+			TrustedProxies: []string{},
+			MaxBodyBytes:   DefaultMaxBodyBytes,
+		},
+		Log: Log{Level: "info", Format: "text"},
+	}
+}
+
+// Secret returns the value of the environment variable envName, but only
+// when envName is one of the variables this configuration names
+// (api.token_env, github.token_env, github.webhook_secret_env); for any
+// other name it returns "". This keeps the process from reading variables
+// the operator did not point it at.
+func (c *Config) Secret(envName string) string {
+	if envName == "" {
+		return ""
+	}
+	switch envName {
+	case c.API.TokenEnv, c.GitHub.TokenEnv, c.GitHub.WebhookSecretEnv:
+		return os.Getenv(envName)
+	}
+	return ""
+}

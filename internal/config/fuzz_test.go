@@ -1,0 +1,26 @@
+package config
+
+import "testing"
+
+// FuzzLoad feeds arbitrary bytes through the config parser: it must never
+// panic, and whatever it accepts must validate again unchanged.
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(contractExample))
+	f.Add([]byte(""))
+	f.Add([]byte("[node]\nidd = 1\n"))
+	f.Add([]byte("[api]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nmax_body_bytes = 10\n"))
+	f.Add([]byte("[git]\nurl = \"git@h:o/r.git\"\n[[node]]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "/base")
+		if err != nil {
+			if c != nil {
+				t.Fatal("config returned with an error")
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("accepted config does not validate: %v", err)
+		}
+		_ = c.API.TrustedPrefixes()
+	})
+}

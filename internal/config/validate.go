@@ -1,0 +1,250 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// Limits on values, so that a typo cannot make a node unusable.
+const (
+	maxBodyBytesLimit = 64 << 20
+	maxExperiments    = 1000
+)
+
+// Validate checks every value and returns one error listing all problems,
+// each prefixed by its key (e.g. "node.http_addr: ..."). Callers that change
+// a loaded Config (command-line overrides) call it again.
+func (c *Config) Validate() error {
+	var e errs
+	c.Node.validate(&e)
+	c.Git.validate(&e)
+	c.GitHub.validate(&e)
+	c.Preview.validate(&e)
+	c.Policy.validate(&e)
+	c.API.validate(&e)
+	c.Log.validate(&e)
+	return e.err()
+}
+
+func (n *Node) validate(e *errs) {
+	if !isName(n.ID) {
+		e.add("node.id", "%q must be 1-63 letters, digits, '.', '_' or '-'", n.ID)
+	}
+	if n.DataDir == "" {
+		e.add("node.data_dir", "must not be empty")
+	}
+	checkHostPort(e, "node.http_addr", n.HTTPAddr)
+	checkHostPort(e, "node.raft_addr", n.RaftAddr)
+	for i, j := range n.Join {
+		checkHostPort(e, fmt.Sprintf("node.join[%d]", i), j)
+	}
+	if n.Bootstrap && len(n.Join) > 0 {
+		e.add("node.bootstrap", "a node cannot both bootstrap a cluster and join one")
+	}
+	checkName(e, "node.group", n.Group)
+	checkName(e, "node.subgroup", n.Subgroup)
+}
+
+func (g *Git) validate(e *errs) {
+	if g.URL == "" {
+		e.add("git.url", "must not be empty")
+	} else if !IsLocalPath(g.URL) && !strings.Contains(g.URL, "://") && !strings.Contains(g.URL, "@") {
+		e.add("git.url", "%q is neither a path nor a URL", g.URL)
+	} else if strings.Contains(g.URL, "://") {
+		checkGitURL(e, g.URL)
+	}
+	if g.Branch == "" || strings.ContainsAny(g.Branch, " ~^:?*[\\") || strings.HasPrefix(g.Branch, "-") {
+		e.add("git.branch", "%q is not a valid branch name", g.Branch)
+	}
+	if g.Path == "" || strings.HasPrefix(g.Path, "/") || hasDotDot(g.Path) {
+		e.add("git.path", "%q must be a relative path inside the repository", g.Path)
+	}
+	if strings.TrimSpace(g.Poll) == "" {
+		e.add("git.poll", "must be a cron spec such as \"@every 10s\"")
+	}
+}
+
+func checkGitURL(e *errs, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		e.add("git.url", "%v", scrubURLError(err))
+		return
+	}
+	switch u.Scheme {
+	case "file", "http", "https", "ssh", "git":
+	default:
+		e.add("git.url", "scheme %q is not one of file, http, https, ssh, git", u.Scheme)
+	}
+	if u.User != nil {
+		if _, hasPassword := u.User.Password(); hasPassword {
+			e.add("git.url", "must not hold a password; name a token variable instead")
+		}
+	}
+}
+
+// scrubURLError drops the URL from a url.Error, since it may hold credentials.
+func scrubURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+func (g *GitHub) validate(e *errs) {
+	if g.Repository != "" && !isRepo(g.Repository) {
+		e.add("github.repository", "%q must be \"owner/name\"", g.Repository)
+	}
+	u, err := url.Parse(g.APIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		e.add("github.api_url", "%q must be an http(s) URL", g.APIURL)
+	}
+	checkEnvName(e, "github.token_env", g.TokenEnv)
+	checkEnvName(e, "github.webhook_secret_env", g.WebhookSecretEnv)
+}
+
+func (p *Preview) validate(e *errs) {
+	if p.MaxExperimentsPerPolicy < 1 || p.MaxExperimentsPerPolicy > maxExperiments {
+		e.add("preview.max_experiments_per_policy", "%d must be between 1 and %d", p.MaxExperimentsPerPolicy, maxExperiments)
+	}
+	if strings.TrimSpace(p.Summary) == "" {
+		e.add("preview.summary", "must be a cron spec such as \"@every 1m\"")
+	}
+}
+
+func (p *Policy) validate(e *errs) {
+	switch p.MergeDefault {
+	case policy.StrategyFail, policy.StrategyOverride, policy.StrategyMaintain:
+	default:
+		e.add("policy.merge_default", "%q must be \"fail\", \"override\" or \"maintain\"", p.MergeDefault)
+	}
+}
+
+func (a *API) validate(e *errs) {
+	checkEnvName(e, "api.token_env", a.TokenEnv)
+	for i, s := range a.TrustedProxies {
+		if _, err := parsePrefix(s); err != nil {
+			e.add(fmt.Sprintf("api.trusted_proxies[%d]", i), "%v", err)
+		}
+	}
+	if a.MaxBodyBytes < 1 || a.MaxBodyBytes > maxBodyBytesLimit {
+		e.add("api.max_body_bytes", "%d must be between 1 and %d", a.MaxBodyBytes, maxBodyBytesLimit)
+	}
+}
+
+func (l *Log) validate(e *errs) {
+	switch strings.ToLower(l.Level) {
+	case "trace", "debug", "info", "warn", "error", "off":
+	default:
+		e.add("log.level", "%q must be trace, debug, info, warn, error or off", l.Level)
+	}
+	if l.Format != "text" && l.Format != "json" {
+		e.add("log.format", "%q must be \"text\" or \"json\"", l.Format)
+	}
+}
+
+// parsePrefix accepts a CIDR or a single address (taken as /32 or /128).
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an IP address", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func checkHostPort(e *errs, key, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		e.add(key, "%q must be host:port", addr)
+		return
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		e.add(key, "%q has an invalid port", addr)
+	}
+	if strings.ContainsAny(host, " /") {
+		e.add(key, "%q has an invalid host", addr)
+	}
+}
+
+func checkEnvName(e *errs, key, name string) {
+	if name != "" && !isEnvName(name) {
+		e.add(key, "%q is not an environment variable name", name)
+	}
+}
+
+func checkName(e *errs, key, name string) {
+	if !isName(name) {
+		e.add(key, "%q must be 1-63 letters, digits, '.', '_' or '-'", name)
+	}
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// isName reports whether s is 1-63 ASCII letters, digits, '.', '_' or '-',
+// starting with a letter or digit: safe in paths, metrics and raft ids.
+func isName(s string) bool {
+	if s == "" || len(s) > 63 || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isEnvName reports whether s is a portable environment variable name.
+func isEnvName(s string) bool {
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// isRepo reports whether s is "owner/name".
+func isRepo(s string) bool {
+	owner, name, ok := strings.Cut(s, "/")
+	return ok && isRepoPart(owner) && isRepoPart(name)
+}
+
+func isRepoPart(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}

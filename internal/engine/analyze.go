@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"net/netip"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
+)
+
+// field is a request field the rule index knows how to look up.
+type field int
+
+// The indexed fields. Their order is also the order in which hoisted
+// conjuncts are evaluated: the literal-bounded string tests first, the IP
+// test last (see hoist).
+const (
+	fieldMethod field = iota
+	fieldHost
+	fieldPath
+	fieldIP
+	numFields
+)
+
+// constraint is a conjunct of a rule's match that is a necessary condition
+// on one request field and can only be false, never an error, except where
+// strict says so. The rule cannot match a request that fails it.
+type constraint struct {
+	field  field
+	id     int64          // expression id of the conjunct in the checked AST
+	values []string       // method/host: allowed values; path: prefixes
+	ranges []netip.Prefix // IP: ranges, masked
+	// strict marks an IP test written with the network extension
+	// (cidr(..).containsIP(..)), which errors rather than answering false
+	// when source_ip does not parse strictly.
+	strict bool
+	// exact says the lookup is not only necessary but sufficient: the
+	// conjunct is true exactly when the index finds the rule (for strict
+	// tests, when source_ip parses strictly). Exact paths are prefixes.
+	exact bool
+}
+
+// conjuncts flattens the top-level && tree of e, at any nesting, in
+// evaluation order.
+func conjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
+	if isCall(e, operators.LogicalAnd, 2) {
+		args := e.AsCall().Args()
+		out = conjuncts(args[0], out)
+		return conjuncts(args[1], out)
+	}
+	return append(out, e)
+}
+
+// analyze finds at most one constraint per field among the conjuncts of a
+// checked match. Comprehensions and other calls are never descended into,
+// so `request` here is always the request variable, not a shadowing one.
+// exact reports that the constraints are the whole match and all exact, so
+// that the index alone decides the rule.
+func analyze(e ast.Expr) (cons []constraint, exact bool) {
+	var found [numFields]*constraint
+	all := conjuncts(e, nil)
+	for _, c := range all {
+		con, ok := classify(c)
+		if !ok || found[con.field] != nil {
+			continue
+		}
+		con.id = c.ID()
+		found[con.field] = &con
+	}
+	exact = true
+	for _, c := range found {
+		if c != nil {
+			cons = append(cons, *c)
+			exact = exact && c.exact
+		}
+	}
+	return cons, exact && len(cons) == len(all)
+}
+
+// classify recognises one conjunct; a || of tests of the same field merges
+// into one constraint, since it is false exactly when every branch is.
+func classify(e ast.Expr) (constraint, bool) {
+	if isCall(e, operators.LogicalOr, 2) {
+		args := e.AsCall().Args()
+		l, ok1 := classify(args[0])
+		r, ok2 := classify(args[1])
+		if !ok1 || !ok2 || l.field != r.field {
+			return constraint{}, false
+		}
+		l.values = append(l.values, r.values...)
+		l.ranges = append(l.ranges, r.ranges...)
+		l.strict = l.strict || r.strict
+		l.exact = l.exact && r.exact
+		return l, true
+	}
+	if c, ok := classifyString(e); ok {
+		return c, true
+	}
+	return classifyIP(e)
+}
+
+// classifyString recognises `request.F == 'lit'`, `'lit' == request.F`,
+// `request.F in ['lit', ...]` for method, host and path, and
+// `request.path.startsWith('lit')`. An exact path is indexed as a prefix:
+// a path without the prefix certainly differs from it.
+func classifyString(e ast.Expr) (constraint, bool) {
+	if e.Kind() != ast.CallKind {
+		return constraint{}, false
+	}
+	call := e.AsCall()
+	args := call.Args()
+	switch {
+	case isCall(e, operators.Equals, 2):
+		if f, ok := requestField(args[0]); ok {
+			return stringConstraint(f, args[1:], f != fieldPath)
+		}
+		if f, ok := requestField(args[1]); ok {
+			return stringConstraint(f, args[:1], f != fieldPath)
+		}
+	case isCall(e, operators.In, 2) && args[1].Kind() == ast.ListKind:
+		list := args[1].AsList()
+		if f, ok := requestField(args[0]); ok && len(list.OptionalIndices()) == 0 {
+			return stringConstraint(f, list.Elements(), f != fieldPath)
+		}
+	case call.IsMemberFunction() && call.FunctionName() == overloads.StartsWith && len(args) == 1:
+		if f, ok := requestField(call.Target()); ok && f == fieldPath {
+			return stringConstraint(f, args, true)
+		}
+	}
+	return constraint{}, false
+}
+
+func stringConstraint(f field, lits []ast.Expr, exact bool) (constraint, bool) {
+	vals, ok := literalStrings(lits)
+	if !ok || f == fieldIP {
+		return constraint{}, false
+	}
+	return constraint{field: f, values: vals, exact: exact}, true
+}
+
+// classifyIP recognises inIpRange(request.source_ip, 'lit'),
+// cidr('lit').containsIP(request.source_ip) and
+// cidr('lit').containsIP(ip(request.source_ip)).
+func classifyIP(e ast.Expr) (constraint, bool) {
+	if e.Kind() != ast.CallKind {
+		return constraint{}, false
+	}
+	call := e.AsCall()
+	args := call.Args()
+	if !call.IsMemberFunction() && call.FunctionName() == inIPRangeFunc && len(args) == 2 {
+		lit, ok := literalString(args[1])
+		f, isField := requestField(args[0])
+		if !ok || !isField || f != fieldIP {
+			return constraint{}, false
+		}
+		p, err := parseRangeLiteral(lit)
+		return constraint{field: fieldIP, ranges: []netip.Prefix{p}, exact: true}, err == nil
+	}
+	if call.IsMemberFunction() && call.FunctionName() == "containsIP" && len(args) == 1 {
+		return classifyContainsIP(call.Target(), args[0])
+	}
+	return constraint{}, false
+}
+
+func classifyContainsIP(target, arg ast.Expr) (constraint, bool) {
+	if !isCall(target, "cidr", 1) {
+		return constraint{}, false
+	}
+	lit, ok := literalString(target.AsCall().Args()[0])
+	if !ok {
+		return constraint{}, false
+	}
+	if isCall(arg, "ip", 1) {
+		arg = arg.AsCall().Args()[0]
+	}
+	if f, isField := requestField(arg); !isField || f != fieldIP {
+		return constraint{}, false
+	}
+	p, err := netip.ParsePrefix(lit)
+	if err != nil || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+		return constraint{}, false // the network validator already rejected it
+	}
+	return constraint{field: fieldIP, ranges: []netip.Prefix{p.Masked()}, strict: true, exact: true}, true
+}
+
+// requestField recognises request.method, .host, .path and .source_ip.
+func requestField(e ast.Expr) (field, bool) {
+	if e.Kind() != ast.SelectKind {
+		return 0, false
+	}
+	sel := e.AsSelect()
+	if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != requestVar {
+		return 0, false
+	}
+	switch sel.FieldName() {
+	case "method":
+		return fieldMethod, true
+	case "host":
+		return fieldHost, true
+	case "path":
+		return fieldPath, true
+	case "source_ip":
+		return fieldIP, true
+	}
+	return 0, false
+}
+
+func literalStrings(es []ast.Expr) ([]string, bool) {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		s, ok := literalString(e)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, len(out) > 0
+}
+
+func literalString(e ast.Expr) (string, bool) {
+	if e.Kind() != ast.LiteralKind {
+		return "", false
+	}
+	s, ok := e.AsLiteral().Value().(string)
+	return s, ok
+}
+
+// isCall reports whether e is a global call of fn with n arguments.
+func isCall(e ast.Expr, fn string, n int) bool {
+	if e.Kind() != ast.CallKind {
+		return false
+	}
+	c := e.AsCall()
+	return !c.IsMemberFunction() && c.FunctionName() == fn && len(c.Args()) == n
+}
+
+// hoist rewrites a match so that its indexed conjuncts are evaluated first,
+// in field order, followed by the others in their written order. && is
+// commutative in CEL (a false conjunct wins over an error), so the value is
+// unchanged; what changes is that a conjunct the index finds false is
+// reached before any costly conjunct, so evaluation stops where the index
+// would have skipped the rule instead of possibly hitting the cost limit.
+func hoist(env *cel.Env, a *cel.Ast, cons []constraint) (*cel.Ast, error) {
+	all := conjuncts(a.NativeRep().Expr(), nil)
+	order := make([]int64, 0, len(all))
+	first := make(map[int64]bool, len(cons))
+	for _, c := range cons { // cons is in field order
+		order = append(order, c.id)
+		first[c.id] = true
+	}
+	for _, c := range all {
+		if !first[c.ID()] {
+			order = append(order, c.ID())
+		}
+	}
+	if sameOrder(all, order) {
+		return a, nil
+	}
+	opt, err := cel.NewStaticOptimizer(reorderConjuncts{order: order})
+	if err != nil {
+		return nil, err
+	}
+	out, iss := opt.Optimize(env, a)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	return out, nil
+}
+
+func sameOrder(all []ast.Expr, order []int64) bool {
+	for i, e := range all {
+		if e.ID() != order[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// reorderConjuncts rebuilds the top-level && chain in the given order.
+type reorderConjuncts struct{ order []int64 }
+
+// Optimize implements cel.ASTOptimizer.
+func (r reorderConjuncts) Optimize(ctx *cel.OptimizerContext, a *ast.AST) *ast.AST {
+	byID := map[int64]ast.Expr{}
+	for _, c := range conjuncts(a.Expr(), nil) {
+		byID[c.ID()] = c
+	}
+	var chain ast.Expr
+	for _, id := range r.order {
+		if chain == nil {
+			chain = byID[id]
+			continue
+		}
+		chain = ctx.NewCall(operators.LogicalAnd, chain, byID[id])
+	}
+	return ctx.NewAST(chain)
+}

@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// CompiledPolicy is a policy whose rules are type-checked, cost-checked and
+// planned CEL programs, in evaluation order, with the rule index. It is
+// immutable and safe for concurrent use.
+type CompiledPolicy struct {
+	src      *policy.Policy
+	resource string // "policies/{name}"
+	etag     string
+	deflt    Verdict
+	onError  policy.OnError
+	rules    []compiledRule // in (priority, name) order
+	index    *ruleIndex     // nil when Options.DisableIndex
+}
+
+// compiledRule is one rule ready to evaluate.
+type compiledRule struct {
+	name    string
+	verdict Verdict
+	// tracked counts cost and stops at Options.RuntimeCostLimit.
+	tracked cel.Program
+	// fast is the same plan without cost tracking, which triples the speed
+	// of a typical match. It is used only for requests within the sizes the
+	// compile-time estimate assumed, where the cost cannot exceed that
+	// estimate and so not the run-time limit either; nil when the estimate
+	// itself is above the limit.
+	fast cel.Program
+	// exact: the rule's match is exactly its index constraints (see
+	// constraint.exact), so the index alone decides it.
+	exact bool
+}
+
+// Name returns the policy's name (the directory name, not the resource name).
+func (cp *CompiledPolicy) Name() string { return cp.src.Name }
+
+// Etag returns the etag of the policy source the program was compiled from.
+func (cp *CompiledPolicy) Etag() string { return cp.etag }
+
+// Source returns the policy the program was compiled from. Callers must
+// not modify it: it is shared by every evaluation.
+func (cp *CompiledPolicy) Source() *policy.Policy { return cp.src }
+
+// Compile type-checks and plans every rule of p. Every problem is
+// collected: the error is a policy.ErrorList with one entry per bad rule
+// (and per bad policy-level setting), each naming the file, line and rule.
+func Compile(p *policy.Policy, opts Options) (*CompiledPolicy, error) {
+	opts = opts.withDefaults()
+	env, err := celEnv()
+	if err != nil {
+		return nil, fmt.Errorf("engine: building the CEL environment: %w", err)
+	}
+	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag()}
+	errs := cp.settings()
+	rules := sortedRules(p.Rules)
+	errs = append(errs, duplicateRules(rules)...)
+	cons := make([][]constraint, len(rules))
+	for i := range rules {
+		cr, c, err := compileRule(env, &rules[i], opts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cp.rules = append(cp.rules, cr)
+		cons[len(cp.rules)-1] = c
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if !opts.DisableIndex {
+		cp.index = buildIndex(cons[:len(cp.rules)], cp.rules)
+	}
+	return cp, nil
+}
+
+// settings checks the policy-level keys that decide outcomes; the policy
+// package validates them too, but a hand-built Policy must not slip through.
+func (cp *CompiledPolicy) settings() policy.ErrorList {
+	p := cp.src
+	var errs policy.ErrorList
+	v, ok := verdictOf(p.DefaultAction)
+	if !ok {
+		errs = append(errs, &policy.Error{File: homeFile(p), Msg: fmt.Sprintf(
+			`default_action must be "allow" or "deny", not %q`, p.DefaultAction)})
+	}
+	cp.deflt = v
+	cp.onError = p.OnError
+	switch p.OnError {
+	case "":
+		cp.onError = policy.OnErrorDeny
+	case policy.OnErrorDeny, policy.OnErrorAllow, policy.OnErrorSkip:
+	default:
+		errs = append(errs, &policy.Error{File: homeFile(p), Msg: fmt.Sprintf(
+			`on_error must be "deny", "allow" or "skip", not %q`, p.OnError)})
+	}
+	return errs
+}
+
+// homeFile is where policy-level problems are reported: policy.toml.
+func homeFile(p *policy.Policy) string {
+	for _, s := range p.Sources {
+		if s == "policy.toml" || strings.HasSuffix(s, "/policy.toml") {
+			return s
+		}
+	}
+	return p.Name + "/policy.toml"
+}
+
+// sortedRules copies the rules into evaluation order. The policy package
+// sorts already; sorting again keeps the contract for hand-built policies.
+func sortedRules(in []policy.Rule) []policy.Rule {
+	rules := slices.Clone(in)
+	slices.SortStableFunc(rules, func(a, b policy.Rule) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), strings.Compare(a.Name, b.Name))
+	})
+	return rules
+}
+
+func duplicateRules(rules []policy.Rule) policy.ErrorList {
+	var errs policy.ErrorList
+	seen := make(map[string]policy.Pos, len(rules))
+	for _, r := range rules {
+		if prev, dup := seen[r.Name]; dup {
+			errs = append(errs, ruleError(&r, "is defined twice (also at %s:%d)", prev.File, prev.Line))
+			continue
+		}
+		seen[r.Name] = r.Pos
+	}
+	return errs
+}
+
+// compileRule turns one rule into a program and its index constraints.
+func compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []constraint, *policy.Error) {
+	v, ok := verdictOf(r.Action)
+	if !ok {
+		return compiledRule{}, nil, ruleError(r, `action must be "allow" or "deny", not %q`, r.Action)
+	}
+	if strings.TrimSpace(r.Match) == "" {
+		return compiledRule{}, nil, ruleError(r, "match must not be empty")
+	}
+	a, iss := env.Compile(r.Match)
+	if iss.Err() != nil {
+		return compiledRule{}, nil, ruleError(r, "match: %s", issueText(iss))
+	}
+	if !a.OutputType().IsExactType(cel.BoolType) {
+		return compiledRule{}, nil, ruleError(r, "match must be a bool expression, not %s", a.OutputType())
+	}
+	est, err := checkCost(env, a, opts.MaxRuleCost)
+	if err != nil {
+		return compiledRule{}, nil, ruleError(r, "match: %v", err)
+	}
+	cr := compiledRule{name: r.Name, verdict: v}
+	var cons []constraint
+	// A rule that may legitimately reach the run-time limit is evaluated
+	// whenever its turn comes, so that the limit fires exactly as it would
+	// without the index.
+	if est <= opts.RuntimeCostLimit {
+		cons, cr.exact = analyze(a.NativeRep().Expr())
+		if a, err = hoist(env, a, cons); err != nil {
+			return compiledRule{}, nil, ruleError(r, "match: reordering conjuncts: %v", err)
+		}
+		if cr.fast, err = env.Program(a, cel.EvalOptions(cel.OptOptimize)); err != nil {
+			return compiledRule{}, nil, ruleError(r, "match: %v", err)
+		}
+	}
+	cr.tracked, err = env.Program(a, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return compiledRule{}, nil, ruleError(r, "match: %v", err)
+	}
+	return cr, cons, nil
+}
+
+// issueText renders CEL's errors on one line each, as "line:column: message"
+// within the match, without the ASCII-art snippet meant for terminals.
+func issueText(iss *cel.Issues) string {
+	var parts []string
+	for _, e := range iss.Errors() {
+		parts = append(parts, fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func ruleError(r *policy.Rule, format string, args ...any) *policy.Error {
+	return &policy.Error{
+		File: r.Pos.File, Line: r.Pos.Line, Rule: r.Name,
+		Msg: fmt.Sprintf("rule %q: ", r.Name) + fmt.Sprintf(format, args...),
+	}
+}
+
+// verdictOf maps a policy action to the verdict the API reports.
+func verdictOf(a policy.Action) (Verdict, bool) {
+	switch a {
+	case policy.ActionAllow:
+		return Allow, true
+	case policy.ActionDeny:
+		return Deny, true
+	}
+	return "", false
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"strconv"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// Evaluate decides req: the rules in (priority, name) order, the first
+// whose match is true deciding with its action, and the default action
+// (Rule "") when none matches.
+//
+// A match that fails at run time (a missing map key, a bad address given
+// to ip(), the run-time cost limit) applies the policy's on_error: "deny"
+// or "allow" decide with that rule and Decision.Error set; "skip" treats
+// the rule as not matching, and the first such error is carried in
+// Decision.Error of whatever decision follows, so that a broken rule stays
+// visible even when a later rule or the default decides.
+//
+// req is only read. It is not validated: a source_ip that is not an
+// address simply fails the IP tests (see docs/policy-language.md).
+func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
+	ev := evaluation{cp: cp, act: (*activation)(req)}
+	if cp.index == nil {
+		for i := range cp.rules {
+			if d, done := ev.try(i); done {
+				return d
+			}
+		}
+		return cp.decision(cp.deflt, "", ev.skipped)
+	}
+	c := cp.index.candidates(req)
+	for i := c.next(); i >= 0; i = c.next() {
+		if c.decided(i) {
+			r := &cp.rules[i]
+			return cp.decision(r.verdict, r.name, ev.skipped)
+		}
+		if d, done := ev.try(i); done {
+			return d
+		}
+	}
+	return cp.decision(cp.deflt, "", ev.skipped)
+}
+
+// evaluation is the state of one Evaluate call.
+type evaluation struct {
+	cp      *CompiledPolicy
+	act     *activation
+	fits    int8   // 0 unknown, 1 within the estimate's sizes, -1 not
+	skipped string // the first error of a rule skipped by on_error = skip
+}
+
+// try evaluates rule i; done reports whether it decided.
+func (ev *evaluation) try(i int) (Decision, bool) {
+	cp := ev.cp
+	r := &cp.rules[i]
+	out, _, err := ev.program(r).Eval(ev.act)
+	if err == nil {
+		if out == types.True {
+			return cp.decision(r.verdict, r.name, ev.skipped), true
+		}
+		return Decision{}, false
+	}
+	msg := "rule " + strconv.Quote(r.name) + ": " + err.Error()
+	switch cp.onError {
+	case policy.OnErrorAllow:
+		return cp.decision(Allow, r.name, msg), true
+	case policy.OnErrorSkip:
+		if ev.skipped == "" {
+			ev.skipped = msg
+		}
+		return Decision{}, false
+	default:
+		return cp.decision(Deny, r.name, msg), true
+	}
+}
+
+// program picks the untracked plan when it cannot make a difference: the
+// request is no bigger than the cost estimate assumed, so the rule's cost
+// is at most its estimate, which Compile checked against the limit.
+func (ev *evaluation) program(r *compiledRule) cel.Program {
+	if r.fast == nil {
+		return r.tracked
+	}
+	if ev.fits == 0 {
+		ev.fits = -1
+		if fitsEstimate((*Request)(ev.act)) {
+			ev.fits = 1
+		}
+	}
+	if ev.fits > 0 {
+		return r.fast
+	}
+	return r.tracked
+}
+
+func (cp *CompiledPolicy) decision(v Verdict, rule, errMsg string) Decision {
+	return Decision{Verdict: v, Rule: rule, Policy: cp.resource, Etag: cp.etag, Error: errMsg}
+}

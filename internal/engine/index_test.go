@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+)
+
+// TestIndexEquivalence is the proof obligation of DESIGN.md: over random
+// policies and requests, the indexed decision (verdict, rule and error) is
+// identical to plain priority-order evaluation, and every rule the index
+// skips really evaluates to false without error.
+func TestIndexEquivalence(t *testing.T) {
+	policies, requests := 400, 150
+	if testing.Short() {
+		policies = 60
+	}
+	r := rand.New(rand.NewPCG(20240611, 7))
+	for i := range policies {
+		p := genPolicy(r, 1+r.IntN(40))
+		opts := DefaultOptions()
+		if i%4 == 0 {
+			// Small enough that many groups blow it: rules under it stay
+			// indexed, their hoisted programs must still agree.
+			opts.RuntimeCostLimit = uint64(100 + r.IntN(400))
+		}
+		indexed := mustCompile(t, p, opts)
+		opts.DisableIndex = true
+		plain := mustCompile(t, p, opts)
+		for range requests {
+			req := genRequest(r)
+			want, got := plain.Evaluate(req), indexed.Evaluate(req)
+			if got != want {
+				t.Fatalf("policy %d, request %+v:\nindexed %+v\nplain   %+v\nrules:\n%s", i, req, got, want, ruleDump(p))
+			}
+			checkSkipped(t, indexed, req)
+			checkFastAgrees(t, indexed, req)
+		}
+	}
+}
+
+// checkSkipped evaluates every rule the index leaves out, which must be
+// false without error, and every rule it decides alone, which must be true.
+func checkSkipped(t *testing.T, cp *CompiledPolicy, req *Request) {
+	t.Helper()
+	want := make([]ref.Val, len(cp.rules)) // nil: no claim
+	c := cp.index.candidates(req)
+	for i := range cp.rules {
+		want[i] = types.False
+	}
+	for i := c.next(); i >= 0; i = c.next() {
+		want[i] = nil
+		if c.decided(i) {
+			want[i] = types.True
+		}
+	}
+	for i, rule := range cp.rules {
+		if want[i] == nil {
+			continue
+		}
+		for _, prg := range []cel.Program{rule.tracked, rule.fast} {
+			if prg == nil {
+				continue
+			}
+			out, _, err := prg.Eval((*activation)(req))
+			if err != nil || out != want[i] {
+				t.Fatalf("index claims rule %q (%s) is %v for %+v, but it gives %v, %v",
+					rule.name, matchOf(cp, rule.name), want[i], req, out, err)
+			}
+		}
+	}
+}
+
+// checkFastAgrees backs the claim that lets Evaluate drop cost tracking:
+// within the estimate's sizes the run-time limit never fires, so the
+// untracked plan answers as the tracked one does.
+func checkFastAgrees(t *testing.T, cp *CompiledPolicy, req *Request) {
+	t.Helper()
+	if !fitsEstimate(req) {
+		return
+	}
+	for _, rule := range cp.rules {
+		if rule.fast == nil {
+			continue
+		}
+		o1, _, e1 := rule.tracked.Eval((*activation)(req))
+		o2, _, e2 := rule.fast.Eval((*activation)(req))
+		if (e1 == nil) != (e2 == nil) || e1 == nil && o1 != o2 {
+			t.Fatalf("rule %q (%s) on %+v: tracked %v, %v; untracked %v, %v",
+				rule.name, matchOf(cp, rule.name), req, o1, e1, o2, e2)
+		}
+	}
+}
+
+func matchOf(cp *CompiledPolicy, name string) string {
+	for _, r := range cp.src.Rules {
+		if r.Name == name {
+			return r.Match
+		}
+	}
+	return ""
+}
+
+func TestPrefixSetLookup(t *testing.T) {
+	b := newPrefixBuilder(5)
+	for i, k := range []string{"/a", "/a/b", "/ab", "/b", ""} {
+		b.add(k, i)
+	}
+	s := buildPrefixSet(b)
+	none := newBitset(5)
+	cases := map[string][]int{
+		"/a/b/c": {0, 1, 4}, "/a/c": {0, 4}, "/abc": {0, 2, 4}, "/b": {3, 4}, "/": {4}, "": {4}, "/aa": {0, 4},
+	}
+	for path, want := range cases {
+		if got := members(s.lookup(path, none)); !slices.Equal(got, want) {
+			t.Errorf("lookup(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
+
+func TestRangeSetLookup(t *testing.T) {
+	ranges := []string{"10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.2.0.0/16", "::/0", "2001:db8::/32", "0.0.0.0/0"}
+	b := newRangeBuilder(len(ranges))
+	for i, s := range ranges {
+		b.add(netip.MustParsePrefix(s), i)
+	}
+	s := buildRangeSet(b)
+	none := newBitset(len(ranges))
+	cases := map[string][]int{
+		"10.1.2.3": {0, 1, 2, 6}, "10.1.3.3": {0, 1, 6}, "10.2.0.0": {0, 3, 6}, "11.0.0.0": {6},
+		"2001:db8::1": {4, 5}, "::1": {4}, "9.255.255.255": {6},
+	}
+	for addr, want := range cases {
+		if got := members(s.lookup(netip.MustParseAddr(addr), none)); !slices.Equal(got, want) {
+			t.Errorf("lookup(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func members(b bitset) []int {
+	var out []int
+	for i := range len(b) * 64 {
+		if b[i/64]&(1<<(uint(i)%64)) != 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// TestIndexUsesConstraints guards the index against silently indexing
+// nothing: typical firewall rules must be skipped without evaluation.
+func TestIndexUsesConstraints(t *testing.T) {
+	p := testPolicy("allow", "deny",
+		rule("a", 1, "deny", `inIpRange(request.source_ip, '10.0.0.0/8') && request.method == 'GET'`),
+		rule("b", 2, "deny", `request.host in ['x.example', 'y.example'] && request.path.startsWith('/admin')`),
+		rule("c", 3, "deny", `cidr('2001:db8::/32').containsIP(ip(request.source_ip))`),
+		rule("d", 4, "deny", `request.principal == 'eve'`),
+	)
+	cp := mustCompile(t, p, DefaultOptions())
+	cases := []struct {
+		req  Request
+		want []int
+	}{
+		{Request{SourceIP: "10.1.1.1", Method: "GET"}, []int{0, 3}},
+		{Request{SourceIP: "10.1.1.1", Method: "POST"}, []int{3}},
+		{Request{SourceIP: "192.0.2.1", Host: "x.example", Path: "/admin/1"}, []int{1, 3}},
+		{Request{SourceIP: "2001:db8::1", Host: "x.example", Path: "/"}, []int{2, 3}},
+		{Request{SourceIP: "not-an-ip"}, []int{2, 3}}, // c would error, not be false
+	}
+	for _, tc := range cases {
+		var got []int
+		c := cp.index.candidates(&tc.req)
+		for i := c.next(); i >= 0; i = c.next() {
+			got = append(got, i)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("candidates(%+v) = %v, want %v", tc.req, got, tc.want)
+		}
+	}
+}

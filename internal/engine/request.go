@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrBadRequest is wrapped by every error of DecodeRequest and
+// RequestFromMap; the API maps it to 400.
+var ErrBadRequest = errors.New("invalid request")
+
+// Request size limits, enforced by DecodeRequest and RequestFromMap.
+const (
+	// MaxRequestBytes is the largest JSON request DecodeRequest accepts;
+	// it matches the API's default body limit.
+	MaxRequestBytes = 1 << 20
+	// MaxAttributeDepth is how deeply attribute values may nest, counting
+	// the attributes object itself as 1.
+	MaxAttributeDepth = 32
+	// MaxAttributeValues bounds the number of values (scalars, lists and
+	// objects) inside attributes.
+	MaxAttributeValues = 10_000
+)
+
+func badRequest(field, format string, args ...any) error {
+	if field == "" {
+		return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+	}
+	return fmt.Errorf("%w: field %q: %s", ErrBadRequest, field, fmt.Sprintf(format, args...))
+}
+
+// DecodeRequest parses the JSON body of a decision request strictly:
+// unknown or repeated top-level fields, values of the wrong type (null
+// included), a source_ip that is not an address, attributes nested deeper
+// than MaxAttributeDepth and trailing data are all errors wrapping
+// ErrBadRequest. Header names are lower-cased. A missing time is left zero
+// for the caller to fill with the receipt time.
+func DecodeRequest(data []byte) (*Request, error) {
+	if len(data) > MaxRequestBytes {
+		return nil, badRequest("", "body of %d bytes is over the limit of %d", len(data), MaxRequestBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, badRequest("", "body must be a JSON object")
+	}
+	req := &Request{}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, badRequest("", "malformed JSON: %v", err)
+		}
+		key := tok.(string) // object keys are always strings
+		if seen[key] {
+			return nil, badRequest(key, "given twice")
+		}
+		seen[key] = true
+		if err := decodeField(dec, req, key); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, badRequest("", "malformed JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("", "unexpected data after the request object")
+	}
+	return req, finishRequest(req)
+}
+
+// decodeField reads the value of one top-level field into req.
+func decodeField(dec *json.Decoder, req *Request, key string) error {
+	if key == "attributes" {
+		v, err := decodeJSONValue(dec, 1, new(int))
+		if err != nil {
+			return badRequest(key, "%v", err)
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return badRequest(key, "must be an object")
+		}
+		req.Attributes = m
+		return nil
+	}
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return badRequest("", "malformed JSON: %v", err)
+	}
+	return setField(req, key, v)
+}
+
+// setField assigns a decoded value (from JSON or TOML) to the named field.
+func setField(req *Request, key string, v any) error {
+	var err error
+	switch key {
+	case "method":
+		req.Method, err = asString(key, v)
+	case "path":
+		req.Path, err = asString(key, v)
+	case "host":
+		req.Host, err = asString(key, v)
+	case "scheme":
+		req.Scheme, err = asString(key, v)
+	case "source_ip":
+		req.SourceIP, err = asAddress(key, v)
+	case "principal":
+		req.Principal, err = asString(key, v)
+	case "query":
+		req.Query, err = asStringMap(key, v)
+	case "headers":
+		req.Headers, err = asStringMap(key, v)
+	case "groups":
+		req.Groups, err = asStringList(key, v)
+	case "time":
+		req.Time, err = asTime(key, v)
+	case "attributes":
+		req.Attributes, err = asAttributes(key, v)
+	default:
+		err = badRequest(key, "unknown field (want method, path, host, scheme, query, headers,"+
+			" source_ip, principal, groups, attributes or time)")
+	}
+	return err
+}
+
+// finishRequest lower-cases header names, as HTTP/2 does on the wire, so
+// that rules can index headers without caring how a client spelt them.
+func finishRequest(req *Request) error {
+	if req.Headers == nil {
+		return nil
+	}
+	lower := make(map[string]string, len(req.Headers))
+	for k, v := range req.Headers {
+		lk := strings.ToLower(k)
+		if _, dup := lower[lk]; dup {
+			return badRequest("headers", "%q is given twice (header names are case-insensitive)", lk)
+		}
+		lower[lk] = v
+	}
+	req.Headers = lower
+	return nil
+}
+
+func asString(key string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", badRequest(key, "must be a string, not %s", typeName(v))
+	}
+	return s, nil
+}
+
+// asAddress accepts what net/netip parses, zones and IPv4-mapped IPv6
+// included; CEL's ip() is stricter, and rules see the string as given.
+func asAddress(key string, v any) (string, error) {
+	s, err := asString(key, v)
+	if err != nil {
+		return "", err
+	}
+	if _, perr := netip.ParseAddr(s); perr != nil {
+		return "", badRequest(key, "%q is not an IPv4 or IPv6 address", s)
+	}
+	return s, nil
+}
+
+func asStringMap(key string, v any) (map[string]string, error) {
+	switch m := v.(type) {
+	case map[string]string:
+		return m, nil
+	case map[string]any:
+		out := make(map[string]string, len(m))
+		for k, e := range m {
+			s, ok := e.(string)
+			if !ok {
+				return nil, badRequest(key, "value of %q must be a string, not %s", k, typeName(e))
+			}
+			out[k] = s
+		}
+		return out, nil
+	}
+	return nil, badRequest(key, "must be an object of strings, not %s", typeName(v))
+}
+
+func asStringList(key string, v any) ([]string, error) {
+	switch l := v.(type) {
+	case []string:
+		return l, nil
+	case []any:
+		out := make([]string, len(l))
+		for i, e := range l {
+			s, ok := e.(string)
+			if !ok {
+				return nil, badRequest(key, "item %d must be a string, not %s", i, typeName(e))
+			}
+			out[i] = s
+		}
+		return out, nil
+	}
+	return nil, badRequest(key, "must be a list of strings, not %s", typeName(v))
+}
+
+func asTime(key string, v any) (time.Time, error) {
+	switch t := v.(type) {
+	case time.Time:
+		return t, nil
+	case string:
+		parsed, err := time.Parse(time.RFC3339Nano, t)
+		if err != nil {
+			return time.Time{}, badRequest(key, "%q is not an RFC 3339 timestamp", t)
+		}
+		return parsed, nil
+	}
+	return time.Time{}, badRequest(key, "must be an RFC 3339 timestamp string, not %s", typeName(v))
+}
+
+// typeName names a decoded value's type the way a JSON or TOML author
+// would, for error messages.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64, int64, int:
+		return "a number"
+	case []any, []string, []map[string]any:
+		return "a list"
+	case map[string]any, map[string]string:
+		return "an object"
+	case time.Time:
+		return "a timestamp"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// RequestFromMap builds a request from a policy test's `request` table.
+// Values are as a TOML decoder gives them (string, int64, float64, bool,
+// time.Time, []any, map[string]any); the rules are those of DecodeRequest,
+// and time may also be a TOML datetime.
+func RequestFromMap(m map[string]any) (*Request, error) {
+	req := &Request{}
+	for _, key := range sortedKeys(m) {
+		if err := setField(req, key, m[key]); err != nil {
+			return nil, err
+		}
+	}
+	return req, finishRequest(req)
+}
+
+// sortedKeys makes the first error reported for a bad table deterministic.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

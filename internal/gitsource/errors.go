@@ -1,0 +1,148 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// Sentinel errors, for errors.Is. The typed errors below match them and
+// carry the details; their messages hold no credentials.
+var (
+	// ErrPull means the remote could not be read (network, auth, not
+	// found, timeout): the caller sets the PullError condition and keeps
+	// serving what it has.
+	ErrPull = errors.New("gitsource: pulling from the policy repository failed")
+	// ErrPushRefused means the remote refused a push: the branch moved,
+	// the token may not write, or the branch is protected.
+	ErrPushRefused = errors.New("gitsource: the remote refused the push")
+	// ErrPush means a push failed for any other reason (network, timeout).
+	ErrPush = errors.New("gitsource: pushing to the policy repository failed")
+	// ErrTooLarge means the policies root at a commit is over MaxFilesSize.
+	ErrTooLarge = errors.New("gitsource: policies root too large")
+	// ErrUnknownRevision means a commit is not in the clone.
+	ErrUnknownRevision = errors.New("gitsource: unknown revision")
+	// ErrNoChange means a revert or commit would not change the branch:
+	// its policies already are what was asked for.
+	ErrNoChange = errors.New("gitsource: nothing to commit")
+)
+
+// Reason says why talking to the remote failed, so callers and operators
+// know whether waiting helps.
+type Reason string
+
+// The reasons.
+const (
+	ReasonNetwork  Reason = "network"   // retry later: the remote or the path to it is down
+	ReasonTimeout  Reason = "timeout"   // retry later, or raise the timeout
+	ReasonAuth     Reason = "auth"      // needs a human: the token is missing, wrong or lacks access
+	ReasonNotFound Reason = "not-found" // needs a human: wrong URL or branch, or the repository is empty
+	ReasonCanceled Reason = "canceled"  // the caller gave up (shutdown)
+)
+
+// hints say what to do next, per reason.
+var hints = map[Reason]string{
+	ReasonNetwork:  "retrying at the next poll",
+	ReasonTimeout:  "retrying at the next poll; raise the timeout if the repository is large",
+	ReasonAuth:     "check the token and its access to the repository",
+	ReasonNotFound: "check git.url and git.branch",
+	ReasonCanceled: "the operation was canceled",
+}
+
+// RemoteError is a failed conversation with the remote. It matches ErrPull
+// (Op "fetch") or ErrPush (Op "push"), and context.DeadlineExceeded or
+// context.Canceled when that is the reason.
+type RemoteError struct {
+	Op     string // "fetch" or "push"
+	URL    string // redacted
+	Reason Reason
+	Msg    string // scrubbed detail from the transport
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("git %s %s: %s: %s (%s)", e.Op, e.URL, e.Reason, e.Msg, hints[e.Reason])
+}
+
+// Is matches the sentinels. The transport's own error is not kept, since
+// its text may hold a credential; Msg is its scrubbed message.
+func (e *RemoteError) Is(target error) bool {
+	switch target {
+	case ErrPull:
+		return e.Op == "fetch"
+	case ErrPush:
+		return e.Op == "push"
+	case context.DeadlineExceeded:
+		return e.Reason == ReasonTimeout
+	case context.Canceled:
+		return e.Reason == ReasonCanceled
+	}
+	return false
+}
+
+// Retryable reports whether trying again later may succeed without a human.
+func (e *RemoteError) Retryable() bool {
+	return e.Reason == ReasonNetwork || e.Reason == ReasonTimeout
+}
+
+// PushRefusedError is a push the remote (or the fast-forward check before
+// it) refused. Commit is the commit that was not pushed; it exists in the
+// clone, so the caller may push it to another branch with PushBranch and
+// open a pull request instead.
+type PushRefusedError struct {
+	Ref    string // the remote ref, e.g. refs/heads/main
+	Commit string
+	// Stale is true when the branch moved since it was read: fetch and
+	// try again. Otherwise a human or another route (a pull request) is needed.
+	Stale bool
+	// Message is what the remote said (hook output, status), scrubbed.
+	Message string
+}
+
+func (e *PushRefusedError) Error() string {
+	next := "push it to a branch and open a pull request"
+	if e.Stale {
+		next = "the branch moved; fetch and try again"
+	}
+	return fmt.Sprintf("git push %s refused: %s (%s)", e.Ref, e.Message, next)
+}
+
+// Is matches ErrPushRefused.
+func (e *PushRefusedError) Is(target error) bool { return target == ErrPushRefused }
+
+// reasonOf classifies a transport error.
+func reasonOf(err error) Reason {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return ReasonTimeout
+	case errors.Is(err, context.Canceled):
+		return ReasonCanceled
+	case errors.Is(err, transport.ErrAuthenticationRequired),
+		errors.Is(err, transport.ErrAuthorizationFailed),
+		errors.Is(err, transport.ErrInvalidAuthMethod):
+		return ReasonAuth
+	case errors.Is(err, transport.ErrRepositoryNotFound),
+		errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return ReasonNotFound
+	}
+	// The ssh transport reports a refused key only in text.
+	if strings.Contains(err.Error(), "unable to authenticate") {
+		return ReasonAuth
+	}
+	return ReasonNetwork
+}
+
+// remoteError wraps a transport error for op, scrubbed. A context that
+// ended wins over what the transport made of it, since go-git sometimes
+// reports a canceled request as a broken pipe or EOF.
+func (s *Source) remoteError(ctx context.Context, op string, err error) error {
+	reason := reasonOf(err)
+	if ctxErr := ctx.Err(); ctxErr != nil && reason == ReasonNetwork {
+		reason = reasonOf(ctxErr)
+	}
+	return &RemoteError{Op: op, URL: Redact(s.cfg.URL), Reason: reason, Msg: s.scrub(err.Error())}
+}

@@ -1,0 +1,66 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+)
+
+// Sentinel errors. Callers match them with errors.Is; the raft ones are
+// aliases, so errors.Is(err, raft.ErrNotLeader) and
+// errors.Is(err, raftstore.ErrNotLeader) agree and a forwarding layer can
+// test for either.
+var (
+	// ErrNotLeader means the command must be sent to the leader instead.
+	ErrNotLeader = raft.ErrNotLeader
+	// ErrLeadershipLost means leadership was lost while the command was in
+	// flight: it may or may not have been committed. Retry idempotently.
+	ErrLeadershipLost = raft.ErrLeadershipLost
+
+	// ErrRejected marks every error returned by Apply for a command that
+	// reached the log but was refused by the state machine. It is
+	// deterministic: every node refused it the same way, nothing changed.
+	ErrRejected = errors.New("command rejected")
+	// ErrInvalidCommand means a payload failed validation (missing field,
+	// zero time, payload too large).
+	ErrInvalidCommand = errors.New("invalid command")
+	// ErrTooLarge means a generation bundle exceeds MaxGenerationBytes.
+	ErrTooLarge = errors.New("generation bundle too large")
+	// ErrUnknownCommand means this build does not know the command type or
+	// version (a newer proposer during a rolling upgrade).
+	ErrUnknownCommand = errors.New("unknown command type or version")
+	// ErrGenerationNotNewer means a new generation number is not above the
+	// highest one known: generation numbers only grow.
+	ErrGenerationNotNewer = errors.New("generation number does not grow")
+	// ErrUnknownGeneration means the generation is not (or no longer) known.
+	ErrUnknownGeneration = errors.New("unknown generation")
+	// ErrGenerationState means the generation's state forbids the command,
+	// e.g. activating a generation that is not STAGED.
+	ErrGenerationState = errors.New("generation state forbids this")
+	// ErrUnknownNode means the node is not registered.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrNodeState means the node's state forbids the command.
+	ErrNodeState = errors.New("node state forbids this")
+
+	// ErrCorrupt means the on-disk raft data cannot be trusted. The node
+	// must not serve from it; the fix is to move the data directory aside
+	// and rejoin the cluster, which sends a snapshot.
+	ErrCorrupt = errors.New("raft data is corrupt")
+	// ErrDataDirLocked means another process holds the raft database.
+	ErrDataDirLocked = errors.New("raft data directory is in use by another process")
+	// ErrMembership means a membership change conflicts with the current
+	// configuration (same id at another address, or the reverse).
+	ErrMembership = errors.New("membership conflict")
+)
+
+// reject builds the error result of a refused command. Both ErrRejected and
+// kind match with errors.Is.
+func reject(kind error, format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ErrRejected, kind, fmt.Sprintf(format, args...))
+}
+
+// invalid builds a validation error for a payload.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidCommand, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,201 @@
+package raftstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// FSMConfig configures an FSM.
+type FSMConfig struct {
+	// IgnoreUnknown is passed to the Applier (rolling upgrades).
+	IgnoreUnknown bool
+	// Logger receives warnings about ignored commands. Optional.
+	Logger hclog.Logger
+}
+
+// FSM is the raft.FSM: a thin adapter that decodes log entries and hands
+// them to an Applier. It publishes each new state as an immutable value
+// (copy-on-write), so readers never lock and never see a half-applied
+// command.
+type FSM struct {
+	ignoreUnknown bool
+	logger        hclog.Logger
+
+	// mu serialises writers (Apply, Restore, startup replay). Readers use
+	// the atomic pointer only.
+	mu    sync.Mutex
+	state atomic.Pointer[State]
+
+	subs subscribers
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// NewFSM returns an FSM holding an empty state.
+func NewFSM(cfg FSMConfig) *FSM {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	f := &FSM{ignoreUnknown: cfg.IgnoreUnknown, logger: cfg.Logger}
+	f.state.Store(NewState())
+	return f
+}
+
+// State returns the current state. The value is never modified afterwards:
+// read it freely from any goroutine, never write to it.
+func (f *FSM) State() *State { return f.state.Load() }
+
+// Subscribe returns a channel that receives a signal after the state
+// changes (apply or restore). Signals coalesce: the channel holds at most
+// one, so a slow reader never blocks raft; on each signal, read State()
+// for the latest value. Call cancel to stop the subscription.
+func (f *FSM) Subscribe() (ch <-chan struct{}, cancel func()) {
+	return f.subs.add()
+}
+
+// Apply implements raft.FSM. Its result is nil or an error that wraps
+// ErrRejected. Entries at or below State.LastIndex are skipped: the
+// startup replay (see Store) may already have applied them.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.state.Load()
+	if l.Index <= cur.LastIndex {
+		return nil
+	}
+	next := cur.Clone()
+	err := f.applyData(next, l.Data)
+	// A rejected command still consumes its index, so LastIndex always
+	// equals the index of the last command entry seen.
+	next.LastIndex = l.Index
+	f.state.Store(next)
+	f.subs.notify()
+	return err
+}
+
+func (f *FSM) applyData(s *State, data []byte) error {
+	cmd, err := DecodeCommand(data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	if f.ignoreUnknown && !Supported(cmd.Type, cmd.Version) {
+		f.logger.Warn("ignoring unknown command, upgrade this node", "type", cmd.Type, "version", cmd.Version)
+	}
+	a := Applier{State: s, IgnoreUnknown: f.ignoreUnknown}
+	return a.Apply(cmd)
+}
+
+// snapshotFormat versions the snapshot encoding, separately from commands.
+const snapshotFormat = 1
+
+// snapshotFile is the JSON document a snapshot holds.
+type snapshotFile struct {
+	Format int    `json:"format"`
+	State  *State `json:"state"`
+}
+
+// Snapshot implements raft.FSM. The published state is immutable, so the
+// snapshot just keeps the pointer; Persist can run concurrently with new
+// applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{state: f.state.Load()}, nil
+}
+
+// Restore implements raft.FSM: it decodes into a new state off to the side
+// and swaps it in one step, so a failed restore leaves the old state.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	s, err := ReadSnapshot(rc)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.state.Store(s)
+	f.mu.Unlock()
+	f.subs.notify()
+	return nil
+}
+
+// ReadSnapshot decodes a snapshot written by the FSM. Recovery tools use it
+// to inspect a snapshot without raft.
+func ReadSnapshot(r io.Reader) (*State, error) {
+	var file snapshotFile
+	if err := json.NewDecoder(r).Decode(&file); err != nil {
+		return nil, fmt.Errorf("decode snapshot: %w", err)
+	}
+	if file.Format != snapshotFormat {
+		return nil, fmt.Errorf("snapshot format %d is not supported (want %d): upgrade this node",
+			file.Format, snapshotFormat)
+	}
+	if file.State == nil {
+		return nil, fmt.Errorf("snapshot has no state")
+	}
+	file.State.normalize()
+	return file.State, nil
+}
+
+// WriteSnapshot encodes s in the snapshot format.
+func WriteSnapshot(w io.Writer, s *State) error {
+	return json.NewEncoder(w).Encode(snapshotFile{Format: snapshotFormat, State: s})
+}
+
+type fsmSnapshot struct{ state *State }
+
+// Persist implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := WriteSnapshot(sink, s.state); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot; nothing is held.
+func (s *fsmSnapshot) Release() {}
+
+// subscribers fans out coalescing change signals.
+type subscribers struct {
+	mu   sync.Mutex
+	next int
+	chs  map[int]chan struct{}
+}
+
+func (s *subscribers) add() (<-chan struct{}, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.chs == nil {
+		s.chs = map[int]chan struct{}{}
+	}
+	id := s.next
+	s.next++
+	ch := make(chan struct{}, 1)
+	s.chs[id] = ch
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.chs, id)
+			s.mu.Unlock()
+		})
+	}
+}
+
+func (s *subscribers) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.chs {
+		select {
+		case ch <- struct{}{}:
+		default: // a signal is already pending: coalesce
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package raftstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The payloads below carry every time, SHA and number the state machine
+// stores: the proposer decides them, Apply never reads a clock.
+
+// StageGeneration proposes a validated bundle as the next generation.
+type StageGeneration struct {
+	// Generation is the new number; it must exceed every known number.
+	Generation uint64 `json:"generation"`
+	// Commit is the git commit the bundle was read from.
+	Commit string `json:"commit"`
+	// Files is the policies root at Commit: path to content.
+	Files map[string][]byte `json:"files"`
+	// Etags maps policy name to the etag of its merged form.
+	Etags map[string]string `json:"etags"`
+	// CreateTime is when the leader staged it.
+	CreateTime time.Time `json:"createTime"`
+}
+
+// ReportReady says a node compiled a generation and can switch to it.
+type ReportReady struct {
+	Generation uint64    `json:"generation"`
+	NodeID     string    `json:"nodeId"`
+	Time       time.Time `json:"time"`
+}
+
+// ReportFailed says a node could not compile a generation. A STAGED
+// generation becomes INVALID and is never activated.
+type ReportFailed struct {
+	Generation uint64    `json:"generation"`
+	NodeID     string    `json:"nodeId"`
+	Errors     []string  `json:"errors"`
+	Time       time.Time `json:"time"`
+}
+
+// ActivateGeneration switches the cluster to a STAGED generation; every
+// node swaps at the log index of this command.
+type ActivateGeneration struct {
+	Generation uint64    `json:"generation"`
+	Time       time.Time `json:"time"`
+}
+
+// MarkInvalid records a leader-side failure (validation, git) for a commit.
+// With a new number it records the failed commit without files; with the
+// number of a STAGED generation it invalidates it.
+type MarkInvalid struct {
+	Generation uint64    `json:"generation"`
+	Commit     string    `json:"commit"`
+	Errors     []string  `json:"errors"`
+	Time       time.Time `json:"time"`
+}
+
+// UpsertNode registers a node or updates its addresses and group. Group and
+// subgroup of a registered node change only while it is PASSIVE.
+type UpsertNode struct {
+	ID       string    `json:"id"`
+	RaftAddr string    `json:"raftAddr"`
+	HTTPAddr string    `json:"httpAddr"`
+	Group    string    `json:"group"`
+	Subgroup string    `json:"subgroup"`
+	Voter    bool      `json:"voter"`
+	Time     time.Time `json:"time"`
+}
+
+// RemoveNode forgets a node. Removing an unknown node is not an error.
+type RemoveNode struct {
+	ID string `json:"id"`
+}
+
+// SetNodeState changes a node's administrative state.
+type SetNodeState struct {
+	ID    string    `json:"id"`
+	State NodeState `json:"state"`
+}
+
+// Heartbeat records that a node is alive, with opaque statistics.
+type Heartbeat struct {
+	ID    string          `json:"id"`
+	Time  time.Time       `json:"time"`
+	Stats json.RawMessage `json:"stats,omitempty"`
+}
+
+// PutExperiment stores an experiment document under its resource name,
+// e.g. "policies/x/experiments/pr-1". The document is opaque here.
+type PutExperiment struct {
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// DeleteExperiment removes an experiment. Deleting an unknown one is not an
+// error.
+type DeleteExperiment struct {
+	Name string `json:"name"`
+}
+
+// PutOperation stores a long-running operation document by id.
+type PutOperation struct {
+	ID   string          `json:"id"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// DeleteOperation removes an operation. Deleting an unknown one is not an
+// error.
+type DeleteOperation struct {
+	ID string `json:"id"`
+}
+
+// CommandType implements Payload.
+func (StageGeneration) CommandType() CommandType { return TypeStageGeneration }
+
+// CommandType implements Payload.
+func (ReportReady) CommandType() CommandType { return TypeReportReady }
+
+// CommandType implements Payload.
+func (ReportFailed) CommandType() CommandType { return TypeReportFailed }
+
+// CommandType implements Payload.
+func (ActivateGeneration) CommandType() CommandType { return TypeActivateGeneration }
+
+// CommandType implements Payload.
+func (MarkInvalid) CommandType() CommandType { return TypeMarkInvalid }
+
+// CommandType implements Payload.
+func (UpsertNode) CommandType() CommandType { return TypeUpsertNode }
+
+// CommandType implements Payload.
+func (RemoveNode) CommandType() CommandType { return TypeRemoveNode }
+
+// CommandType implements Payload.
+func (SetNodeState) CommandType() CommandType { return TypeSetNodeState }
+
+// CommandType implements Payload.
+func (Heartbeat) CommandType() CommandType { return TypeHeartbeat }
+
+// CommandType implements Payload.
+func (PutExperiment) CommandType() CommandType { return TypePutExperiment }
+
+// CommandType implements Payload.
+func (DeleteExperiment) CommandType() CommandType { return TypeDeleteExperiment }
+
+// CommandType implements Payload.
+func (PutOperation) CommandType() CommandType { return TypePutOperation }
+
+// CommandType implements Payload.
+func (DeleteOperation) CommandType() CommandType { return TypeDeleteOperation }
+
+// BundleSize is what MaxGenerationBytes limits: paths plus contents.
+func (p StageGeneration) BundleSize() int {
+	n := 0
+	for path, content := range p.Files {
+		n += len(path) + len(content)
+	}
+	return n
+}
+
+// Validate implements Payload.
+func (p StageGeneration) Validate() error {
+	if err := needGeneration(p.Generation); err != nil {
+		return err
+	}
+	if p.Commit == "" {
+		return invalid("commit is required")
+	}
+	if size := p.BundleSize(); size > MaxGenerationBytes {
+		return fmt.Errorf("%w: %w: generation %d is %d bytes, limit %d: shrink the policies root",
+			ErrInvalidCommand, ErrTooLarge, p.Generation, size, MaxGenerationBytes)
+	}
+	return needTime("createTime", p.CreateTime)
+}
+
+// Validate implements Payload.
+func (p ReportReady) Validate() error {
+	return first(needGeneration(p.Generation), needID("nodeId", p.NodeID), needTime("time", p.Time))
+}
+
+// Validate implements Payload.
+func (p ReportFailed) Validate() error {
+	if len(p.Errors) == 0 {
+		return invalid("errors are required")
+	}
+	return first(needGeneration(p.Generation), needID("nodeId", p.NodeID), needTime("time", p.Time))
+}
+
+// Validate implements Payload.
+func (p ActivateGeneration) Validate() error {
+	return first(needGeneration(p.Generation), needTime("time", p.Time))
+}
+
+// Validate implements Payload.
+func (p MarkInvalid) Validate() error {
+	if len(p.Errors) == 0 {
+		return invalid("errors are required")
+	}
+	return first(needGeneration(p.Generation), needTime("time", p.Time))
+}
+
+// Validate implements Payload.
+func (p UpsertNode) Validate() error {
+	return first(needID("id", p.ID), needTime("time", p.Time))
+}
+
+// Validate implements Payload.
+func (p RemoveNode) Validate() error { return needID("id", p.ID) }
+
+// Validate implements Payload.
+func (p SetNodeState) Validate() error {
+	if !p.State.Valid() {
+		return invalid("unknown node state %q", p.State)
+	}
+	return needID("id", p.ID)
+}
+
+// Validate implements Payload.
+func (p Heartbeat) Validate() error {
+	return first(needID("id", p.ID), needTime("time", p.Time))
+}
+
+// Validate implements Payload.
+func (p PutExperiment) Validate() error { return needID("name", p.Name) }
+
+// Validate implements Payload.
+func (p DeleteExperiment) Validate() error { return needID("name", p.Name) }
+
+// Validate implements Payload.
+func (p PutOperation) Validate() error { return needID("id", p.ID) }
+
+// Validate implements Payload.
+func (p DeleteOperation) Validate() error { return needID("id", p.ID) }
+
+func needGeneration(n uint64) error {
+	if n == 0 {
+		return invalid("generation must be positive")
+	}
+	return nil
+}
+
+func needID(field, v string) error {
+	if v == "" {
+		return invalid("%s is required", field)
+	}
+	return nil
+}
+
+func needTime(field string, t time.Time) error {
+	if t.IsZero() {
+		return invalid("%s is required: the proposer sets every time", field)
+	}
+	return nil
+}
+
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stampTime fills the proposer-side time of a payload passed by pointer
+// when it was left zero. Values are left alone (and fail validation if the
+// time is required).
+func stampTime(p Payload, now time.Time) {
+	var t *time.Time
+	switch v := p.(type) {
+	case *StageGeneration:
+		t = &v.CreateTime
+	case *ReportReady:
+		t = &v.Time
+	case *ReportFailed:
+		t = &v.Time
+	case *ActivateGeneration:
+		t = &v.Time
+	case *MarkInvalid:
+		t = &v.Time
+	case *UpsertNode:
+		t = &v.Time
+	case *Heartbeat:
+		t = &v.Time
+	}
+	if t != nil && t.IsZero() {
+		*t = now
+	}
+}

@@ -1,0 +1,257 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+const (
+	boltFile = "raft.db"
+	// keyAppliedIndex is our key in raft's stable store (bolt "conf"
+	// bucket): the index of the last command this node applied, which is
+	// known to be committed. Raft itself does not persist its commit index.
+	keyAppliedIndex = "reconciler.applied_index"
+	// boltOpenTimeout bounds the wait for bolt's file lock; the default is
+	// to wait forever when another process holds it.
+	boltOpenTimeout = 2 * time.Second
+)
+
+// corruptErr says what is wrong and what the operator should do.
+func corruptErr(dir string, cause error) error {
+	return fmt.Errorf("%w in %s (%v): move the directory aside and "+
+		"restart this node with an empty data directory and without bootstrap; the leader then "+
+		"sends it a snapshot (join it again if it was removed from the cluster)", ErrCorrupt, dir, cause)
+}
+
+// openDisk opens the snapshot store and raft.db after checking that
+// raft.db is whole. A damaged file must be refused before raft touches it:
+// raft panics on unreadable entries and bolt writes on open.
+func openDisk(cfg Config) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("create data dir: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, cfg.Logger.Named("raft"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	list, err := snaps.List()
+	if err != nil {
+		return nil, nil, corruptErr(cfg.DataDir, fmt.Errorf("list snapshots: %w", err))
+	}
+	path := filepath.Join(cfg.DataDir, boltFile)
+	if err := checkBolt(path, len(list) > 0); err != nil {
+		if errors.Is(err, ErrDataDirLocked) {
+			return nil, nil, fmt.Errorf("%w: %s", err, path)
+		}
+		return nil, nil, corruptErr(cfg.DataDir, err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path:        path,
+		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return bolt, snaps, nil
+}
+
+// checkBolt verifies raft.db read-only. An absent or empty file is a new
+// node, unless snapshots exist: then the log and the vote record are gone,
+// and starting anyway could make this node vote twice in a term.
+func checkBolt(path string, haveSnapshots bool) error {
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && info.Size() == 0) {
+		if haveSnapshots {
+			return errors.New("raft.db is missing or empty but snapshots exist")
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return guarded(func() error { return verifyBolt(path, info.Size()) })
+}
+
+// verifyBolt opens the file read-only and reads every page raft uses.
+// bbolt 1.3 does not notice a truncated file on open: it maps pages past
+// the end and faults when they are read.
+func verifyBolt(path string, size int64) error {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return ErrDataDirLocked
+	}
+	if err != nil {
+		return fmt.Errorf("open raft.db: %w", err)
+	}
+	defer db.Close()
+	return db.View(func(tx *bbolt.Tx) error {
+		if tx.Size() > size {
+			return fmt.Errorf("raft.db is %d bytes but its pages extend to %d bytes: truncated", size, tx.Size())
+		}
+		for _, name := range []string{"logs", "conf"} {
+			b := tx.Bucket([]byte(name))
+			if b == nil {
+				return fmt.Errorf("raft.db has no %q bucket", name)
+			}
+			if err := b.ForEach(func(k, v []byte) error { return nil }); err != nil {
+				return fmt.Errorf("read bucket %q: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// guarded runs fn on a goroutine where a memory fault in mmapped data is a
+// recoverable panic (SIGBUS on a truncated file) rather than a crash.
+func guarded(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		debug.SetPanicOnFault(true)
+		defer func() {
+			if r := recover(); r != nil {
+				errc <- fmt.Errorf("reading raft.db failed: %v", r)
+			}
+		}()
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// restoreLocal brings the FSM to the last state this node knew committed,
+// before raft starts and without a leader: it restores the newest snapshot
+// and replays the log tail up to the persisted applied index. Raft would
+// only restore the snapshot; the entries after it wait for a leader to
+// re-establish the commit index, and a restarted node must serve its last
+// active generation at once. Entries beyond the applied index might not be
+// committed and are left to raft. The whole tail is read, so a damaged log
+// is reported here rather than by a panic inside raft.NewRaft.
+func restoreLocal(fsm *FSM, snaps raft.SnapshotStore, logs raft.LogStore, stable raft.StableStore,
+	logger hclog.Logger) error {
+	snapIdx, err := restoreNewestSnapshot(fsm, snaps)
+	if err != nil {
+		return err
+	}
+	applied, err := stable.GetUint64([]byte(keyAppliedIndex))
+	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return fmt.Errorf("read applied index: %w", err)
+	}
+	first, last, err := logBounds(logs)
+	if err != nil {
+		return err
+	}
+	if last > snapIdx && first > snapIdx+1 {
+		return fmt.Errorf("log starts at %d but the snapshot ends at %d", first, snapIdx)
+	}
+	// Only entries after the snapshot: below it, a node that installed a
+	// leader's snapshot may keep stale entries with a gap before the new
+	// ones, until the next compaction. Raft reads the same range at start.
+	for i := snapIdx + 1; i <= last; i++ {
+		var entry raft.Log
+		if err := logs.GetLog(i, &entry); err != nil {
+			return fmt.Errorf("read log entry %d of %d..%d: %w", i, first, last, err)
+		}
+		if i <= applied {
+			fsm.Apply(&entry) // a rejection is part of the replicated history
+		}
+	}
+	if got := fsm.State().LastIndex; got < applied {
+		return fmt.Errorf("entries up to %d were applied but the log only reaches %d", applied, got)
+	}
+	logger.Info("restored local state", "snapshot_index", snapIdx, "applied_index", applied,
+		"log_first", first, "log_last", last, "active_generation", fsm.State().Active)
+	return nil
+}
+
+func restoreNewestSnapshot(fsm *FSM, snaps raft.SnapshotStore) (uint64, error) {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return 0, err
+	}
+	// Only the newest: raft (NoSnapshotRestoreOnStart) counts it as applied,
+	// so falling back to an older one would leave a gap.
+	meta, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return 0, fmt.Errorf("open snapshot %s: %w", list[0].ID, err)
+	}
+	if err := fsm.Restore(rc); err != nil {
+		return 0, fmt.Errorf("restore snapshot %s: %w", meta.ID, err)
+	}
+	return meta.Index, nil
+}
+
+func logBounds(logs raft.LogStore) (first, last uint64, err error) {
+	if first, err = logs.FirstIndex(); err != nil {
+		return 0, 0, fmt.Errorf("read first log index: %w", err)
+	}
+	if last, err = logs.LastIndex(); err != nil {
+		return 0, 0, fmt.Errorf("read last log index: %w", err)
+	}
+	return first, last, nil
+}
+
+// appliedPersister writes the FSM's LastIndex to the stable store after
+// changes, off the apply path. It is a lower bound of the commit index:
+// losing the latest write only means a restart replays a little less.
+type appliedPersister struct {
+	fsm    *FSM
+	stable raft.StableStore
+	logger hclog.Logger
+	last   uint64
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startPersister(fsm *FSM, stable raft.StableStore, logger hclog.Logger) *appliedPersister {
+	p := &appliedPersister{
+		fsm: fsm, stable: stable, logger: logger,
+		last: fsm.State().LastIndex,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	ch, cancel := fsm.Subscribe()
+	go p.run(ch, cancel)
+	return p
+}
+
+func (p *appliedPersister) run(ch <-chan struct{}, cancel func()) {
+	defer close(p.done)
+	defer cancel()
+	for {
+		select {
+		case <-ch:
+			p.flush()
+		case <-p.stop:
+			p.flush()
+			return
+		}
+	}
+}
+
+func (p *appliedPersister) flush() {
+	idx := p.fsm.State().LastIndex
+	if idx == p.last {
+		return
+	}
+	if err := p.stable.SetUint64([]byte(keyAppliedIndex), idx); err != nil {
+		// Not fatal: raft's own writes to the same file will fail loudly;
+		// here the cost is only a shorter replay after a restart.
+		p.logger.Warn("cannot persist applied index", "index", idx, "error", err)
+		return
+	}
+	p.last = idx
+}
+
+// close flushes the final index and stops the goroutine.
+func (p *appliedPersister) close() {
+	close(p.stop)
+	<-p.done
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the system packages the tests need (tests never skip for want of them),
+# or fails loudly saying what is missing.
+set -euo pipefail
+need=()
+command -v git >/dev/null 2>&1 || need+=(git)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+echo "deps: installing ${need[*]}" >&2
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+else
+  echo "deps: missing ${need[*]}: install them (Debian: apt-get install ${need[*]}) and run again" >&2
+  exit 1
+fi
