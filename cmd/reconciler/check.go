@@ -116,11 +116,11 @@ func (a *app) validate(args []string) int {
 			fmt.Fprintln(a.stderr, testFailure(dir, r))
 		}
 	}
-	fmt.Fprintf(a.stdout, "%d policies, %d rules, %d tests passed\n", len(c.compiled), c.rules, passed)
 	if c.problems > 0 {
-		fmt.Fprintf(a.stderr, "%d problems found\n", c.problems)
+		fmt.Fprintf(a.stderr, "%s found; %d policies valid, %d tests passed\n", plural(c.problems, "problem"), len(c.compiled), passed)
 		return exitCheck
 	}
+	fmt.Fprintf(a.stdout, "%d policies, %d rules, %d tests passed\n", len(c.compiled), c.rules, passed)
 	return exitOK
 }
 
@@ -155,6 +155,14 @@ func (a *app) test(args []string) int {
 		return exitCheck
 	}
 	return exitOK
+}
+
+// plural writes "1 problem" or "3 problems".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func dirArg(fs *flag.FlagSet) string {

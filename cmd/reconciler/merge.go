@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/policyrollout/reconciler/internal/policy"
 )
@@ -28,18 +30,14 @@ func (a *app) merge(args []string) int {
 		fmt.Fprintf(a.stderr, "reconciler merge: --format %q must be toml or json\n", *format)
 		return exitUsage
 	}
-	files := make([]policy.SourceFile, 0, fs.NArg())
-	for _, name := range fs.Args() {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "reconciler merge: %v\n", err)
-			return exitCheck
-		}
-		files = append(files, policy.SourceFile{Name: name, Data: data})
-	}
-	p, err := policy.MergeFiles(files, policy.LoadOptions{MergeDefault: st})
+	root, paths, err := mergeRoot(fs.Args())
 	if err != nil {
-		printErrors(a.stderr, ".", err)
+		fmt.Fprintf(a.stderr, "reconciler merge: %v\n", err)
+		return exitUsage
+	}
+	p, err := policy.MergePaths(os.DirFS(root), paths, policy.LoadOptions{MergeDefault: st})
+	if err != nil {
+		printErrors(a.stderr, root, err)
 		return exitCheck
 	}
 	out, err := render(p, *format)
@@ -49,6 +47,29 @@ func (a *app) merge(args []string) int {
 	}
 	_, _ = a.stdout.Write(out)
 	return exitOK
+}
+
+// mergeRoot picks the directory the files are read from: the working
+// directory when every file lies inside it (so errors name files as the user
+// typed them), else the file system root. includes may not leave that root.
+func mergeRoot(args []string) (string, []string, error) {
+	paths := make([]string, len(args))
+	local := true
+	for i, a := range args {
+		paths[i] = filepath.ToSlash(filepath.Clean(a))
+		local = local && filepath.IsLocal(a)
+	}
+	if local {
+		return ".", paths, nil
+	}
+	for i, a := range args {
+		abs, err := filepath.Abs(a)
+		if err != nil {
+			return "", nil, err
+		}
+		paths[i] = strings.TrimPrefix(filepath.ToSlash(abs), "/")
+	}
+	return "/", paths, nil
 }
 
 // render writes a merged policy as TOML, or as indented JSON with the same

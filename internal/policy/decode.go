@@ -21,9 +21,10 @@ import (
 type fileKind int
 
 const (
-	kindFragment fileKind = iota // fragments and included files
-	kindPolicy                   // policy.toml
-	kindMerge                    // a MergeFiles input: policy keys, no include
+	kindFragment  fileKind = iota // fragments and included files
+	kindPolicy                    // policy.toml
+	kindMerge                     // a MergeFiles input: policy keys, no include
+	kindMergeTree                 // a MergePaths input: policy keys and include
 )
 
 // settingKeys are the policy-level keys, in the order they are written.
@@ -142,7 +143,7 @@ func (d *fileDecoder) allowed(key string) bool {
 	case "rules", "tests", "merge":
 		return true
 	case "include":
-		return d.kind == kindPolicy
+		return d.kind == kindPolicy || d.kind == kindMergeTree
 	case "description", "default_action", "group", "on_error":
 		return d.kind != kindFragment
 	}
