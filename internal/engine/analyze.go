@@ -3,7 +3,6 @@ package engine
 import (
 	"net/netip"
 
-	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/overloads"
@@ -37,7 +36,8 @@ type constraint struct {
 	strict bool
 	// exact says the lookup is not only necessary but sufficient: the
 	// conjunct is true exactly when the index finds the rule (for strict
-	// tests, when source_ip parses strictly). Exact paths are prefixes.
+	// tests, when source_ip parses strictly). Path equality is indexed as a
+	// prefix test, so it is not exact.
 	exact bool
 }
 
@@ -52,30 +52,53 @@ func conjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
 	return append(out, e)
 }
 
+// shape is what the index needs to know about a match.
+type shape struct {
+	cons []constraint // at most one per field, in field order
+	rest []int64      // ids of the other conjuncts, in written order
+	// exactCons: every constraint is exact.
+	exactCons bool
+}
+
+// exact: the constraints are the whole match, so the index decides it.
+func (s shape) exact() bool { return len(s.cons) > 0 && s.exactCons && len(s.rest) == 0 }
+
+// residual: when the index has found all constraints true, the rest of
+// the conjuncts alone decide the match.
+func (s shape) residual() bool { return len(s.cons) > 0 && s.exactCons && len(s.rest) > 0 }
+
+// order is the hoisted evaluation order: constraints first, then the rest.
+func (s shape) order() []int64 {
+	ids := make([]int64, 0, len(s.cons)+len(s.rest))
+	for _, c := range s.cons {
+		ids = append(ids, c.id)
+	}
+	return append(ids, s.rest...)
+}
+
 // analyze finds at most one constraint per field among the conjuncts of a
 // checked match. Comprehensions and other calls are never descended into,
 // so `request` here is always the request variable, not a shadowing one.
-// exact reports that the constraints are the whole match and all exact, so
-// that the index alone decides the rule.
-func analyze(e ast.Expr) (cons []constraint, exact bool) {
+func analyze(e ast.Expr) shape {
 	var found [numFields]*constraint
-	all := conjuncts(e, nil)
-	for _, c := range all {
+	var sh shape
+	for _, c := range conjuncts(e, nil) {
 		con, ok := classify(c)
 		if !ok || found[con.field] != nil {
+			sh.rest = append(sh.rest, c.ID())
 			continue
 		}
 		con.id = c.ID()
 		found[con.field] = &con
 	}
-	exact = true
+	sh.exactCons = true
 	for _, c := range found {
 		if c != nil {
-			cons = append(cons, *c)
-			exact = exact && c.exact
+			sh.cons = append(sh.cons, *c)
+			sh.exactCons = sh.exactCons && c.exact
 		}
 	}
-	return cons, exact && len(cons) == len(all)
+	return sh
 }
 
 // classify recognises one conjunct; a || of tests of the same field merges
@@ -233,66 +256,4 @@ func isCall(e ast.Expr, fn string, n int) bool {
 	}
 	c := e.AsCall()
 	return !c.IsMemberFunction() && c.FunctionName() == fn && len(c.Args()) == n
-}
-
-// hoist rewrites a match so that its indexed conjuncts are evaluated first,
-// in field order, followed by the others in their written order. && is
-// commutative in CEL (a false conjunct wins over an error), so the value is
-// unchanged; what changes is that a conjunct the index finds false is
-// reached before any costly conjunct, so evaluation stops where the index
-// would have skipped the rule instead of possibly hitting the cost limit.
-func hoist(env *cel.Env, a *cel.Ast, cons []constraint) (*cel.Ast, error) {
-	all := conjuncts(a.NativeRep().Expr(), nil)
-	order := make([]int64, 0, len(all))
-	first := make(map[int64]bool, len(cons))
-	for _, c := range cons { // cons is in field order
-		order = append(order, c.id)
-		first[c.id] = true
-	}
-	for _, c := range all {
-		if !first[c.ID()] {
-			order = append(order, c.ID())
-		}
-	}
-	if sameOrder(all, order) {
-		return a, nil
-	}
-	opt, err := cel.NewStaticOptimizer(reorderConjuncts{order: order})
-	if err != nil {
-		return nil, err
-	}
-	out, iss := opt.Optimize(env, a)
-	if iss.Err() != nil {
-		return nil, iss.Err()
-	}
-	return out, nil
-}
-
-func sameOrder(all []ast.Expr, order []int64) bool {
-	for i, e := range all {
-		if e.ID() != order[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// reorderConjuncts rebuilds the top-level && chain in the given order.
-type reorderConjuncts struct{ order []int64 }
-
-// Optimize implements cel.ASTOptimizer.
-func (r reorderConjuncts) Optimize(ctx *cel.OptimizerContext, a *ast.AST) *ast.AST {
-	byID := map[int64]ast.Expr{}
-	for _, c := range conjuncts(a.Expr(), nil) {
-		byID[c.ID()] = c
-	}
-	var chain ast.Expr
-	for _, id := range r.order {
-		if chain == nil {
-			chain = byID[id]
-			continue
-		}
-		chain = ctx.NewCall(operators.LogicalAnd, chain, byID[id])
-	}
-	return ctx.NewAST(chain)
 }

@@ -27,11 +27,13 @@ type Bundle struct {
 func NewBundle(ps []*policy.Policy, opts Options) (*Bundle, error) {
 	b := &Bundle{byName: make(map[string]*CompiledPolicy, len(ps)), etags: make(map[string]string, len(ps))}
 	var errs policy.ErrorList
+	seen := make(map[string]bool, len(ps))
 	for _, p := range ps {
-		if _, dup := b.byName[p.Name]; dup {
+		if seen[p.Name] {
 			errs = append(errs, &policy.Error{File: homeFile(p), Msg: fmt.Sprintf("policy %q appears twice in the bundle", p.Name)})
 			continue
 		}
+		seen[p.Name] = true
 		cp, err := Compile(p, opts)
 		if err != nil {
 			errs = appendErrors(errs, err)

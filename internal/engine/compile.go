@@ -36,6 +36,9 @@ type compiledRule struct {
 	// estimate and so not the run-time limit either; nil when the estimate
 	// itself is above the limit.
 	fast cel.Program
+	// residual is fast without the rule's index constraints, for when the
+	// index has found them all true; nil unless they are all exact.
+	residual cel.Program
 	// exact: the rule's match is exactly its index constraints (see
 	// constraint.exact), so the index alone decides it.
 	exact bool
@@ -160,24 +163,40 @@ func compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []co
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
 	}
 	cr := compiledRule{name: r.Name, verdict: v}
-	var cons []constraint
+	var sh shape
+	hoisted := a
 	// A rule that may legitimately reach the run-time limit is evaluated
 	// whenever its turn comes, so that the limit fires exactly as it would
 	// without the index.
 	if est <= opts.RuntimeCostLimit {
-		cons, cr.exact = analyze(a.NativeRep().Expr())
-		if a, err = hoist(env, a, cons); err != nil {
-			return compiledRule{}, nil, ruleError(r, "match: reordering conjuncts: %v", err)
-		}
-		if cr.fast, err = env.Program(a, cel.EvalOptions(cel.OptOptimize)); err != nil {
-			return compiledRule{}, nil, ruleError(r, "match: %v", err)
+		sh = analyze(a.NativeRep().Expr())
+		if hoisted, err = hoist(env, a, sh); err == nil {
+			err = cr.planFast(env, a, hoisted, sh)
 		}
 	}
-	cr.tracked, err = env.Program(a, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize))
+	if err == nil {
+		cr.tracked, err = env.Program(hoisted, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize))
+	}
 	if err != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
 	}
-	return cr, cons, nil
+	return cr, sh.cons, nil
+}
+
+// planFast plans the untracked programs: the hoisted match and, for a rule
+// whose constraints are all exact, the residual match without them.
+func (cr *compiledRule) planFast(env *cel.Env, a, hoisted *cel.Ast, sh shape) error {
+	cr.exact = sh.exact()
+	var err error
+	if cr.fast, err = env.Program(hoisted, cel.EvalOptions(cel.OptOptimize)); err != nil || !sh.residual() {
+		return err
+	}
+	rest, err := keepConjuncts(env, a, sh.rest)
+	if err != nil {
+		return err
+	}
+	cr.residual, err = env.Program(rest, cel.EvalOptions(cel.OptOptimize))
+	return err
 }
 
 // issueText renders CEL's errors on one line each, as "line:column: message"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"regexp"
 	"sync"
 
 	"cel.dev/cel-go/cel"
@@ -50,8 +51,10 @@ func newEnv() (*cel.Env, error) {
 		ext.Network(),
 		ext.Strings(),
 		inIPRangeLib(),
-		cel.ExtendedValidations(),
 		cel.ASTValidators(
+			cel.ValidateDurationLiterals(),
+			cel.ValidateTimestampLiterals(),
+			cel.ValidateHomogeneousAggregateLiterals(),
 			cel.ValidateComprehensionNestingLimit(MaxComprehensionDepth),
 			regexLiteralValidator{},
 			cidrLiteralValidator{},
@@ -113,15 +116,17 @@ func parseLenientIP(s string) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-// parseStrictIP mirrors the network extension's ip() and containsIP(string):
-// zones and IPv4-mapped IPv6 addresses are errors there, so for the index an
-// address that fails here makes those forms "unknown", never "false".
-func parseStrictIP(s string) (netip.Addr, bool) {
+// parseIP parses source_ip once for the index: lenient as parseLenientIP
+// (addr is that result), and strict as the network extension's ip() and
+// containsIP(string), which refuse zones and IPv4-mapped IPv6 addresses.
+// Where strict parsing fails those functions error, so for the index the
+// extension's forms are then "unknown", never "false".
+func parseIP(s string) (addr netip.Addr, lenient, strict bool) {
 	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" || a.Is4In6() {
-		return netip.Addr{}, false
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false, false
 	}
-	return a, true
+	return a.Unmap(), true, !a.Is4In6()
 }
 
 // activation binds `request` without building a map per evaluation: a
@@ -141,7 +146,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 // Parent implements interpreter.Activation; there is no enclosing scope.
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-// regexLiteralValidator insists that regex patterns are short literals:
+// regexLiteralValidator insists that regex patterns are short, valid literals:
 // a pattern taken from the request would be compiled on every evaluation
 // and let a client choose the regex, and a huge literal is a cost bomb.
 type regexLiteralValidator struct{}
@@ -159,8 +164,11 @@ func (regexLiteralValidator) Validate(_ *cel.Env, _ cel.ValidatorConfig, a *ast.
 			iss.ReportErrorAtID(pattern.ID(), "the pattern of matches() must be a string literal")
 			continue
 		}
-		if s, ok := pattern.AsLiteral().Value().(string); ok && len(s) > MaxRegexLength {
+		s, _ := pattern.AsLiteral().Value().(string)
+		if len(s) > MaxRegexLength {
 			iss.ReportErrorAtID(pattern.ID(), "regex of %d bytes is longer than the limit of %d", len(s), MaxRegexLength)
+		} else if _, err := regexp.Compile(s); err != nil {
+			iss.ReportErrorAtID(pattern.ID(), "invalid regex: %v", err)
 		}
 	}
 }

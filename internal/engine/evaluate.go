@@ -26,7 +26,7 @@ func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
 	ev := evaluation{cp: cp, act: (*activation)(req)}
 	if cp.index == nil {
 		for i := range cp.rules {
-			if d, done := ev.try(i); done {
+			if d, done := ev.try(i, false); done {
 				return d
 			}
 		}
@@ -38,7 +38,7 @@ func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
 			r := &cp.rules[i]
 			return cp.decision(r.verdict, r.name, ev.skipped)
 		}
-		if d, done := ev.try(i); done {
+		if d, done := ev.try(i, c.known(i)); done {
 			return d
 		}
 	}
@@ -53,11 +53,12 @@ type evaluation struct {
 	skipped string // the first error of a rule skipped by on_error = skip
 }
 
-// try evaluates rule i; done reports whether it decided.
-func (ev *evaluation) try(i int) (Decision, bool) {
+// try evaluates rule i; done reports whether it decided. known says the
+// index has found all the rule's constraints true.
+func (ev *evaluation) try(i int, known bool) (Decision, bool) {
 	cp := ev.cp
 	r := &cp.rules[i]
-	out, _, err := ev.program(r).Eval(ev.act)
+	out, _, err := ev.program(r, known).Eval(ev.act)
 	if err == nil {
 		if out == types.True {
 			return cp.decision(r.verdict, r.name, ev.skipped), true
@@ -78,23 +79,31 @@ func (ev *evaluation) try(i int) (Decision, bool) {
 	}
 }
 
-// program picks the untracked plan when it cannot make a difference: the
-// request is no bigger than the cost estimate assumed, so the rule's cost
-// is at most its estimate, which Compile checked against the limit.
-func (ev *evaluation) program(r *compiledRule) cel.Program {
-	if r.fast == nil {
+// program picks the untracked plans only when they cannot make a
+// difference: the request is no bigger than the cost estimate assumed, so
+// the rule's cost is at most its estimate, which Compile checked against
+// the run-time limit. The residual plan skips conjuncts the index has
+// already found true; true && x is x, errors included.
+func (ev *evaluation) program(r *compiledRule, known bool) cel.Program {
+	if r.fast == nil || !ev.fitsEstimate() {
 		return r.tracked
 	}
+	if known && r.residual != nil {
+		return r.residual
+	}
+	return r.fast
+}
+
+// fitsEstimate caches fitsEstimate for the request: it is needed only once
+// a rule has to be evaluated, and then at most once.
+func (ev *evaluation) fitsEstimate() bool {
 	if ev.fits == 0 {
 		ev.fits = -1
 		if fitsEstimate((*Request)(ev.act)) {
 			ev.fits = 1
 		}
 	}
-	if ev.fits > 0 {
-		return r.fast
-	}
-	return r.tracked
+	return ev.fits > 0
 }
 
 func (cp *CompiledPolicy) decision(v Verdict, rule, errMsg string) Decision {

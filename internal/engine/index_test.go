@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -17,12 +18,16 @@ import (
 // skips really evaluates to false without error.
 func TestIndexEquivalence(t *testing.T) {
 	policies, requests := 400, 150
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		policies = 60
 	}
 	r := rand.New(rand.NewPCG(20240611, 7))
 	for i := range policies {
-		p := genPolicy(r, 1+r.IntN(40))
+		n := 1 + r.IntN(40)
+		if i%40 == 0 {
+			n = 65 + r.IntN(150) // several bitset words
+		}
+		p := genPolicy(r, n)
 		opts := DefaultOptions()
 		if i%4 == 0 {
 			// Small enough that many groups blow it: rules under it stay
@@ -44,6 +49,22 @@ func TestIndexEquivalence(t *testing.T) {
 	}
 }
 
+// TestIndexEquivalenceFirewall compares both modes on the 1,000-rule
+// benchmark policy, whose bitsets span many words.
+func TestIndexEquivalenceFirewall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles 2,000 rules")
+	}
+	p := firewallPolicy(1000, 42)
+	indexed := mustCompile(t, p, DefaultOptions())
+	plain := mustCompile(t, p, Options{DisableIndex: true})
+	for _, req := range fwRequests(300, 8) {
+		if got, want := indexed.Evaluate(req), plain.Evaluate(req); got != want {
+			t.Fatalf("request %+v: indexed %+v, plain %+v", req, got, want)
+		}
+	}
+}
+
 // checkSkipped evaluates every rule the index leaves out, which must be
 // false without error, and every rule it decides alone, which must be true.
 func checkSkipped(t *testing.T, cp *CompiledPolicy, req *Request) {
@@ -57,6 +78,9 @@ func checkSkipped(t *testing.T, cp *CompiledPolicy, req *Request) {
 		want[i] = nil
 		if c.decided(i) {
 			want[i] = types.True
+		}
+		if r := cp.rules[i]; c.known(i) && r.residual != nil {
+			checkResidual(t, cp, &r, req)
 		}
 	}
 	for i, rule := range cp.rules {
@@ -73,6 +97,22 @@ func checkSkipped(t *testing.T, cp *CompiledPolicy, req *Request) {
 					rule.name, matchOf(cp, rule.name), want[i], req, out, err)
 			}
 		}
+	}
+}
+
+// checkResidual: with the constraints found true, the residual match
+// answers as the whole match does, error text included. Like the fast plan
+// it is only used within the estimate's sizes.
+func checkResidual(t *testing.T, cp *CompiledPolicy, r *compiledRule, req *Request) {
+	t.Helper()
+	if !fitsEstimate(req) {
+		return
+	}
+	o1, _, e1 := r.fast.Eval((*activation)(req))
+	o2, _, e2 := r.residual.Eval((*activation)(req))
+	if fmt.Sprint(o1, e1) != fmt.Sprint(o2, e2) {
+		t.Fatalf("rule %q (%s) on %+v: whole %v, %v; residual %v, %v",
+			r.name, matchOf(cp, r.name), req, o1, e1, o2, e2)
 	}
 }
 
@@ -144,8 +184,9 @@ func TestRangeSetLookup(t *testing.T) {
 
 func members(b bitset) []int {
 	var out []int
-	for i := range len(b) * 64 {
-		if b[i/64]&(1<<(uint(i)%64)) != 0 {
+	words := b[b.sums():]
+	for i := range len(words) * 64 {
+		if words[i/64]&(1<<(uint(i)%64)) != 0 {
 			out = append(out, i)
 		}
 	}
@@ -181,5 +222,20 @@ func TestIndexUsesConstraints(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("candidates(%+v) = %v, want %v", tc.req, got, tc.want)
 		}
+	}
+}
+
+func TestBitsetLayout(t *testing.T) {
+	for n := range 70 * 64 {
+		s, w := layout(n)
+		b := newBitset(n)
+		if b.sums() != s || len(b) != s+w {
+			t.Fatalf("n=%d: sums()=%d, want %d (len %d)", n, b.sums(), s, len(b))
+		}
+	}
+	b := newBitset(5000)
+	b.set(4999)
+	if got := members(b); !slices.Equal(got, []int{4999}) || b[4999/64/64]&(1<<(4999/64%64)) == 0 {
+		t.Errorf("set(4999): members %v, summary %x", got, b[:b.sums()])
 	}
 }

@@ -48,8 +48,8 @@ const (
 	EstimatedMaxEntries = 64
 )
 
-// Options tune compilation. The zero value is not useful: start from
-// DefaultOptions.
+// Options tune compilation. Zero budgets mean the documented defaults, so
+// Options{} and DefaultOptions() compile alike.
 type Options struct {
 	// MaxRuleCost is the compile-time budget of one rule (see MaxRuleCost).
 	MaxRuleCost uint64
@@ -68,7 +68,7 @@ func DefaultOptions() Options {
 }
 
 // withDefaults fills zero budgets, so that Options{DisableIndex: true}
-// does not silently mean "no rule may cost anything".
+// does not mean "no rule may cost anything".
 func (o Options) withDefaults() Options {
 	if o.MaxRuleCost == 0 {
 		o.MaxRuleCost = MaxRuleCost

@@ -196,3 +196,13 @@ func newSpanSet(keys []netip.Prefix, parent []int32, cum []bitset, shift int32) 
 	}
 	return s
 }
+
+// ipLess orders ranges by first address, wider ranges first, so that every
+// range containing an address is an ancestor-or-self of the last range
+// starting at or before it (ranges are laminar: they nest or are disjoint).
+func ipLess(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}

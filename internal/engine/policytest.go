@@ -26,7 +26,8 @@ type TestResult struct {
 }
 
 // RunTests runs the policy's own tests against its compiled form, in the
-// policy's test order (by name).
+// policy's test order (by name). A test request without a time is
+// evaluated at the zero time, not the clock, so results are reproducible.
 func RunTests(cp *CompiledPolicy) []TestResult {
 	tests := cp.src.Tests
 	out := make([]TestResult, 0, len(tests))

@@ -72,7 +72,10 @@ func DecodeRequest(data []byte) (*Request, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, badRequest("", "unexpected data after the request object")
 	}
-	return req, finishRequest(req)
+	if err := finishRequest(req); err != nil {
+		return nil, err
+	}
+	return req, nil
 }
 
 // decodeField reads the value of one top-level field into req.
@@ -84,7 +87,7 @@ func decodeField(dec *json.Decoder, req *Request, key string) error {
 		}
 		m, ok := v.(map[string]any)
 		if !ok {
-			return badRequest(key, "must be an object")
+			return badRequest(key, "must be an object, not %s", typeName(v))
 		}
 		req.Attributes = m
 		return nil
@@ -251,7 +254,10 @@ func RequestFromMap(m map[string]any) (*Request, error) {
 			return nil, err
 		}
 	}
-	return req, finishRequest(req)
+	if err := finishRequest(req); err != nil {
+		return nil, err
+	}
+	return req, nil
 }
 
 // sortedKeys makes the first error reported for a bad table deterministic.
