@@ -88,13 +88,23 @@ func appendDecision(b []byte, d *engine.Decision, generation uint64) []byte {
 	return append(b, "}\n"...)
 }
 
-// writeJSON writes a complete JSON body with its length, so keep-alive
-// clients get no chunked encoding.
+// The header values of every JSON answer. writeJSON stores these slices
+// in the header map directly (the keys are canonical), saving Header.Set's
+// allocation of a new slice per header and answer. Nothing writes into a
+// header value slice: Set replaces it and Add appends, which copies once
+// the capacity of 1 is used up.
+var (
+	headerJSON    = []string{"application/json"}
+	headerNosniff = []string{"nosniff"}
+)
+
+// writeJSON writes a complete JSON body. net/http adds Content-Length
+// itself for bodies that fit its buffer (every decision and error does), so
+// keep-alive clients get no chunked encoding.
 func writeJSON(w http.ResponseWriter, code int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = headerJSON
+	h["X-Content-Type-Options"] = headerNosniff
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
 }

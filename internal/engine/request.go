@@ -46,6 +46,17 @@ func DecodeRequest(data []byte) (*Request, error) {
 	if len(data) > MaxRequestBytes {
 		return nil, badRequest("", "body of %d bytes is over the limit of %d", len(data), MaxRequestBytes)
 	}
+	if req, ok := decodeRequestFast(data); ok {
+		return req, nil
+	}
+	return decodeRequestPrecise(data)
+}
+
+// decodeRequestPrecise is DecodeRequest without its size check and fast
+// path (request_fast.go): a token stream that words every error. The fast
+// path defers to it for all it does not accept, so every error comes from
+// here.
+func decodeRequestPrecise(data []byte) (*Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, badRequest("", "body must be a JSON object")

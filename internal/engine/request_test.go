@@ -118,3 +118,30 @@ func TestRequestFromMap(t *testing.T) {
 		}
 	}
 }
+
+// benchRequestBodies are decision requests as clients send them: the API
+// benchmark's body, and one with a time and a few attributes.
+var benchRequestBodies = []struct{ name, body string }{
+	{"typical", `{"method":"GET","path":"/svc60/items/42","host":"shop.example","scheme":"https",` +
+		`"query":{"page":"2","lang":"en"},"headers":{"user-agent":"bench/1.0","accept":"application/json","x-tenant":"acme"},` +
+		`"source_ip":"192.0.2.10","principal":"alice@example.com","groups":["staff","eu"]}`},
+	{"attributes", `{"method":"POST","path":"/orders","host":"shop.example","scheme":"https",` +
+		`"headers":{"User-Agent":"bench/1.0","Content-Type":"application/json"},"source_ip":"2001:db8::7",` +
+		`"principal":"bob","groups":["staff"],"time":"2024-05-01T12:00:00.5+02:00",` +
+		`"attributes":{"tier":"gold","amount":12.5,"tags":["a","b"],"geo":{"country":"DE","eu":true},"note":null}}`},
+}
+
+func BenchmarkDecodeRequest(b *testing.B) {
+	for _, c := range benchRequestBodies {
+		b.Run(c.name, func(b *testing.B) {
+			data := []byte(c.body)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := DecodeRequest(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
