@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"sort"
 	"strings"
@@ -129,9 +130,8 @@ func digestFiles(fsys fs.FS, dirs []string, extra string) (string, error) {
 			if err != nil {
 				return err
 			}
-			h.Write([]byte(p + "\x00"))
+			fmt.Fprintf(h, "%s\x00%d\x00", p, len(data)) // lengths keep the encoding unambiguous
 			h.Write(data)
-			h.Write([]byte{0})
 			return nil
 		})
 		if err != nil {

@@ -63,6 +63,7 @@ type RemoteError struct {
 	Msg    string // scrubbed detail from the transport
 }
 
+// Error says what failed, where (redacted), why, and what happens next.
 func (e *RemoteError) Error() string {
 	return fmt.Sprintf("git %s %s: %s: %s (%s)", e.Op, e.URL, e.Reason, e.Msg, hints[e.Reason])
 }
@@ -102,6 +103,7 @@ type PushRefusedError struct {
 	Message string
 }
 
+// Error gives the refused ref, the remote's words and what to do next.
 func (e *PushRefusedError) Error() string {
 	next := "push it to a branch and open a pull request"
 	if e.Stale {
@@ -129,12 +131,19 @@ func reasonOf(err error) Reason {
 		errors.Is(err, transport.ErrEmptyRemoteRepository):
 		return ReasonNotFound
 	}
-	// The ssh transport reports a refused key only in text.
-	if strings.Contains(err.Error(), "unable to authenticate") {
-		return ReasonAuth
+	// The ssh transport reports key and host-key problems only in text.
+	msg := err.Error()
+	for _, s := range sshAuthTexts {
+		if strings.Contains(msg, s) {
+			return ReasonAuth
+		}
 	}
 	return ReasonNetwork
 }
+
+// sshAuthTexts are what go-git's ssh transport says when a key is refused,
+// no agent is reachable, or the host key is unknown or changed.
+var sshAuthTexts = []string{"unable to authenticate", "SSH agent", "SSH_AUTH_SOCK", "knownhosts", "key mismatch"}
 
 // remoteError wraps a transport error for op, scrubbed. A context that
 // ended wins over what the transport made of it, since go-git sometimes
@@ -144,5 +153,18 @@ func (s *Source) remoteError(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && reason == ReasonNetwork {
 		reason = reasonOf(ctxErr)
 	}
-	return &RemoteError{Op: op, URL: Redact(s.cfg.URL), Reason: reason, Msg: s.scrub(err.Error())}
+	return &RemoteError{Op: op, URL: Redact(s.cfg.URL), Reason: reason, Msg: tidy(s.scrub(err.Error()))}
+}
+
+// tidy puts a transport message on one line and drops the repeats and
+// empty tails go-git leaves ("authentication required: authentication
+// required", "repository not found: ").
+func tidy(msg string) string {
+	var parts []string
+	for _, p := range strings.Split(strings.Join(strings.Fields(msg), " "), ": ") {
+		if p = strings.TrimSpace(p); p != "" && (len(parts) == 0 || parts[len(parts)-1] != p) {
+			parts = append(parts, p)
+		}
+	}
+	return strings.TrimSuffix(strings.Join(parts, ": "), ":")
 }

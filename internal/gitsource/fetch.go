@@ -68,8 +68,8 @@ func fetchSpecs(withPulls bool) []gitconfig.RefSpec {
 // first and skips the fetch itself when nothing moved, so an idle poll
 // costs one round trip. Failures are *RemoteError matching ErrPull.
 func (s *Source) Fetch(ctx context.Context) (*Refs, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
 	return s.fetchLocked(ctx)
 }
 
@@ -84,34 +84,34 @@ func (s *Source) fetchLocked(ctx context.Context) (*Refs, error) {
 		return nil, &RemoteError{Op: "fetch", URL: Redact(s.cfg.URL), Reason: ReasonNotFound,
 			Msg: fmt.Sprintf("branch %q not found on the remote", s.cfg.Branch)}
 	}
+	s.mu.Lock()
 	have, err := s.localTracking()
+	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if !sameRefs(want, have) {
-		if err := s.fetchObjects(ctx, withPulls); err != nil {
-			return nil, err
-		}
-		if err := s.prune(want); err != nil {
-			return nil, err
-		}
+	if sameRefs(want, have) {
+		return s.readRefs(have, have)
 	}
-	refs, err := s.readRefs()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fetchObjects(ctx, withPulls); err != nil {
+		return nil, err
+	}
+	if err := s.prune(want); err != nil {
+		return nil, err
+	}
+	now, err := s.localTracking()
 	if err != nil {
 		return nil, err
 	}
-	s.logFetch(refs, have)
-	return refs, nil
+	return s.readRefs(now, have)
 }
 
 // listRemote asks the remote for its refs and maps them to the names they
 // get in the clone.
 func (s *Source) listRemote(ctx context.Context) (map[plumbing.ReferenceName]plumbing.Hash, bool, error) {
-	remote, err := s.repo.Remote(remoteName)
-	if err != nil {
-		return nil, false, err
-	}
-	listed, err := remote.ListContext(ctx, &git.ListOptions{Auth: s.auth, PeelingOption: git.IgnorePeeled})
+	listed, err := s.remote.ListContext(ctx, &git.ListOptions{Auth: s.auth, PeelingOption: git.IgnorePeeled})
 	if err != nil {
 		return nil, false, err
 	}
@@ -131,7 +131,8 @@ func (s *Source) listRemote(ctx context.Context) (map[plumbing.ReferenceName]plu
 	return want, withPulls, nil
 }
 
-// localTracking reads the clone's copies of the remote's refs.
+// localTracking reads the clone's copies of the remote's refs. The caller
+// holds mu.
 func (s *Source) localTracking() (map[plumbing.ReferenceName]plumbing.Hash, error) {
 	iter, err := s.repo.References()
 	if err != nil {
@@ -168,7 +169,7 @@ func sameRefs(a, b map[plumbing.ReferenceName]plumbing.Hash) bool {
 // go-git: when the remote has no pull heads left, the pull refspec is not
 // sent and go-git would never prune the old ones.
 func (s *Source) fetchObjects(ctx context.Context, withPulls bool) error {
-	err := s.repo.FetchContext(ctx, &git.FetchOptions{
+	err := s.remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: remoteName,
 		RefSpecs:   fetchSpecs(withPulls),
 		Auth:       s.auth,
@@ -198,12 +199,9 @@ func (s *Source) prune(want map[plumbing.ReferenceName]plumbing.Hash) error {
 	return nil
 }
 
-// readRefs turns the tracking refs into Refs.
-func (s *Source) readRefs() (*Refs, error) {
-	have, err := s.localTracking()
-	if err != nil {
-		return nil, err
-	}
+// readRefs turns the tracking refs into Refs; before is what they were
+// before the fetch, for the log.
+func (s *Source) readRefs(have, before map[plumbing.ReferenceName]plumbing.Hash) (*Refs, error) {
 	refs := &Refs{Branches: map[string]Revision{}, Pulls: map[int]Revision{}}
 	for name, h := range have {
 		n := name.String()
@@ -219,6 +217,7 @@ func (s *Source) readRefs() (*Refs, error) {
 			Msg: fmt.Sprintf("branch %q not found on the remote", s.cfg.Branch)}
 	}
 	refs.Main = main
+	s.logFetch(refs, before)
 	return refs, nil
 }
 
@@ -234,8 +233,8 @@ func pullNumber(s string) (int, bool) {
 
 // logFetch notes a moved live branch at info, anything else at debug.
 func (s *Source) logFetch(refs *Refs, before map[plumbing.ReferenceName]plumbing.Hash) {
-	if before[s.trackingRef()].String() != refs.Main.Hash {
-		s.log.Info("live branch moved", "revision", refs.Main.String(), "url", Redact(s.cfg.URL))
+	if prev, ok := before[s.trackingRef()]; !ok || prev.String() != refs.Main.Hash {
+		s.log.Info("live branch moved", "revision", refs.Main.String(), "from", prev.String(), "url", Redact(s.cfg.URL))
 		return
 	}
 	s.log.Debug("fetched", "revision", refs.Main.String(), "branches", len(refs.Branches), "pulls", len(refs.Pulls))

@@ -20,8 +20,8 @@ const MaxFilesSize = 8 << 20
 // in the raft log, so followers need no git access. Over MaxFilesSize is
 // an error matching ErrTooLarge; sizes are checked before contents are read.
 func (s *Source) Files(hash string) (map[string][]byte, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	commit, err := s.commit(hash)
 	if err != nil {
 		return nil, err

@@ -68,16 +68,26 @@ type Config struct {
 	LoadOptions policy.LoadOptions
 }
 
-// Source is a bare clone of the policy repository. Its methods are safe
-// for concurrent use: writers (fetch, commit) exclude readers, since
-// go-git's filesystem storage is not safe to read while a pack is written.
+// Source is a bare clone of the policy repository. Its methods, and the
+// file systems FS returns, are safe for concurrent use; reads wait while a
+// fetch that brings objects, or a push, holds the storage (at most
+// Config.Timeout).
 type Source struct {
-	cfg  Config
-	repo *git.Repository
-	auth transport.AuthMethod
-	log  hclog.Logger
+	cfg    Config
+	repo   *git.Repository
+	remote *git.Remote
+	auth   transport.AuthMethod
+	log    hclog.Logger
 
-	mu sync.RWMutex
+	// opMu serialises the operations that talk to the remote, so that two
+	// fetches or a fetch and a push never interleave.
+	opMu sync.Mutex
+	// mu guards the object and ref storage and the trees read from it.
+	// Readers take it too: go-git fills caches lazily on reads (the pack
+	// index in ObjectStorage, Tree.FindEntry's path cache), so even two
+	// readers must not overlap. A remote listing runs without it, so an
+	// idle poll never blocks readers.
+	mu sync.Mutex
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository
@@ -95,10 +105,11 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureRemote(repo, cfg.URL); err != nil {
-		return nil, fmt.Errorf("gitsource: setting remote %s in %s: %w", Redact(cfg.URL), cfg.Dir, err)
+	remote, err := ensureRemote(repo, cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: setting remote %s in %s: %s", Redact(cfg.URL), cfg.Dir, scrub(err.Error(), cfg.URL, cfg.Token))
 	}
-	s := &Source{cfg: cfg, repo: repo, auth: authFor(cfg.URL, cfg.Token), log: cfg.Logger}
+	s := &Source{cfg: cfg, repo: repo, remote: remote, auth: authFor(cfg.URL, cfg.Token), log: cfg.Logger}
 	s.log.Debug("opened clone", "dir", cfg.Dir, "url", Redact(cfg.URL), "branch", cfg.Branch, "path", cfg.Path)
 	return s, nil
 }
@@ -173,20 +184,19 @@ func openOrInit(dir string) (*git.Repository, error) {
 
 // ensureRemote points origin at url, replacing it when the configured URL
 // changed; the next Fetch then prunes what the old remote left behind.
-func ensureRemote(repo *git.Repository, url string) error {
+func ensureRemote(repo *git.Repository, url string) (*git.Remote, error) {
 	r, err := repo.Remote(remoteName)
 	if err == nil {
 		if urls := r.Config().URLs; len(urls) == 1 && urls[0] == url {
-			return nil
+			return r, nil
 		}
 		if err := repo.DeleteRemote(remoteName); err != nil {
-			return err
+			return nil, err
 		}
 	} else if !errors.Is(err, git.ErrRemoteNotFound) {
-		return err
+		return nil, err
 	}
-	_, err = repo.CreateRemote(&gitconfig.RemoteConfig{Name: remoteName, URLs: []string{url}, Fetch: fetchSpecs(false)})
-	return err
+	return repo.CreateRemote(&gitconfig.RemoteConfig{Name: remoteName, URLs: []string{url}, Fetch: fetchSpecs(false)})
 }
 
 // authFor chooses the credentials for url: the token as basic auth over

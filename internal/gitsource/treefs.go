@@ -22,8 +22,8 @@ import (
 // opened. The root missing at that commit is an error matching
 // fs.ErrNotExist; an unknown commit one matching ErrUnknownRevision.
 func (s *Source) FS(hash string) (fs.FS, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	commit, err := s.commit(hash)
 	if err != nil {
 		return nil, err
@@ -57,14 +57,18 @@ func (s *Source) rootTree(c *object.Commit) (*object.Tree, error) {
 		return tree, nil
 	}
 	sub, err := tree.Tree(s.cfg.Path)
-	if err != nil {
+	switch {
+	case errors.Is(err, object.ErrDirectoryNotFound):
 		return nil, fmt.Errorf("gitsource: git path %q at %s: %w", s.cfg.Path, c.Hash, fs.ErrNotExist)
+	case err != nil:
+		return nil, fmt.Errorf("gitsource: git path %q at %s: %w", s.cfg.Path, c.Hash, err)
 	}
 	return sub, nil
 }
 
-// treeFS is an fs.FS over a git tree. Every read takes the source's read
-// lock, since objects are read lazily from the clone.
+// treeFS is an fs.FS over a git tree. Every call takes the source's
+// storage lock, since objects are read lazily from the clone and the root
+// tree caches lookups.
 type treeFS struct {
 	src  *Source
 	root *object.Tree
@@ -96,8 +100,8 @@ func fsMode(m filemode.FileMode) fs.FileMode {
 
 // Open opens a file or directory; its content is read at once.
 func (t *treeFS) Open(name string) (fs.File, error) {
-	t.src.mu.RLock()
-	defer t.src.mu.RUnlock()
+	t.src.mu.Lock()
+	defer t.src.mu.Unlock()
 	if name == "." {
 		return t.openDir(".", t.root)
 	}
@@ -122,8 +126,8 @@ func (t *treeFS) Open(name string) (fs.File, error) {
 
 // ReadFile reads a whole file.
 func (t *treeFS) ReadFile(name string) ([]byte, error) {
-	t.src.mu.RLock()
-	defer t.src.mu.RUnlock()
+	t.src.mu.Lock()
+	defer t.src.mu.Unlock()
 	e, err := t.entry("read", name)
 	if err != nil {
 		return nil, err
@@ -137,8 +141,8 @@ func (t *treeFS) ReadFile(name string) ([]byte, error) {
 // ReadDir lists a directory, sorted by name as io/fs requires (git sorts
 // directories as if their names ended in "/").
 func (t *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	t.src.mu.RLock()
-	defer t.src.mu.RUnlock()
+	t.src.mu.Lock()
+	defer t.src.mu.Unlock()
 	tree, err := t.dirTree("readdir", name)
 	if err != nil {
 		return nil, err
@@ -148,8 +152,8 @@ func (t *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
 
 // Stat describes a file or directory.
 func (t *treeFS) Stat(name string) (fs.FileInfo, error) {
-	t.src.mu.RLock()
-	defer t.src.mu.RUnlock()
+	t.src.mu.Lock()
+	defer t.src.mu.Unlock()
 	if name == "." {
 		return &fileInfo{name: ".", mode: fsMode(filemode.Dir), mod: t.mod}, nil
 	}
@@ -278,8 +282,8 @@ func (d *dirEntry) Name() string      { return d.name }
 func (d *dirEntry) IsDir() bool       { return d.mode == filemode.Dir }
 func (d *dirEntry) Type() fs.FileMode { return fsMode(d.mode).Type() }
 func (d *dirEntry) Info() (fs.FileInfo, error) {
-	d.fsys.src.mu.RLock()
-	defer d.fsys.src.mu.RUnlock()
+	d.fsys.src.mu.Lock()
+	defer d.fsys.src.mu.Unlock()
 	return d.fsys.info(d.name, d.mode, d.hash)
 }
 
