@@ -1,0 +1,203 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// Marker is the hidden first line of the preview comment: how the comment
+// is found again after a restart or a change of leader.
+const Marker = "<!-- reconciler:preview -->"
+
+// maxCommentRunes is GitHub's limit on a comment body.
+const maxCommentRunes = 65536
+
+// truncated ends a body cut to fit.
+const truncated = "\n\n…(truncated: the full summary is in the reconciler's API)"
+
+// cachedComment is the preview comment last written on a pull request.
+type cachedComment struct {
+	id   int64
+	body string
+}
+
+// UpsertComment makes body the pull request's one preview comment: it
+// edits the comment in place, or creates it when there is none, and
+// returns its id. The comment is found by Marker (added as the body's
+// first line) by listing the comments, so a new leader finds the old
+// leader's comment; the id is then cached. Calls for the same pull request
+// are serialized; a body equal to the cached one costs no request. After
+// a failed create the comments are listed again before creating, so a
+// lost answer never makes a second comment.
+func (c *Client) UpsertComment(ctx context.Context, pr int, body string) (int64, error) {
+	unlock, err := c.lockPR(ctx, pr)
+	if err != nil {
+		return 0, errContext(fmt.Sprintf("update the comment on #%d", pr), err)
+	}
+	defer unlock()
+	body = fitComment(Marker + "\n" + strings.TrimPrefix(body, Marker+"\n"))
+	if id, done, err := c.editCached(ctx, pr, body); done || err != nil {
+		return id, err
+	}
+	for round := 1; ; round++ {
+		id, old, found, err := c.findMarked(ctx, pr)
+		if err != nil {
+			return 0, err
+		}
+		if found {
+			err = c.edit(ctx, pr, id, old, body)
+		} else {
+			id, err = c.create(ctx, pr, body)
+		}
+		if err == nil {
+			c.remember(pr, id, body)
+			return id, nil
+		}
+		// Deleted since listed, or the create's answer was lost: look again.
+		again := (found && errors.Is(err, ErrNotFound)) || (!found && Retryable(err))
+		if !again || round >= c.cfg.MaxAttempts {
+			return 0, err
+		}
+		if err := c.cfg.Sleep(ctx, c.backoff(round)); err != nil {
+			return 0, errContext(fmt.Sprintf("update the comment on #%d", pr), err)
+		}
+	}
+}
+
+// Comment posts a plain reply (a refusal, help) on pull request pr and
+// returns its id. It is not repeated after a failure that may have reached
+// GitHub, so it may fail with ErrUnavailable without posting twice.
+func (c *Client) Comment(ctx context.Context, pr int, body string) (int64, error) {
+	return c.create(ctx, pr, fitComment(body))
+}
+
+// lockPR serializes upserts on one pull request; it gives up when ctx ends.
+func (c *Client) lockPR(ctx context.Context, pr int) (func(), error) {
+	c.mu.Lock()
+	ch := c.prLocks[pr]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		c.prLocks[pr] = ch
+	}
+	c.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// editCached edits the cached comment; done is false when there is no
+// cached comment or it was deleted (the caller then lists).
+func (c *Client) editCached(ctx context.Context, pr int, body string) (id int64, done bool, err error) {
+	c.mu.Lock()
+	cached, ok := c.comments[pr]
+	c.mu.Unlock()
+	if !ok {
+		return 0, false, nil
+	}
+	err = c.edit(ctx, pr, cached.id, cached.body, body)
+	switch {
+	case err == nil:
+		c.remember(pr, cached.id, body)
+		return cached.id, true, nil
+	case errors.Is(err, ErrNotFound):
+		c.forget(pr)
+		c.log.Debug("preview comment gone; looking for it again", "pr", pr, "comment", cached.id)
+		return 0, false, nil
+	}
+	return 0, false, err
+}
+
+// remember caches the preview comment of pr.
+func (c *Client) remember(pr int, id int64, body string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.comments[pr] = cachedComment{id: id, body: body}
+}
+
+// forget drops the cached comment of pr.
+func (c *Client) forget(pr int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.comments, pr)
+}
+
+// findMarked lists every comment on pr and returns the oldest preview
+// comment.
+func (c *Client) findMarked(ctx context.Context, pr int) (id int64, body string, found bool, err error) {
+	op := fmt.Sprintf("list comments on #%d", pr)
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	marked := 0
+	for page := 0; page < maxPages; page++ {
+		var list []*github.IssueComment
+		var next int
+		err = c.call(ctx, op, true, func(gh *github.Client) (*github.Response, error) {
+			l, resp, err := gh.Issues.ListComments(ctx, c.owner, c.name, pr, opts)
+			list, next = l, nextPage(resp)
+			return resp, err
+		})
+		if err != nil {
+			return 0, "", false, err
+		}
+		for _, cm := range list {
+			if isMarked(cm.GetBody()) {
+				if marked++; marked == 1 {
+					id, body, found = cm.GetID(), cm.GetBody(), true
+				}
+			}
+		}
+		if next == 0 {
+			break
+		}
+		opts.Page = next
+	}
+	if marked > 1 {
+		c.log.Warn("several preview comments on a pull request; editing the oldest", "pr", pr, "count", marked)
+	}
+	return id, body, found, nil
+}
+
+// isMarked reports whether a comment body's first line is Marker.
+func isMarked(body string) bool {
+	first, _, _ := strings.Cut(body, "\n")
+	return strings.TrimSpace(first) == Marker
+}
+
+// edit replaces comment id's body, unless it already is body.
+func (c *Client) edit(ctx context.Context, pr int, id int64, old, body string) error {
+	if old == body {
+		return nil
+	}
+	op := fmt.Sprintf("edit comment %d on #%d", id, pr)
+	return c.call(ctx, op, true, func(gh *github.Client) (*github.Response, error) {
+		_, resp, err := gh.Issues.EditComment(ctx, c.owner, c.name, id, &github.IssueComment{Body: &body})
+		return resp, err
+	})
+}
+
+// create posts a new comment. Not idempotent: only rate limits are retried.
+func (c *Client) create(ctx context.Context, pr int, body string) (int64, error) {
+	var id int64
+	err := c.call(ctx, fmt.Sprintf("comment on #%d", pr), false, func(gh *github.Client) (*github.Response, error) {
+		cm, resp, err := gh.Issues.CreateComment(ctx, c.owner, c.name, pr, &github.IssueComment{Body: &body})
+		id = cm.GetID()
+		return resp, err
+	})
+	return id, err
+}
+
+// fitComment cuts a body to GitHub's limit.
+func fitComment(body string) string {
+	if utf8.RuneCountInString(body) <= maxCommentRunes {
+		return body
+	}
+	keep := maxCommentRunes - utf8.RuneCountInString(truncated)
+	return string([]rune(body)[:keep]) + truncated
+}

@@ -1,0 +1,220 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/githubemu"
+)
+
+// marked returns the preview comments on pull request n.
+func (e *env) marked(n int) []githubemu.Comment {
+	var out []githubemu.Comment
+	for _, c := range e.repo.Comments(n) {
+		if strings.HasPrefix(c.Body, Marker+"\n") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (e *env) openPull() int {
+	return e.repo.OpenPull(githubemu.Pull{HeadRef: "x", HeadSHA: sha("c"), BaseRef: "main"})
+}
+
+func TestUpsertCommentEditsInPlace(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	n := e.openPull()
+	id, err := e.c.UpsertComment(ctx, n, "summary 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, err := e.c.UpsertComment(ctx, n, "summary 2")
+	if err != nil || id2 != id {
+		t.Fatalf("second upsert = %d, %v (first %d)", id2, err, id)
+	}
+	got := e.marked(n)
+	if len(got) != 1 || got[0].Body != Marker+"\nsummary 2" || got[0].User != "reconciler[bot]" {
+		t.Fatalf("comments = %+v", e.repo.Comments(n))
+	}
+	before := len(e.emu.Requests())
+	if _, err := e.c.UpsertComment(ctx, n, "summary 2"); err != nil || len(e.emu.Requests()) != before {
+		t.Errorf("unchanged body sent %d requests, %v", len(e.emu.Requests())-before, err)
+	}
+}
+
+// A fresh client (restart, new leader) finds the comment by its marker,
+// past the first page, and edits it instead of adding one.
+func TestUpsertCommentFoundAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	n := e.openPull()
+	for i := 0; i < 120; i++ {
+		e.repo.AddComment(n, "alice", fmt.Sprintf("chatter %d", i))
+	}
+	e.repo.AddComment(n, "alice", "> "+Marker+"\n> quoting is not the comment")
+	id, err := e.c.UpsertComment(ctx, n, "before restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.repo.AddComment(n, "bob", "more chatter")
+	fresh := e.client(t)
+	id2, err := fresh.UpsertComment(ctx, n, "after restart")
+	if err != nil || id2 != id {
+		t.Fatalf("after restart = %d, %v; want %d", id2, err, id)
+	}
+	if got := e.marked(n); len(got) != 1 || !strings.HasSuffix(got[0].Body, "after restart") {
+		t.Fatalf("preview comments = %+v", got)
+	}
+	if e.requests("GET", "/comments") < 4 {
+		t.Errorf("listed %d pages, want 2 per client", e.requests("GET", "/comments"))
+	}
+}
+
+// A cached comment that was deleted is looked for again, then recreated.
+func TestUpsertCommentDeleted(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	n := e.openPull()
+	id, _ := e.c.UpsertComment(ctx, n, "one")
+	e.repo.DeleteComment(id)
+	id2, err := e.c.UpsertComment(ctx, n, "two")
+	if err != nil || id2 == id || len(e.marked(n)) != 1 {
+		t.Fatalf("after delete = %d, %v, %+v", id2, err, e.repo.Comments(n))
+	}
+}
+
+// Once the comment exists, any number of clients (old and new leader)
+// racing to update it edit that one comment.
+func TestUpsertCommentConcurrent(t *testing.T) {
+	e := newEnv(t)
+	n := e.openPull()
+	if _, err := e.c.UpsertComment(context.Background(), n, "first"); err != nil {
+		t.Fatal(err)
+	}
+	clients := []*Client{e.c, e.client(t)}
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := clients[i%2].UpsertComment(context.Background(), n, fmt.Sprintf("body %d", i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := e.marked(n); len(got) != 1 {
+		t.Fatalf("%d preview comments", len(got))
+	}
+}
+
+// Upserts racing on one client with no comment yet make exactly one.
+func TestUpsertCommentConcurrentCreate(t *testing.T) {
+	e := newEnv(t)
+	n := e.openPull()
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.c.UpsertComment(context.Background(), n, fmt.Sprintf("body %d", i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := e.marked(n); len(got) != 1 {
+		t.Fatalf("%d preview comments", len(got))
+	}
+}
+
+// GitHub creates the comment but the answer is lost: the retry lists
+// first and edits what it finds.
+func TestUpsertCommentLostCreateAnswer(t *testing.T) {
+	e := newEnv(t)
+	n := e.openPull()
+	e.emu.Inject(githubemu.Fault{Method: "POST", Path: "/comments", AfterHandling: true, Status: 502})
+	id, err := e.c.UpsertComment(context.Background(), n, "summary")
+	got := e.marked(n)
+	if err != nil || len(got) != 1 || got[0].ID != id {
+		t.Fatalf("upsert = %d, %v; comments %+v", id, err, got)
+	}
+	if e.requests("POST", "/comments") != 1 {
+		t.Errorf("%d creates", e.requests("POST", "/comments"))
+	}
+}
+
+// 5xx before GitHub did anything: list again, then create once.
+func TestUpsertCommentRetriesCreate(t *testing.T) {
+	e := newEnv(t)
+	n := e.openPull()
+	e.emu.Inject(githubemu.Fault{Method: "POST", Path: "/comments", Times: 2, Status: 500})
+	if _, err := e.c.UpsertComment(context.Background(), n, "summary"); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.marked(n)) != 1 || e.requests("POST", "/comments") != 3 || len(e.clock.Slept()) != 2 {
+		t.Errorf("creates %d, sleeps %v", e.requests("POST", "/comments"), e.clock.Slept())
+	}
+}
+
+func TestUpsertCommentTooLong(t *testing.T) {
+	e := newEnv(t)
+	n := e.openPull()
+	if _, err := e.c.UpsertComment(context.Background(), n, strings.Repeat("é", 70000)); err != nil {
+		t.Fatal(err)
+	}
+	if body := e.marked(n)[0].Body; !strings.HasSuffix(body, truncated) || len([]rune(body)) != maxCommentRunes {
+		t.Errorf("body of %d runes", len([]rune(body)))
+	}
+}
+
+func TestComment(t *testing.T) {
+	e := newEnv(t)
+	n := e.openPull()
+	id, err := e.c.Comment(context.Background(), n, "@alice you need write permission")
+	if err != nil || id == 0 || len(e.repo.Comments(n)) != 1 {
+		t.Fatalf("comment = %d, %v", id, err)
+	}
+	// A reply is not repeated after a 5xx: it might have been posted.
+	e.emu.FailNext(1, 502)
+	_, err = e.c.Comment(context.Background(), n, "again")
+	if !errors.Is(err, ErrUnavailable) || e.requests("POST", "/comments") != 2 {
+		t.Errorf("5xx: %v after %d posts", err, e.requests("POST", "/comments"))
+	}
+	if _, err := e.c.Comment(context.Background(), 99, "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown pull request: %v", err)
+	}
+}
+
+func TestSetStatus(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	long := strings.Repeat("policy web: 3 allow→deny, ", 10)
+	for _, c := range []string{ContextValidate, ContextPreview, ContextPromote} {
+		if err := e.c.SetStatus(ctx, sha("c"), c, StateSuccess, long, "https://reconciler.example/x"); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	sts := e.repo.Statuses(sha("c"))
+	if len(sts) != 3 || sts[0].Context != ContextValidate || sts[0].TargetURL != "https://reconciler.example/x" {
+		t.Fatalf("statuses = %+v", sts)
+	}
+	if d := []rune(sts[0].Description); len(d) != 140 || d[139] != '…' {
+		t.Errorf("description %q", sts[0].Description)
+	}
+	if err := e.c.SetStatus(ctx, sha("c"), ContextValidate, "done", "", ""); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("bad state: %v", err)
+	}
+	if err := e.c.SetStatus(ctx, sha("c"), ContextPromote, StateFailure, "  invalid\nmain  ", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.repo.Statuses(sha("c"))[3]; got.Description != "invalid main" || got.TargetURL != "" {
+		t.Errorf("status = %+v", got)
+	}
+}

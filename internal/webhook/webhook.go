@@ -1,0 +1,238 @@
+// Package webhook receives GitHub's webhooks at POST /v1/webhooks/github.
+// It checks size and signature before it looks at the payload, answers
+// fast, and does no work itself: a push or pull request event calls
+// Trigger (the leader's reconcile loop does the rest, as after a poll), a
+// "/reconciler ..." comment on a pull request becomes a Command for
+// Commands. It never decides who may run a command: the consumer checks
+// the author's permission through the GitHub API (forge.Permission), and
+// never trusts the payload's author_association.
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Path is where the handler is mounted (CONTRACT §4).
+const Path = "/v1/webhooks/github"
+
+// MaxBodyBytes is GitHub's cap on a delivery (25 MiB); larger bodies are
+// refused before they are read.
+const MaxBodyBytes = 25 << 20
+
+// Trigger asks the reconcile loop to run soon. It must not block: a
+// follower's wiring forwards it to the leader, the leader coalesces it.
+type Trigger interface {
+	Trigger(reason string)
+}
+
+// Commands takes comment commands. Enqueue must not block; the consumer
+// checks the author's permission (forge.Permission + forge.CanWrite)
+// before acting.
+type Commands interface {
+	Enqueue(Command)
+}
+
+// Config is what New needs.
+type Config struct {
+	// Secret is the webhook secret. Empty refuses every delivery (503).
+	Secret []byte
+	// Branch, when set, limits push events to that branch and pull
+	// request events to those into it (or moved away from it).
+	Branch string
+	// Repository, when set ("owner/name"), ignores deliveries for others.
+	Repository string
+	Trigger    Trigger
+	Commands   Commands
+	// Logger gets a line per refused delivery; none when nil.
+	Logger hclog.Logger
+	// MaxBodyBytes overrides MaxBodyBytes (tests).
+	MaxBodyBytes int64
+	// RememberDeliveries is how many delivery ids are kept to ignore
+	// redeliveries (default 1024).
+	RememberDeliveries int
+}
+
+// Handler is the webhook endpoint.
+type Handler struct {
+	cfg  Config
+	log  hclog.Logger
+	seen *recent
+}
+
+// New returns the handler. With no secret it logs once that every
+// delivery will be refused.
+func New(cfg Config) *Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = MaxBodyBytes
+	}
+	if cfg.RememberDeliveries <= 0 {
+		cfg.RememberDeliveries = 1024
+	}
+	if len(cfg.Secret) == 0 {
+		cfg.Logger.Error("GitHub webhook secret is empty: every delivery will be refused; set the variable github.webhook_secret_env names")
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger, seen: newRecent(cfg.RememberDeliveries)}
+}
+
+// ServeHTTP checks, in order: method, secret configured, size, signature;
+// only then does it parse the payload and route the event.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	if len(h.cfg.Secret) == 0 {
+		writeError(w, http.StatusServiceUnavailable, "webhook secret not configured")
+		return
+	}
+	if r.ContentLength > h.cfg.MaxBodyBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, "payload too large")
+		return
+	}
+	sig := r.Header.Get("X-Hub-Signature-256")
+	if !strings.HasPrefix(sig, "sha256=") {
+		h.refuse(w, r, "missing X-Hub-Signature-256 (SHA-1 signatures are not accepted)")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "payload too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, "could not read the payload")
+		return
+	}
+	if !validSignature(h.cfg.Secret, sig, body) {
+		h.refuse(w, r, "signature does not match")
+		return
+	}
+	h.handle(w, r, body)
+}
+
+// handle routes a delivery whose signature is good.
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request, body []byte) {
+	event, delivery := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
+	if event == "" {
+		writeError(w, http.StatusBadRequest, "missing X-GitHub-Event")
+		return
+	}
+	payload, err := payloadOf(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	d, err := decide(event, payload, h.cfg.Branch, h.cfg.Repository)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "malformed "+event+" payload")
+		return
+	}
+	if delivery != "" && !h.seen.add(delivery) {
+		writeResult(w, http.StatusOK, "duplicate", "delivery "+delivery+" was handled already")
+		return
+	}
+	h.act(d, delivery)
+	status := http.StatusAccepted
+	if d.status == "pong" {
+		status = http.StatusOK
+	}
+	writeResult(w, status, d.status, d.reason)
+}
+
+// act hands the decision to the small interfaces.
+func (h *Handler) act(d decision, delivery string) {
+	if d.trigger != "" && h.cfg.Trigger != nil {
+		h.cfg.Trigger.Trigger(d.trigger)
+	}
+	if d.command != nil && h.cfg.Commands != nil {
+		d.command.DeliveryID = delivery
+		h.cfg.Commands.Enqueue(*d.command)
+	}
+	h.log.Debug("webhook delivery", "delivery", delivery, "status", d.status, "reason", d.reason)
+}
+
+// refuse answers 401 and says why in the log (never the body).
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, why string) {
+	h.log.Warn("refused a webhook delivery", "reason", why, "delivery", r.Header.Get("X-GitHub-Delivery"),
+		"event", r.Header.Get("X-GitHub-Event"), "remote", r.RemoteAddr)
+	writeError(w, http.StatusUnauthorized, why)
+}
+
+// validSignature compares "sha256=<hex>" with the body's HMAC-SHA256 in
+// constant time.
+func validSignature(secret []byte, header string, body []byte) bool {
+	got, err := hex.DecodeString(strings.TrimPrefix(header, "sha256="))
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// payloadOf returns the JSON payload: the body, or its "payload" field
+// for a hook configured with the form content type.
+func payloadOf(contentType string, body []byte) ([]byte, error) {
+	mt := "application/json"
+	if contentType != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
+			return nil, errors.New("bad Content-Type")
+		}
+	}
+	switch mt {
+	case "application/json":
+		return body, nil
+	case "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, errors.New("bad form body")
+		}
+		return []byte(form.Get("payload")), nil
+	}
+	return nil, errors.New("unsupported Content-Type " + mt)
+}
+
+// writeResult answers a handled delivery.
+func writeResult(w http.ResponseWriter, status int, result, reason string) {
+	writeJSON(w, status, map[string]string{"status": result, "reason": reason})
+}
+
+// writeError answers with an AIP-193 error body.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{
+		"code": code, "status": statusName[code], "message": msg,
+	}})
+}
+
+// statusName maps the codes this handler uses to AIP-193 status names.
+var statusName = map[int]string{
+	http.StatusBadRequest:            "INVALID_ARGUMENT",
+	http.StatusUnauthorized:          "UNAUTHENTICATED",
+	http.StatusMethodNotAllowed:      "UNIMPLEMENTED",
+	http.StatusRequestEntityTooLarge: "RESOURCE_EXHAUSTED",
+	http.StatusServiceUnavailable:    "UNAVAILABLE",
+}
+
+// writeJSON sends v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
