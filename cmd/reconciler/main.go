@@ -1,5 +1,5 @@
 // Command reconciler is the GitOps policy reconciler: a daemon (serve) and
-// the tools around it (validate, test, merge, eval). See CONTRACT.md §2 and
+// the tools around it (validate, test, merge, eval, status). See CONTRACT.md §2 and
 // `reconciler help`. main only parses flags and wires internal packages.
 package main
 
@@ -61,6 +61,7 @@ func commands() []command {
 		{"test", "[DIR]", "run the policy tests under DIR", (*app).test},
 		{"merge", "[--strategy S] [--format F] FILE...", "merge policy files into one policy on stdout", (*app).merge},
 		{"eval", "--policy DIR [--input FILE|-]", "one decision for one request JSON", (*app).eval},
+		{"status", "[--server URL] [--format F]", "cluster, generation, policy conditions and nodes of a running cluster", (*app).status},
 		{"version", "", "print version, commit and Go version", (*app).version},
 		{"help", "[COMMAND]", "list commands, or show a command's flags", (*app).help},
 	}

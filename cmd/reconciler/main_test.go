@@ -35,12 +35,12 @@ func TestUsageAndHelp(t *testing.T) {
 	if code != 0 {
 		t.Errorf("help = %d", code)
 	}
-	for _, name := range []string{"serve", "validate", "test", "merge", "eval", "version", "help"} {
+	for _, name := range []string{"serve", "validate", "test", "merge", "eval", "status", "version", "help"} {
 		if !strings.Contains(out, "\n  "+name+" ") {
 			t.Errorf("help does not list %s:\n%s", name, out)
 		}
 	}
-	for _, later := range []string{"replay", "status", "rollback"} {
+	for _, later := range []string{"replay", "rollback"} {
 		if strings.Contains(out, later) {
 			t.Errorf("help lists %s, which this build does not have", later)
 		}

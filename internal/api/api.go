@@ -1,10 +1,12 @@
 // Package api is the HTTP edge of a node (CONTRACT.md §4): decisions
-// (:evaluate, :authorize, :mirror), policy resources, health, readiness and
-// metrics. It holds no business rules: decisions come from the compiled
-// engine.Bundle of the generation the node serves, which reaches this
-// package through the small Generations interface below, so the loader that
-// swaps generations (a local directory today, raft later) can change
-// without touching the API.
+// (:evaluate, :authorize, :mirror), policy resources, the cluster's status,
+// generations and nodes, the cluster endpoints (join, leave, reconcile and
+// the nodes' internal ones), health, readiness and metrics. It holds no
+// business rules: decisions come from the compiled engine.Bundle of the
+// generation the node serves, which reaches this package through the small
+// Generations interface below (the node loader swaps it), and everything
+// about the cluster through the Cluster interface (internal/cluster, which
+// forwards writes to the leader).
 //
 // Every error answer is an AIP-193 JSON body; error kinds map to HTTP codes
 // in one place (errors.go). The decision path logs nothing at info level and
@@ -68,6 +70,12 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the clock for receipt times; nil means time.Now.
 	Now func() time.Time
+	// Cluster serves the status, generation, node and cluster endpoints;
+	// without it they answer 404 (a node always has one).
+	Cluster Cluster
+	// Token, when not empty, is the bearer token the cluster endpoints
+	// (join, leave, reconcile and the internal ones) require.
+	Token string
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -88,6 +96,8 @@ type Server struct {
 	metrics *metrics
 	bufs    sync.Pool
 	promH   http.Handler
+	cluster Cluster
+	token   string
 }
 
 // New returns a Server for cfg.
@@ -99,6 +109,8 @@ func New(cfg Config) *Server {
 		trusted: cfg.TrustedProxies,
 		maxBody: cfg.MaxBodyBytes,
 		now:     cfg.Now,
+		cluster: cfg.Cluster,
+		token:   cfg.Token,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // kind is what went wrong, as the client should understand it.
@@ -20,6 +22,9 @@ const (
 	kindMethodNotAllowed
 	kindTooLarge
 	kindUnavailable
+	kindFailedPrecondition
+	kindAlreadyExists
+	kindUnauthenticated
 )
 
 // apiError is an error whose message is safe to show to the client.
@@ -46,22 +51,72 @@ func errUnknownPolicy(name string) error {
 // classify is the one place that maps errors to what the client sees: the
 // HTTP code, the google.rpc.Code name and a message. Errors it does not
 // know are internal: the client gets a generic message and the caller logs
-// the real one.
+// the real one. An error another node answered with (forwarded writes)
+// keeps the status that node gave it.
 func classify(err error) (k kind, msg string) {
 	var ae *apiError
 	var tooBig *http.MaxBytesError
+	var remote *cluster.RemoteError
 	switch {
 	case errors.As(err, &ae):
 		return ae.kind, ae.msg
 	case errors.As(err, &tooBig):
 		return kindTooLarge, "request body is larger than " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"
+	case errors.As(err, &remote):
+		return kindOfStatus(remote.Status), remote.Message
 	case errors.Is(err, engine.ErrUnknownPolicy):
 		return kindNotFound, err.Error()
 	case errors.Is(err, engine.ErrBadRequest):
 		return kindInvalidArgument, err.Error()
-	default:
-		return kindInternal, "internal error"
 	}
+	if k, ok := clusterKind(err); ok {
+		return k, err.Error()
+	}
+	return kindInternal, "internal error"
+}
+
+// clusterKinds maps the cluster's and raftstore's sentinel errors, most
+// specific first (the rejection kinds wrap raftstore.ErrRejected).
+var clusterKinds = []struct {
+	err  error
+	kind kind
+}{
+	{raftstore.ErrNotLeader, kindUnavailable},
+	{raftstore.ErrLeadershipLost, kindUnavailable},
+	{cluster.ErrForward, kindUnavailable},
+	{raftstore.ErrMembership, kindAlreadyExists},
+	{cluster.ErrRaftUnreachable, kindFailedPrecondition},
+	{cluster.ErrLastVoter, kindFailedPrecondition},
+	{cluster.ErrBadRequest, kindInvalidArgument},
+	{cluster.ErrNotForwardable, kindInvalidArgument},
+	{raftstore.ErrInvalidCommand, kindInvalidArgument},
+	{raftstore.ErrUnknownCommand, kindInvalidArgument},
+	{raftstore.ErrUnknownGeneration, kindNotFound},
+	{raftstore.ErrUnknownNode, kindNotFound},
+	{raftstore.ErrTooLarge, kindFailedPrecondition},
+	{raftstore.ErrNodeState, kindFailedPrecondition},
+	{raftstore.ErrGenerationState, kindFailedPrecondition},
+	{raftstore.ErrGenerationNotNewer, kindFailedPrecondition},
+	{raftstore.ErrRejected, kindFailedPrecondition},
+}
+
+func clusterKind(err error) (kind, bool) {
+	for _, c := range clusterKinds {
+		if errors.Is(err, c.err) {
+			return c.kind, true
+		}
+	}
+	return kindInternal, false
+}
+
+// kindOfStatus maps an AIP-193 status name back to its kind.
+func kindOfStatus(status string) kind {
+	for k := kindInternal; k <= kindUnauthenticated; k++ {
+		if _, s := k.httpStatus(); s == status {
+			return k
+		}
+	}
+	return kindInternal
 }
 
 // httpStatus returns the HTTP code and AIP-193 status name of a kind.
@@ -77,6 +132,12 @@ func (k kind) httpStatus() (int, string) {
 		return http.StatusRequestEntityTooLarge, "RESOURCE_EXHAUSTED"
 	case kindUnavailable:
 		return http.StatusServiceUnavailable, "UNAVAILABLE"
+	case kindFailedPrecondition:
+		return http.StatusBadRequest, "FAILED_PRECONDITION"
+	case kindAlreadyExists:
+		return http.StatusConflict, "ALREADY_EXISTS"
+	case kindUnauthenticated:
+		return http.StatusUnauthorized, "UNAUTHENTICATED"
 	default:
 		return http.StatusInternalServerError, "INTERNAL"
 	}
@@ -93,11 +154,18 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "error", msg)
 	}
 	s.metrics.httpError(code)
-	writeError(w, code, status, msg)
+	reason := ""
+	if k != kindInternal {
+		reason = cluster.Reason(err)
+	}
+	writeError(w, code, status, msg, reason)
 }
 
-// writeError writes {"error":{"code":N,"status":"...","message":"..."}}.
-func writeError(w http.ResponseWriter, code int, status, msg string) {
+// writeError writes {"error":{"code":N,"status":"...","message":"..."}},
+// plus a google.rpc.ErrorInfo detail when the error has a wire name, so
+// that a node that forwarded the request recognises the error (see
+// cluster.Reason).
+func writeError(w http.ResponseWriter, code int, status, msg, reason string) {
 	b := make([]byte, 0, 64+len(msg))
 	b = append(b, `{"error":{"code":`...)
 	b = strconv.AppendInt(b, int64(code), 10)
@@ -105,6 +173,13 @@ func writeError(w http.ResponseWriter, code int, status, msg string) {
 	b = appendJSONString(b, status)
 	b = append(b, `,"message":`...)
 	b = appendJSONString(b, msg)
+	if reason != "" {
+		b = append(b, `,"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":`...)
+		b = appendJSONString(b, reason)
+		b = append(b, `,"domain":`...)
+		b = appendJSONString(b, cluster.ErrorDomain)
+		b = append(b, "}]"...)
+	}
 	b = append(b, "}}\n"...)
 	writeJSON(w, code, b)
 }

@@ -207,7 +207,7 @@ func TestPanicIsAnAIPError(t *testing.T) {
 
 type panicky struct{}
 
-func (panicky) Current() *Snapshot  { panic("boom in a dependency") }
+func (panicky) Current() *Snapshot   { panic("boom in a dependency") }
 func (panicky) Get(uint64) *Snapshot { panic("boom") }
 
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {

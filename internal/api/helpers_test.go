@@ -156,6 +156,11 @@ func wantError(t *testing.T, a answer, code int, status string) {
 			Code    int    `json:"code"`
 			Status  string `json:"status"`
 			Message string `json:"message"`
+			Details []struct {
+				Type   string `json:"@type"`
+				Reason string `json:"reason"`
+				Domain string `json:"domain"`
+			} `json:"details"`
 		} `json:"error"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(a.body))

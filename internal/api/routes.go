@@ -11,9 +11,14 @@ import (
 // segment ("web:evaluate"), so the API parses its paths itself. That also
 // keeps every answer, 404 and 405 included, an AIP-193 body.
 const (
-	policiesPath    = "/v1/policies"
-	policiesPrefix  = "/v1/policies/"
-	generationsPath = "/v1/generations/"
+	policiesPath      = "/v1/policies"
+	policiesPrefix    = "/v1/policies/"
+	generationsList   = "/v1/generations"
+	generationsPath   = "/v1/generations/"
+	nodesList         = "/v1/nodes"
+	nodesPrefix       = "/v1/nodes/"
+	statusPath        = "/v1/status"
+	withoutClusterMsg = "this server runs without a cluster"
 )
 
 // ServeHTTP routes a request. A panic in a handler becomes a 500 AIP-193
@@ -30,6 +35,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case strings.HasPrefix(p, generationsPath):
 		s.routeGeneration(w, r, p[len(generationsPath):])
+	case strings.HasPrefix(p, clusterPrefix):
+		s.routeCluster(w, r, p[len(clusterPrefix):])
+	case p == statusPath || p == generationsList || p == nodesList || strings.HasPrefix(p, nodesPrefix):
+		s.routeClusterResource(w, r, p)
 	case p == "/healthz":
 		if s.allow(w, r, http.MethodGet) {
 			s.healthz(w)
@@ -92,28 +101,72 @@ func splitPolicyPath(rest string) (name, verb, tail string) {
 	return name, verb, tail
 }
 
-// routeGeneration handles "{n}/policies/{policy}:evaluate".
+// routeGeneration handles "{n}" (the generation resource) and
+// "{n}/policies/{policy}:evaluate" (a decision pinned to generation n).
 func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest string) {
-	num, rest, ok := strings.Cut(rest, "/")
-	if !ok || !strings.HasPrefix(rest, "policies/") {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
-		return
-	}
+	num, rest, sub := strings.Cut(rest, "/")
 	n, err := strconv.ParseUint(num, 10, 64)
 	if err != nil {
 		s.fail(w, r, errorf(kindInvalidArgument, "generation %q is not a number", num))
 		return
 	}
-	if s.gens.Current() == nil {
+	if !sub {
+		if s.cluster == nil {
+			s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+		} else if s.allow(w, r, http.MethodGet) {
+			s.getGeneration(w, r, n)
+		}
+		return
+	}
+	if !strings.HasPrefix(rest, "policies/") {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	cur := s.gens.Current()
+	if cur == nil {
 		s.fail(w, r, errNoGeneration())
 		return
 	}
 	snap := s.gens.Get(n)
 	if snap == nil {
-		s.fail(w, r, errorf(kindNotFound, "generation %d is not kept on this node (only the active one and the one before it are)", n))
+		s.fail(w, r, s.errNotKept(n, cur))
 		return
 	}
 	s.routePolicy(w, r, snap, rest[len("policies/"):], true)
+}
+
+// errNotKept says which generations a pinned request can use instead.
+func (s *Server) errNotKept(n uint64, cur *Snapshot) error {
+	kept := "the active generation " + strconv.FormatUint(cur.Generation, 10)
+	if s.cluster != nil {
+		if p := s.cluster.State().Previous; p != 0 && s.gens.Get(p) != nil {
+			kept += " and the one before it, " + strconv.FormatUint(p, 10)
+		}
+	}
+	return errorf(kindNotFound, "generation %d is not kept on this node: a node keeps only the active generation and the one before it; use %s",
+		n, kept)
+}
+
+// routeClusterResource handles the read-only cluster resources: status,
+// generations and nodes.
+func (s *Server) routeClusterResource(w http.ResponseWriter, r *http.Request, p string) {
+	if s.cluster == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", p, withoutClusterMsg))
+		return
+	}
+	if !s.allow(w, r, http.MethodGet) {
+		return
+	}
+	switch {
+	case p == statusPath:
+		s.status(w, r)
+	case p == generationsList:
+		s.listGenerations(w, r)
+	case p == nodesList:
+		s.listNodes(w, r)
+	default:
+		s.getNode(w, r, p[len(nodesPrefix):])
+	}
 }
 
 // allow answers 405 unless r uses method (or HEAD for GET).

@@ -41,6 +41,14 @@ type Node struct {
 	HTTPAddr string `toml:"http_addr"`
 	// RaftAddr (host:port) is the raft transport address.
 	RaftAddr string `toml:"raft_addr"`
+	// HTTPAdvertiseAddr and RaftAdvertiseAddr are the addresses other nodes
+	// use to reach this one; empty means the bound address. Required when
+	// the bind address is a wildcard (0.0.0.0, [::]).
+	HTTPAdvertiseAddr string `toml:"http_advertise_addr"`
+	RaftAdvertiseAddr string `toml:"raft_advertise_addr"`
+	// Voter makes this node a voting raft member; false joins it as a
+	// non-voting read replica that applies the log and serves decisions.
+	Voter bool `toml:"voter"`
 	// Bootstrap makes this node the first voter of a new cluster.
 	Bootstrap bool `toml:"bootstrap"`
 	// Join lists the http_addr of any members, to join an existing cluster.
@@ -142,6 +150,7 @@ func Default() *Config {
 			DataDir:  "data/" + DefaultNodeID,
 			HTTPAddr: DefaultHTTPAddr,
 			RaftAddr: DefaultRaftAddr,
+			Voter:    true,
 			Join:     []string{},
 			Group:    "default",
 			Subgroup: "default",

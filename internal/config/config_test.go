@@ -71,7 +71,7 @@ func TestLoadContractExample(t *testing.T) {
 	dir := filepath.Dir(path)
 	want := Node{
 		ID: "node-2", DataDir: filepath.Join(dir, "data/node-2"),
-		HTTPAddr: "127.0.0.1:8182", RaftAddr: "127.0.0.1:8301",
+		HTTPAddr: "127.0.0.1:8182", RaftAddr: "127.0.0.1:8301", Voter: true,
 		Join: []string{"127.0.0.1:8181"}, Group: "edge", Subgroup: "eu",
 	}
 	if !reflect.DeepEqual(c.Node, want) {
@@ -183,6 +183,11 @@ func TestBadValues(t *testing.T) {
 		{"[git]\nbranch = \"a b\"", "git.branch"},
 		{"[git]\npath = \"../x\"", "git.path"},
 		{"[git]\npoll = \"\"", "git.poll"},
+		{"[git]\npoll = \"every 10s\"", "git.poll"},
+		{"[node]\nraft_addr = \"0.0.0.0:8300\"", "node.raft_advertise_addr"},
+		{"[node]\nhttp_addr = \"[::]:8181\"", "node.http_advertise_addr"},
+		{"[node]\nhttp_advertise_addr = \"0.0.0.0:1\"", "node.http_advertise_addr"},
+		{"[node]\nvoter = 1", "node.voter"},
 		{"[github]\nrepository = \"noslash\"", "github.repository"},
 		{"[github]\napi_url = \"ftp://x\"", "github.api_url"},
 		{"[github]\ntoken_env = \"1BAD\"", "github.token_env"},
@@ -249,5 +254,18 @@ func TestIsLocalPath(t *testing.T) {
 		if got := IsLocalPath(u); got != want {
 			t.Errorf("IsLocalPath(%q) = %v, want %v", u, got, want)
 		}
+	}
+}
+
+func TestClusterKeys(t *testing.T) {
+	c, err := Parse([]byte("[node]\nvoter = false\nraft_addr = \"0.0.0.0:8300\"\nraft_advertise_addr = \"10.0.0.5:8300\"\nhttp_advertise_addr = \"10.0.0.5:8181\"\n[git]\npoll = \"*/5 * * * *\"\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Node.Voter || c.Node.RaftAdvertiseAddr != "10.0.0.5:8300" || c.Node.HTTPAdvertiseAddr != "10.0.0.5:8181" {
+		t.Errorf("node = %+v", c.Node)
+	}
+	if !Default().Node.Voter {
+		t.Error("nodes are voters by default")
 	}
 }

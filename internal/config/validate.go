@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
@@ -41,6 +43,8 @@ func (n *Node) validate(e *errs) {
 	}
 	checkHostPort(e, "node.http_addr", n.HTTPAddr)
 	checkHostPort(e, "node.raft_addr", n.RaftAddr)
+	checkAdvertise(e, "node.http_advertise_addr", n.HTTPAdvertiseAddr, "node.http_addr", n.HTTPAddr)
+	checkAdvertise(e, "node.raft_advertise_addr", n.RaftAdvertiseAddr, "node.raft_addr", n.RaftAddr)
 	for i, j := range n.Join {
 		checkHostPort(e, fmt.Sprintf("node.join[%d]", i), j)
 	}
@@ -67,6 +71,8 @@ func (g *Git) validate(e *errs) {
 	}
 	if strings.TrimSpace(g.Poll) == "" {
 		e.add("git.poll", "must be a cron spec such as \"@every 10s\"")
+	} else if _, err := cron.ParseStandard(g.Poll); err != nil {
+		e.add("git.poll", "%q is not a cron spec (%v); try \"@every 10s\"", g.Poll, err)
 	}
 }
 
@@ -177,6 +183,29 @@ func checkHostPort(e *errs, key, addr string) {
 	if strings.ContainsAny(host, " /") {
 		e.add(key, "%q has an invalid host", addr)
 	}
+}
+
+// checkAdvertise checks an optional advertised address, which becomes
+// required when the bind address is a wildcard nobody can dial.
+func checkAdvertise(e *errs, key, adv, bindKey, bind string) {
+	if adv != "" {
+		checkHostPort(e, key, adv)
+		if host, port, err := net.SplitHostPort(adv); err == nil && (isWildcard(host) || port == "0") {
+			e.add(key, "%q must be an address other nodes can dial", adv)
+		}
+		return
+	}
+	if host, _, err := net.SplitHostPort(bind); err == nil && isWildcard(host) {
+		e.add(key, "is required when %s (%q) binds every interface", bindKey, bind)
+	}
+}
+
+func isWildcard(host string) bool {
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsUnspecified()
 }
 
 func checkEnvName(e *errs, key, name string) {

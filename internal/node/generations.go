@@ -9,7 +9,7 @@ import (
 
 // generations holds the active generation and the one before it, as
 // CONTRACT.md §4 requires for pinned decisions. Readers take an atomic
-// snapshot; writers (one loader at a time) swap in one step.
+// snapshot; the loader publishes both in one step.
 type generations struct {
 	mu      sync.Mutex // serialises writers
 	current atomic.Pointer[api.Snapshot]
@@ -32,13 +32,21 @@ func (g *generations) Get(n uint64) *api.Snapshot {
 	return nil
 }
 
-// activate makes snap the active generation and keeps the previous one.
-func (g *generations) activate(snap *api.Snapshot) {
+// served returns the number of the active generation, 0 before the first.
+func (g *generations) served() uint64 {
+	if s := g.current.Load(); s != nil {
+		return s.Generation
+	}
+	return 0
+}
+
+// publish makes cur the active generation and prev (which may be nil) the
+// one before it.
+func (g *generations) publish(cur, prev *api.Snapshot) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	old := g.current.Load()
 	// Publish prev first: a reader that sees the new current must also be
 	// able to find the one before it.
-	g.prev.Store(old)
-	g.current.Store(snap)
+	g.prev.Store(prev)
+	g.current.Store(cur)
 }

@@ -1,6 +1,7 @@
 // Package node wires one reconciler daemon in-process: configuration,
-// logging, the policy generations it serves and the HTTP API. Main is the
-// whole daemon as a value, so tests run it on 127.0.0.1:0 with a
+// logging, the raft store, the cluster layer, the node loader that serves
+// replicated generations, the leader loop and the HTTP API. Main is the
+// whole daemon as a value, so tests run clusters of it on 127.0.0.1 with
 // t.TempDir() exactly as `reconciler serve` does.
 package node
 
@@ -18,8 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
 // DefaultShutdownTimeout bounds a graceful stop: in-flight requests get this
@@ -29,7 +33,8 @@ const DefaultShutdownTimeout = 10 * time.Second
 // Main is one node. Set the exported fields, call Run, then Close (or
 // cancel Run's context and call Wait).
 type Main struct {
-	// Config is required and must have been validated.
+	// Config is required, must have been validated, and must not change
+	// after Run.
 	Config *config.Config
 	// Logger is the root logger; nil discards.
 	Logger hclog.Logger
@@ -38,20 +43,34 @@ type Main struct {
 
 	gens     generations
 	registry *prometheus.Registry
+	store    *raftstore.Store
+	cluster  *cluster.Cluster
+	loop     *reconcile.Loop
+	loader   *loader
 	api      *api.Server
 	ln       net.Listener
 	http     *http.Server
 
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
 	served    chan struct{} // closed when the HTTP server has returned
 	serveErr  error         // why it returned, if not because of Close
+	fatal     chan error    // a background part that cannot go on
+	fatalMu   sync.Mutex
+	fatalErr  error
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{}
 }
 
-// Run starts the node and returns once it is listening with its first
-// generation loaded. Cancelling ctx stops the node as Close does.
-func (m *Main) Run(ctx context.Context) error {
+// Run starts the node and returns once it is listening. It serves the
+// generation that was active when the node stopped at once, without a
+// leader and without reading the policy source; until a first generation
+// is active anywhere, /readyz and decisions answer 503. Joining the
+// cluster (node.join) and rejoining after a restart happen in the
+// background. Cancelling ctx stops the node as Close does.
+func (m *Main) Run(ctx context.Context) (err error) {
 	if m.Config == nil {
 		return errors.New("node: no configuration")
 	}
@@ -63,41 +82,69 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.done = make(chan struct{})
 	m.served = make(chan struct{})
-	log := m.Logger.Named(logging.Node)
-
+	m.fatal = make(chan error, 1)
+	if err := checkSource(m.Config); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(m.Config.Node.DataDir, 0o750); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	snap, err := loadLocal(m.Config, 1)
-	if err != nil {
+	if m.ln, err = net.Listen("tcp", m.Config.Node.HTTPAddr); err != nil {
+		return fmt.Errorf("listen on node.http_addr: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			m.abort()
+		}
+	}()
+	if err := m.openStore(); err != nil {
 		return err
 	}
-	m.gens.activate(snap)
-	log.Info("generation active", "generation", snap.Generation, "policies", len(snap.Bundle.Names()), "source", m.Config.Git.InitFrom)
-
-	if err := m.startHTTP(); err != nil {
+	if err := m.wire(); err != nil {
 		return err
 	}
-	log.Info("listening", "addr", m.Addr(), "node_id", m.Config.Node.ID)
+	m.loader.load(m.store.State()) // the restored generation, before serving
+	m.startBackground()
+	m.startHTTP()
+	log := m.Logger.Named(logging.Node)
+	log.Info("listening", "addr", m.Addr(), "node_id", m.Config.Node.ID, "raft_addr", m.store.Addr(),
+		"generation", m.gens.served())
 	go m.stopOnCancel(ctx)
 	return nil
 }
 
-// startHTTP binds node.http_addr and serves the API in the background.
-func (m *Main) startHTTP() error {
-	m.registry = prometheus.NewRegistry()
-	m.api = api.New(api.Config{
-		Generations:    &m.gens,
-		Logger:         m.Logger.Named(logging.API),
-		TrustedProxies: m.Config.API.TrustedPrefixes(),
-		MaxBodyBytes:   m.Config.API.MaxBodyBytes,
-		Registry:       m.registry,
-	})
-	ln, err := net.Listen("tcp", m.Config.Node.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on node.http_addr: %w", err)
+// checkSource refuses a git.init_from that is not a directory: on the
+// leader it is where new generations come from.
+func checkSource(cfg *config.Config) error {
+	if cfg.Git.InitFrom == "" {
+		return nil
 	}
-	m.ln = ln
+	dir := sourceDir(cfg)
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("policies from git.init_from: %w", err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("policies from git.init_from: %s is not a directory", dir)
+	}
+	return nil
+}
+
+// abort releases what a failed Run acquired.
+func (m *Main) abort() {
+	if m.bgCancel != nil {
+		m.bgCancel()
+		m.bg.Wait()
+	}
+	if m.store != nil {
+		_ = m.store.Close()
+	}
+	if m.ln != nil {
+		_ = m.ln.Close()
+	}
+	m.closeOnce.Do(func() { close(m.done) })
+}
+
+// startHTTP serves the API on the bound listener in the background.
+func (m *Main) startHTTP() {
 	m.http = &http.Server{
 		Handler:           m.api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -108,19 +155,79 @@ func (m *Main) startHTTP() error {
 	}
 	go func() {
 		defer close(m.served)
-		if err := m.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := m.http.Serve(m.ln); !errors.Is(err, http.ErrServerClosed) {
 			m.serveErr = err
 		}
 	}()
-	return nil
 }
 
-// stopOnCancel closes the node when ctx ends or the HTTP server fails on
-// its own, unless Close came first. The error reaches Wait's caller.
+// startBackground starts the parts that run for the life of the node.
+func (m *Main) startBackground() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.bgCancel = cancel
+	m.goBackground(func() { m.loader.run(ctx) })
+	m.goBackground(func() { m.cluster.RunHeartbeats(ctx, m.gens.served) })
+	m.goBackground(func() { m.cluster.RunLeadership(ctx, m.store.LeaderCh(), m.lead) })
+	m.goBackground(func() {
+		if err := m.cluster.Register(ctx, m.self()); err != nil && ctx.Err() == nil {
+			m.fail(err)
+		}
+	})
+}
+
+func (m *Main) goBackground(fn func()) {
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		fn()
+	}()
+}
+
+// lead runs while this node is the leader: it records the leader in the
+// registry (which also makes sure every earlier entry is applied), then
+// runs the reconcile loop.
+func (m *Main) lead(ctx context.Context) {
+	log := m.Logger.Named(logging.Reconcile)
+	for ctx.Err() == nil {
+		err := m.cluster.RegisterSelf(ctx, m.self())
+		if err == nil {
+			break
+		}
+		if cluster.Permanent(err) {
+			log.Error("cannot record this node in the registry", "error", err)
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	m.loop.Run(ctx)
+}
+
+// fail stops the node because a background part cannot go on (e.g. the
+// cluster refused to let it join); Wait returns err.
+func (m *Main) fail(err error) {
+	m.Logger.Named(logging.Node).Error("stopping", "error", err)
+	m.fatalMu.Lock()
+	if m.fatalErr == nil {
+		m.fatalErr = err
+	}
+	m.fatalMu.Unlock()
+	select {
+	case m.fatal <- err:
+	default:
+	}
+}
+
+// stopOnCancel closes the node when ctx ends, the HTTP server fails on its
+// own or a background part fails, unless Close came first. The error
+// reaches Wait's caller.
 func (m *Main) stopOnCancel(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-m.served:
+	case <-m.fatal:
 	case <-m.done:
 		return
 	}
@@ -143,33 +250,64 @@ func (m *Main) Generations() api.Generations { return &m.gens }
 // subsystems to register on.
 func (m *Main) Registry() *prometheus.Registry { return m.registry }
 
-// Close stops the node gracefully: no new connections, in-flight requests
-// finish within ShutdownTimeout. It is safe to call more than once.
+// Store returns the node's raft store (nil before Run).
+func (m *Main) Store() *raftstore.Store { return m.store }
+
+// Cluster returns the node's cluster layer (nil before Run).
+func (m *Main) Cluster() *cluster.Cluster { return m.cluster }
+
+// Close stops the node gracefully: background work stops, in-flight
+// requests finish within ShutdownTimeout, then raft stops. The node stays
+// a member of the cluster: a restart with the same data directory rejoins
+// as the same member (leaving is POST /v1/cluster:leave). It is safe to
+// call more than once.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
 		if m.done != nil {
 			defer close(m.done)
 		}
-		if m.http == nil {
-			return
+		var errs []error
+		m.fatalMu.Lock()
+		errs = append(errs, m.fatalErr)
+		m.fatalMu.Unlock()
+		if m.bgCancel != nil {
+			m.bgCancel()
+			m.bg.Wait()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
-		defer cancel()
-		if err := m.http.Shutdown(ctx); err != nil {
-			m.closeErr = fmt.Errorf("shut down HTTP server: %w", err)
-			_ = m.http.Close()
+		errs = append(errs, m.stopHTTP())
+		if m.store != nil {
+			if err := m.store.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close raft store: %w", err))
+			}
 		}
-		<-m.served
-		if m.serveErr != nil && m.closeErr == nil {
-			m.closeErr = fmt.Errorf("serve HTTP: %w", m.serveErr)
-		}
+		m.closeErr = errors.Join(errs...)
 		m.Logger.Named(logging.Node).Info("stopped")
 	})
 	return m.closeErr
 }
 
-// Wait blocks until the node has stopped (Close, or Run's context ended)
-// and returns the error that stopped it, if any.
+func (m *Main) stopHTTP() error {
+	if m.http == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
+	defer cancel()
+	var err error
+	if serr := m.http.Shutdown(ctx); serr != nil {
+		err = fmt.Errorf("shut down HTTP server: %w", serr)
+		_ = m.http.Close()
+	}
+	<-m.served
+	if m.serveErr != nil && err == nil {
+		err = fmt.Errorf("serve HTTP: %w", m.serveErr)
+	}
+	return err
+}
+
+// Wait blocks until a started node has stopped (Close, Run's context
+// ended, the HTTP server failed, or the cluster refused the node) and
+// returns the error that stopped it, if any. Call it only after Run
+// succeeded.
 func (m *Main) Wait() error {
 	<-m.done
 	return m.closeErr

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// defaultServer is the API address of a node started with the defaults.
+const defaultServer = "http://127.0.0.1:8181"
+
+// statusTimeout bounds the whole status request.
+const statusTimeout = 10 * time.Second
+
+// statusView is GET /v1/status as the command prints it.
+type statusView struct {
+	NodeID           string `json:"nodeId"`
+	Leader           string `json:"leader"`
+	RaftState        string `json:"raftState"`
+	ActiveGeneration uint64 `json:"activeGeneration"`
+	Commit           string `json:"commit"`
+	ServedGeneration uint64 `json:"servedGeneration"`
+	Source           struct {
+		Commit string    `json:"commit"`
+		Error  string    `json:"error"`
+		Time   time.Time `json:"time"`
+	} `json:"source"`
+	Policies []struct {
+		Name       string `json:"name"`
+		Etag       string `json:"etag"`
+		Conditions []struct {
+			Type               string    `json:"type"`
+			NodeID             string    `json:"nodeId"`
+			Generation         uint64    `json:"generation"`
+			Message            string    `json:"message"`
+			LastTransitionTime time.Time `json:"lastTransitionTime"`
+		} `json:"conditions"`
+	} `json:"policies"`
+	Experiments []json.RawMessage `json:"experiments"`
+	Nodes       []struct {
+		ID            string    `json:"id"`
+		RaftAddr      string    `json:"raftAddr"`
+		HTTPAddr      string    `json:"httpAddr"`
+		State         string    `json:"state"`
+		Voter         bool      `json:"voter"`
+		Leader        bool      `json:"leader"`
+		Reachable     bool      `json:"reachable"`
+		Generation    uint64    `json:"generation"`
+		LastHeartbeat time.Time `json:"lastHeartbeat"`
+	} `json:"nodes"`
+}
+
+// status implements `reconciler status [--server URL] [--format text|json]`.
+func (a *app) status(args []string) int {
+	fs := a.flagSet("status", "[--server URL] [--format text|json]")
+	server := fs.String("server", defaultServer, "`URL` of any node's API")
+	format := fs.String("format", "text", "output `format`: text (aligned tables) or json (the raw answer)")
+	if code, ok := a.parse(fs, args, 0, 0); !ok {
+		return code
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(a.stderr, "reconciler status: --format %q must be text or json\n", *format)
+		return exitUsage
+	}
+	base := strings.TrimRight(*server, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	body, err := fetchStatus(a.ctx, base)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "reconciler status: %v\n", err)
+		return exitCheck
+	}
+	if *format == "json" {
+		_, _ = a.stdout.Write(body)
+		return exitOK
+	}
+	var v statusView
+	if err := json.Unmarshal(body, &v); err != nil {
+		fmt.Fprintf(a.stderr, "reconciler status: %s answered something that is not a status: %v\n", base, err)
+		return exitCheck
+	}
+	printStatus(a.stdout, &v, time.Now())
+	return exitOK
+}
+
+// fetchStatus gets GET {base}/v1/status; any answer but 200 is an error
+// that carries the API's message.
+func fetchStatus(ctx context.Context, base string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/status", nil)
+	if err != nil {
+		return nil, fmt.Errorf("--server %q: %v", base, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach %s: %v (is a node running there? use --server URL)", base, unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer of %s: %v", base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		msg := strings.TrimSpace(string(body))
+		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+			msg = e.Error.Message
+		}
+		return nil, fmt.Errorf("%s answered %s: %s", base, resp.Status, msg)
+	}
+	return body, nil
+}
+
+// unwrapURL drops net/http's "Get URL:" prefix; the message names the
+// server already.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// printStatus prints the cluster, the policies with their conditions,
+// the experiments and the nodes, each table aligned.
+func printStatus(w io.Writer, v *statusView, now time.Time) {
+	leader := v.Leader
+	if leader == "" {
+		leader = "(none known)"
+	}
+	fmt.Fprintln(w, "Cluster")
+	tw := newTable(w)
+	fmt.Fprintf(tw, "  Node:\t%s\n  Leader:\t%s\n  Raft state:\t%s\n", v.NodeID, leader, v.RaftState)
+	fmt.Fprintf(tw, "  Active generation:\t%s\n", generationLabel(v.ActiveGeneration, v.Commit))
+	fmt.Fprintf(tw, "  Served here:\t%s\n", generationLabel(v.ServedGeneration, ""))
+	if v.Source.Error != "" {
+		fmt.Fprintf(tw, "  Source:\tPullError at %s: %s\n", stamp(v.Source.Time), firstLine(v.Source.Error))
+	} else if v.Source.Commit != "" {
+		fmt.Fprintf(tw, "  Source:\t%s (read %s)\n", v.Source.Commit, stamp(v.Source.Time))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w, "\nPolicies")
+	if len(v.Policies) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		printConditions(w, v)
+	}
+	fmt.Fprintln(w, "\nExperiments")
+	fmt.Fprintf(w, "  %s\n", map[bool]string{true: "none", false: fmt.Sprint(len(v.Experiments))}[len(v.Experiments) == 0])
+	fmt.Fprintln(w, "\nNodes")
+	if len(v.Nodes) == 0 {
+		fmt.Fprintln(w, "  none registered")
+		return
+	}
+	printNodes(w, v, now)
+}
+
+// table is an aligned table whose lines lose the padding of empty last
+// cells when flushed.
+type table struct {
+	w   io.Writer
+	buf bytes.Buffer
+	*tabwriter.Writer
+}
+
+func newTable(w io.Writer) *table {
+	t := &table{w: w}
+	t.Writer = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
+	return t
+}
+
+func (t *table) Flush() {
+	_ = t.Writer.Flush()
+	for _, line := range strings.SplitAfter(t.buf.String(), "\n") {
+		if line != "" {
+			fmt.Fprintln(t.w, strings.TrimRight(line, " \n"))
+		}
+	}
+	t.buf.Reset()
+}
+
+func printConditions(w io.Writer, v *statusView) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  POLICY\tETAG\tCONDITION\tGENERATION\tNODE\tSINCE\tMESSAGE")
+	for _, p := range v.Policies {
+		name, etag := p.Name, orDash(p.Etag)
+		if len(p.Conditions) == 0 {
+			fmt.Fprintf(tw, "  %s\t%s\t-\t\t\t\t\n", name, etag)
+		}
+		for _, c := range p.Conditions {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, etag, c.Type, numOrDash(c.Generation),
+				orDash(c.NodeID), stamp(c.LastTransitionTime), firstLine(c.Message))
+			name, etag = "", ""
+		}
+	}
+	tw.Flush()
+}
+
+func printNodes(w io.Writer, v *statusView, now time.Time) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tROLE\tGENERATION\tLAST HEARTBEAT")
+	for _, n := range v.Nodes {
+		role := "non-voter"
+		switch {
+		case n.Leader:
+			role = "leader"
+		case n.Voter:
+			role = "voter"
+		}
+		hb := "-"
+		if !n.LastHeartbeat.IsZero() {
+			hb = fmt.Sprintf("%s (%s ago)", stamp(n.LastHeartbeat), now.Sub(n.LastHeartbeat).Round(100*time.Millisecond))
+			if !n.Reachable {
+				hb += ", unreachable"
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.RaftAddr, n.HTTPAddr, orDash(n.State), role,
+			numOrDash(n.Generation), hb)
+	}
+	tw.Flush()
+}
+
+func generationLabel(n uint64, commit string) string {
+	switch {
+	case n == 0:
+		return "none yet"
+	case commit == "":
+		return fmt.Sprint(n)
+	default:
+		return fmt.Sprintf("%d (%s)", n, commit)
+	}
+}
+
+// firstLine shortens a multi-line message to its first line.
+func firstLine(s string) string {
+	first, rest, ok := strings.Cut(s, "\n")
+	if !ok {
+		return s
+	}
+	return fmt.Sprintf("%s (+%d more lines)", first, strings.Count(rest, "\n")+1)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func numOrDash(n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}

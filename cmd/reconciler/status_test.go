@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/logging/testlog"
+	"github.com/policyrollout/reconciler/internal/node"
+)
+
+// statusFixture is a three-node cluster's status with a staged generation
+// and an invalid one.
+const statusFixture = `{"nodeId":"n2","leader":"n1","raftState":"Follower","activeGeneration":2,
+"commit":"dir@sha256:babc3ba9b28a716f","servedGeneration":2,
+"source":{"commit":"dir@sha256:031a7867c4bc0767","time":"2026-01-02T15:04:09Z"},
+"policies":[{"name":"policies/web","etag":"203dc0ba26b818b8","conditions":[
+ {"type":"Valid","status":"True","generation":2,"lastTransitionTime":"2026-01-02T15:04:05Z"},
+ {"type":"Ready","status":"True","nodeId":"n1","generation":2,"lastTransitionTime":"2026-01-02T15:04:05Z"},
+ {"type":"Active","status":"True","generation":2,"lastTransitionTime":"2026-01-02T15:04:06Z"},
+ {"type":"Invalid","status":"True","generation":3,"message":"web/policy.toml:3: rule \"typo\": undefined field 'pth'\nsecond","lastTransitionTime":"2026-01-02T15:04:09Z"}]}],
+"experiments":[],
+"nodes":[
+ {"id":"n1","raftAddr":"127.0.0.1:8300","httpAddr":"127.0.0.1:8181","group":"default","subgroup":"default","state":"ACTIVE","voter":true,"leader":true,"reachable":true,"lastHeartbeat":"2026-01-02T15:04:09.5Z","generation":2,"joinTime":"2026-01-02T15:00:00Z"},
+ {"id":"n4","raftAddr":"127.0.0.1:8303","httpAddr":"127.0.0.1:8184","group":"default","subgroup":"default","state":"ACTIVE","voter":false,"leader":false,"reachable":false,"generation":1,"joinTime":"2026-01-02T15:00:00Z"}]}`
+
+func TestStatusText(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/status" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(statusFixture))
+	}))
+	defer srv.Close()
+	var v statusView
+	if err := json.Unmarshal([]byte(statusFixture), &v); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printStatus(&out, &v, time.Date(2026, 1, 2, 15, 4, 10, 0, time.UTC))
+	want := `Cluster
+  Node:               n2
+  Leader:             n1
+  Raft state:         Follower
+  Active generation:  2 (dir@sha256:babc3ba9b28a716f)
+  Served here:        2
+  Source:             dir@sha256:031a7867c4bc0767 (read 2026-01-02T15:04:09Z)
+
+Policies
+  POLICY        ETAG              CONDITION  GENERATION  NODE  SINCE                 MESSAGE
+  policies/web  203dc0ba26b818b8  Valid      2           -     2026-01-02T15:04:05Z
+                                  Ready      2           n1    2026-01-02T15:04:05Z
+                                  Active     2           -     2026-01-02T15:04:06Z
+                                  Invalid    3           -     2026-01-02T15:04:09Z  web/policy.toml:3: rule "typo": undefined field 'pth' (+1 more lines)
+
+Experiments
+  none
+
+Nodes
+  ID  RAFT ADDRESS    HTTP ADDRESS    STATE   ROLE       GENERATION  LAST HEARTBEAT
+  n1  127.0.0.1:8300  127.0.0.1:8181  ACTIVE  leader     2           2026-01-02T15:04:09Z (500ms ago)
+  n4  127.0.0.1:8303  127.0.0.1:8184  ACTIVE  non-voter  1           -
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+	code, stdout, stderr := cli(t, "", "status", "--server", strings.TrimPrefix(srv.URL, "http://"))
+	if code != 0 || !strings.Contains(stdout, "policies/web") || stderr != "" {
+		t.Errorf("status = %d %q %q", code, stdout, stderr)
+	}
+	code, stdout, _ = cli(t, "", "status", "--server", srv.URL+"/", "--format", "json")
+	if code != 0 || stdout != statusFixture {
+		t.Errorf("json = %d %q", code, stdout)
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	code, stdout, stderr := cli(t, "", "status", "--server", dead)
+	if code != exitCheck || stdout != "" || !strings.Contains(stderr, "cannot reach "+dead) {
+		t.Errorf("unreachable = %d %q %q", code, stdout, stderr)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"error":{"code":404,"status":"NOT_FOUND","message":"no such resource: /v1/status"}}`))
+	}))
+	defer srv.Close()
+	if code, _, stderr := cli(t, "", "status", "--server", srv.URL); code != exitCheck || !strings.Contains(stderr, "no such resource") {
+		t.Errorf("404 = %d %q", code, stderr)
+	}
+	if code, _, _ := cli(t, "", "status", "--format", "yaml"); code != exitUsage {
+		t.Errorf("bad format = %d", code)
+	}
+	if code, _, _ := cli(t, "", "status", "extra"); code != exitUsage {
+		t.Errorf("extra argument = %d", code)
+	}
+}
+
+// TestStatusOfRunningNode asks a real in-process node.
+func TestStatusOfRunningNode(t *testing.T) {
+	cfg, err := config.Load(writeServeConfig(t, "127.0.0.1:0", "text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &node.Main{Config: cfg, Logger: testlog.New(t)}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	waitReady(t, "http://"+m.Addr())
+	code, stdout, stderr := cli(t, "", "status", "--server", m.Addr())
+	for _, want := range []string{"Leader:             node-t", "Raft state:         Leader", "policies/web", "Active", "leader"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, stdout)
+		}
+	}
+	if code != 0 || stderr != "" {
+		t.Errorf("status = %d %q", code, stderr)
+	}
+}

@@ -1,0 +1,174 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// Cluster is what the API needs from the cluster layer: the replicated
+// state to show, and the writes that go through the leader (each method
+// runs locally on the leader and forwards otherwise).
+type Cluster interface {
+	NodeID() string
+	State() *raftstore.State
+	Leader() string
+	RaftState() string
+	View() cluster.View
+	Join(ctx context.Context, req cluster.JoinRequest) (raftstore.Node, error)
+	Leave(ctx context.Context, req cluster.LeaveRequest) error
+	Reconcile(ctx context.Context) error
+	ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
+	Heartbeat(ctx context.Context, hb cluster.Heartbeat) (cluster.View, error)
+}
+
+var _ Cluster = (*cluster.Cluster)(nil)
+
+const clusterPrefix = "/v1/cluster:"
+
+// routeCluster handles POST /v1/cluster:{verb}. Every verb changes the
+// cluster, so every one needs the API token when one is configured.
+func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb string) {
+	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
+		"join":      s.join,
+		"leave":     s.leave,
+		"reconcile": s.reconcile,
+		"propose":   s.propose,
+		"heartbeat": s.heartbeat,
+	}
+	h, ok := handlers[verb]
+	if !ok || s.cluster == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	if !s.allow(w, r, http.MethodPost) {
+		return
+	}
+	if err := s.authorized(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
+		s.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	if r.Header.Get(cluster.ForwardedHeader) != "" {
+		ctx = cluster.WithForwarded(ctx)
+	}
+	h(ctx, w, r)
+}
+
+// authorized checks the bearer token of a mutating request.
+func (s *Server) authorized(r *http.Request) error {
+	if s.token == "" {
+		return nil
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+		return errorf(kindUnauthenticated, "this endpoint needs the header \"Authorization: Bearer <token>\" with the token in the variable [api] token_env names")
+	}
+	return nil
+}
+
+func (s *Server) join(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.JoinRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := s.cluster.Join(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, s.nodeResource(n, s.cluster.State(), s.cluster.View()))
+}
+
+func (s *Server) leave(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.LeaveRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.cluster.Leave(ctx, req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []byte("{}\n"))
+}
+
+// reconcile answers 202: the leader loop reads the source soon; the
+// outcome shows in GET /v1/status and /v1/generations.
+func (s *Server) reconcile(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.cluster.Reconcile(ctx); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, []byte("{}\n"))
+}
+
+// propose is internal: a node's report forwarded to the leader.
+func (s *Server) propose(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var cmd raftstore.Command
+	if err := s.decodeJSON(w, r, &cmd); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.ProposeCommand(ctx, cmd)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, cluster.ProposeResponse{Index: res.Index})
+}
+
+// heartbeat is internal: a node tells the leader it is alive.
+func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var hb cluster.Heartbeat
+	if err := s.decodeJSON(w, r, &hb); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v, err := s.cluster.Heartbeat(ctx, hb)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, v)
+}
+
+// decodeJSON reads a bounded JSON body strictly: an unknown field or
+// trailing data is a 400. An empty body decodes as {}.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return errorf(kindInvalidArgument, "reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errorf(kindInvalidArgument, "request body: %v", err)
+	}
+	if dec.More() {
+		return errorf(kindInvalidArgument, "request body: data after the JSON object")
+	}
+	return nil
+}

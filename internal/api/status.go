@@ -1,0 +1,191 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// statusResource answers GET /v1/status (CONTRACT.md §4).
+type statusResource struct {
+	NodeID    string `json:"nodeId"`
+	Leader    string `json:"leader"`
+	RaftState string `json:"raftState"`
+	// ActiveGeneration is the cluster's active generation as this node
+	// has applied it; Commit is its commit.
+	ActiveGeneration uint64 `json:"activeGeneration"`
+	Commit           string `json:"commit"`
+	// ServedGeneration is the generation this node answers from.
+	ServedGeneration uint64               `json:"servedGeneration"`
+	Source           cluster.SourceStatus `json:"source"`
+	Policies         []policyStatus       `json:"policies"`
+	Experiments      []json.RawMessage    `json:"experiments"`
+	Nodes            []nodeResource       `json:"nodes"`
+}
+
+// policyStatus is one policy with its status conditions (Kubewarden's
+// policy lifecycle): Valid and Pending from the leader, Ready per node,
+// Active with the generation, Invalid and PullError with the errors.
+type policyStatus struct {
+	Name string `json:"name"`
+	// Etag is the etag of the active generation's version, "" when the
+	// policy is not in it.
+	Etag       string      `json:"etag"`
+	Conditions []condition `json:"conditions"`
+}
+
+// condition is a Kubernetes-style status condition, extended with the node
+// and the generation it is about.
+type condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	NodeID             string    `json:"nodeId,omitempty"`
+	Generation         uint64    `json:"generation,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
+}
+
+// Condition types.
+const (
+	condPending   = "Pending"
+	condValid     = "Valid"
+	condInvalid   = "Invalid"
+	condPullError = "PullError"
+	condReady     = "Ready"
+	condActive    = "Active"
+)
+
+// status answers GET /v1/status.
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, v := s.cluster.State(), s.cluster.View()
+	res := statusResource{
+		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
+		ActiveGeneration: st.Active, Source: v.Source,
+		Policies: conditions(st, v), Experiments: []json.RawMessage{}, Nodes: s.nodeResources(st, v),
+	}
+	if g, ok := st.ActiveGeneration(); ok {
+		res.Commit = g.Commit
+	}
+	if cur := s.gens.Current(); cur != nil {
+		res.ServedGeneration = cur.Generation
+	}
+	s.writeValue(w, r, res)
+}
+
+// policyConditions accumulates conditions by policy name.
+type policyConditions map[string]*policyStatus
+
+func (pc policyConditions) add(name string, c condition) {
+	p := pc.get(name)
+	c.Status = "True"
+	p.Conditions = append(p.Conditions, c)
+}
+
+func (pc policyConditions) get(name string) *policyStatus {
+	p, ok := pc[name]
+	if !ok {
+		p = &policyStatus{Name: "policies/" + name, Conditions: []condition{}}
+		pc[name] = p
+	}
+	return p
+}
+
+// conditions derives every policy's conditions from the replicated state
+// and the leader's view, in name order.
+func conditions(st *raftstore.State, v cluster.View) []policyStatus {
+	pc := policyConditions{}
+	if g, ok := st.ActiveGeneration(); ok {
+		for name, etag := range g.Etags {
+			pc.get(name).Etag = etag
+		}
+		generationConditions(pc, g, len(st.Nodes))
+	}
+	if g, ok := st.StagedGeneration(); ok {
+		generationConditions(pc, g, len(st.Nodes))
+	}
+	if g, ok := st.Generation(st.Highest); ok && g.State == raftstore.GenerationInvalid && !backToActive(st, v) {
+		invalidConditions(pc, g)
+	}
+	if v.Source.Error != "" {
+		for name := range pc {
+			pc.add(name, condition{Type: condPullError, Message: v.Source.Error, LastTransitionTime: v.Source.Time})
+		}
+	}
+	out := make([]policyStatus, 0, len(pc))
+	for _, name := range slices.Sorted(maps.Keys(pc)) {
+		out = append(out, *pc[name])
+	}
+	return out
+}
+
+// backToActive reports whether the leader last read the active
+// generation's commit from the source: the invalid tree was reverted, and
+// its Invalid condition is history (the generation record keeps it).
+func backToActive(st *raftstore.State, v cluster.View) bool {
+	g, ok := st.ActiveGeneration()
+	return ok && v.Source.Commit != "" && v.Source.Commit == g.Commit
+}
+
+// generationConditions adds, for each policy of an active or staged
+// generation: Valid (the leader validated it), Ready per node, then Active
+// or Pending.
+func generationConditions(pc policyConditions, g raftstore.Generation, nodes int) {
+	ready := slices.Sorted(maps.Keys(g.ReadyNodes))
+	for name := range g.Etags {
+		pc.add(name, condition{Type: condValid, Generation: g.Number, LastTransitionTime: g.CreateTime})
+		for _, id := range ready {
+			pc.add(name, condition{Type: condReady, NodeID: id, Generation: g.Number,
+				LastTransitionTime: g.ReadyNodes[id]})
+		}
+		if g.State == raftstore.GenerationActive {
+			pc.add(name, condition{Type: condActive, Generation: g.Number, LastTransitionTime: g.ActivateTime})
+		} else {
+			pc.add(name, condition{Type: condPending, Generation: g.Number, LastTransitionTime: g.CreateTime,
+				Message: fmt.Sprintf("staged; %d of %d nodes ready", len(ready), nodes)})
+		}
+	}
+}
+
+// invalidConditions adds Invalid to the policies an invalid generation's
+// errors name (an error's file path starts with the policy's directory),
+// and to every known policy for errors that name none (a shared fragment,
+// the size limit, a node's failure).
+func invalidConditions(pc policyConditions, g raftstore.Generation) {
+	byPolicy := map[string][]string{}
+	var general []string
+	for _, e := range generationErrors(g) {
+		if name, ok := policyOfError(e); ok {
+			byPolicy[name] = append(byPolicy[name], e)
+		} else {
+			general = append(general, e)
+		}
+	}
+	for name := range byPolicy {
+		pc.get(name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(pc)) {
+		msgs := append(byPolicy[name], general...)
+		if len(msgs) == 0 {
+			continue
+		}
+		pc.add(name, condition{Type: condInvalid, Generation: g.Number, LastTransitionTime: g.StateTime,
+			Message: strings.Join(msgs, "\n")})
+	}
+}
+
+// policyOfError returns the policy directory an error names, as in
+// "web/policy.toml:3: message".
+func policyOfError(e string) (string, bool) {
+	dir, _, ok := strings.Cut(e, "/")
+	if !ok || !validPolicyName(dir) {
+		return "", false
+	}
+	return dir, true
+}

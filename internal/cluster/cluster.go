@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// Defaults for Config fields left zero.
+const (
+	// DefaultHeartbeatInterval is how often every node tells the leader it
+	// is alive and which generation it serves.
+	DefaultHeartbeatInterval = 500 * time.Millisecond
+	// ReachableIntervals heartbeat intervals without a heartbeat make a
+	// node unreachable: the leader stops waiting for its Ready.
+	ReachableIntervals = 3
+	// DefaultForwardTimeout bounds one forwarded write, retries included.
+	DefaultForwardTimeout = 5 * time.Second
+	// DefaultDialTimeout bounds the leader's check that a joining node's
+	// raft address accepts connections.
+	DefaultDialTimeout = 2 * time.Second
+)
+
+// Store is what the cluster layer needs from raftstore.Store; tests give
+// it fakes.
+type Store interface {
+	IsLeader() bool
+	Leader() (id, addr string)
+	State() *raftstore.State
+	Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error)
+	Apply(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
+	AddVoter(id, addr string) error
+	AddNonvoter(id, addr string) error
+	RemoveServer(id string) error
+	Servers() ([]raft.Server, error)
+	Stats() map[string]string
+}
+
+var _ Store = (*raftstore.Store)(nil)
+
+// Trigger asks the leader loop to reconcile soon; calls coalesce.
+type Trigger interface {
+	Trigger()
+}
+
+// Config holds a Cluster's dependencies.
+type Config struct {
+	// NodeID is this node's id (the raft server id).
+	NodeID string
+	// Store is this node's raft store. Required.
+	Store Store
+	// JoinAddrs are HTTP addresses of members, asked when no leader is
+	// known (node.join).
+	JoinAddrs []string
+	// Token is sent as a bearer token on forwarded requests ([api]
+	// token_env), "" for none.
+	Token string
+	// Reconciler receives reconcile requests while this node leads.
+	Reconciler Trigger
+	// Source reports the leader loop's last read of the policy source, for
+	// the view; nil reports nothing.
+	Source func() SourceStatus
+	// Client sends forwarded requests; nil means a client with no overall
+	// timeout (each call has its own deadline).
+	Client *http.Client
+	// Logger; nil discards.
+	Logger hclog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// HeartbeatInterval, ForwardTimeout and DialTimeout default to the
+	// constants above.
+	HeartbeatInterval time.Duration
+	ForwardTimeout    time.Duration
+	DialTimeout       time.Duration
+}
+
+// Cluster is one node's view of and access to the cluster: writes that
+// only the leader can do (tried here first, forwarded otherwise),
+// membership, heartbeats and leadership. It is safe for concurrent use.
+type Cluster struct {
+	cfg   Config
+	store Store
+	log   hclog.Logger
+	fwd   *forwarder
+	hb    *heartbeats
+	view  viewHolder
+}
+
+// New returns a Cluster for cfg.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.Store == nil || cfg.NodeID == "" {
+		return nil, errors.New("cluster: Store and NodeID are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{}
+	}
+	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	cfg.ForwardTimeout = orDefault(cfg.ForwardTimeout, DefaultForwardTimeout)
+	cfg.DialTimeout = orDefault(cfg.DialTimeout, DefaultDialTimeout)
+	c := &Cluster{cfg: cfg, store: cfg.Store, log: cfg.Logger}
+	c.fwd = &forwarder{self: cfg.NodeID, store: cfg.Store, client: cfg.Client, token: cfg.Token,
+		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout}
+	c.hb = newHeartbeats(cfg.Now, ReachableIntervals*cfg.HeartbeatInterval)
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// NodeID returns this node's id.
+func (c *Cluster) NodeID() string { return c.cfg.NodeID }
+
+// State returns the replicated state as this node has applied it.
+func (c *Cluster) State() *raftstore.State { return c.store.State() }
+
+// Leader returns the leader's id, "" when none is known.
+func (c *Cluster) Leader() string {
+	id, _ := c.store.Leader()
+	return id
+}
+
+// RaftState returns raft's state name: Leader, Follower, Candidate or
+// Shutdown.
+func (c *Cluster) RaftState() string { return c.store.Stats()["state"] }
+
+// viaLeader runs local when this node leads, and otherwise (or when local
+// finds it no longer leads) forwards in to path on the leader and decodes
+// the answer into out. A forwarded request is never forwarded again.
+func (c *Cluster) viaLeader(ctx context.Context, path string, in, out any, local func() error) error {
+	if c.store.IsLeader() {
+		err := local()
+		if !errors.Is(err, raftstore.ErrNotLeader) {
+			return err
+		}
+	}
+	if IsForwarded(ctx) {
+		id, _ := c.store.Leader()
+		return fmt.Errorf("%w: %s received a forwarded request but the leader is %q", raftstore.ErrNotLeader,
+			c.cfg.NodeID, id)
+	}
+	return c.fwd.call(ctx, path, in, out)
+}
+
+// Propose applies p through the leader: locally when this node leads,
+// else forwarded as a command with its time stamped here. Only the
+// command types in the forwardable set may be forwarded.
+func (c *Cluster) Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error) {
+	if c.store.IsLeader() {
+		res, err := c.store.Propose(ctx, p)
+		if !errors.Is(err, raftstore.ErrNotLeader) {
+			return res, err
+		}
+	}
+	stamp(p, c.cfg.Now())
+	cmd, err := raftstore.NewCommand(p)
+	if err != nil {
+		return raftstore.Result{}, err
+	}
+	return c.ProposeCommand(ctx, cmd)
+}
+
+// ProposeCommand applies a command a node sent through the internal
+// propose endpoint (or forwards it there).
+func (c *Cluster) ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error) {
+	if !forwardable[cmd.Type] {
+		return raftstore.Result{}, fmt.Errorf("%w: %s", ErrNotForwardable, cmd.Type)
+	}
+	var res raftstore.Result
+	var answer ProposeResponse
+	err := c.viaLeader(ctx, PathPropose, cmd, &answer, func() error {
+		var err error
+		res, err = c.store.Apply(ctx, cmd)
+		return err
+	})
+	if answer.Index != 0 {
+		res.Index = answer.Index
+	}
+	return res, err
+}
+
+// Reconcile asks the leader loop to read the policy source now.
+func (c *Cluster) Reconcile(ctx context.Context) error {
+	return c.viaLeader(ctx, PathReconcile, struct{}{}, nil, func() error {
+		if c.cfg.Reconciler == nil {
+			return errors.New("this node has no reconcile loop")
+		}
+		c.cfg.Reconciler.Trigger()
+		return nil
+	})
+}
+
+// stamp sets the report time of a payload forwarded to the leader, which
+// Store.Propose would otherwise set; the proposer decides every time.
+func stamp(p raftstore.Payload, now time.Time) {
+	switch v := p.(type) {
+	case *raftstore.ReportReady:
+		if v.Time.IsZero() {
+			v.Time = now
+		}
+	case *raftstore.ReportFailed:
+		if v.Time.IsZero() {
+			v.Time = now
+		}
+	}
+}

@@ -1,0 +1,16 @@
+// Package cluster is the part of a node that deals with the other nodes:
+// the one forwarding layer (a write is tried locally and, on
+// raftstore.ErrNotLeader, sent to the leader's HTTP address with a
+// deadline), membership (join, leave, rejoin after a restart), heartbeats
+// kept in the leader's memory, and leadership (running the leader loop
+// only while this node leads).
+//
+// Errors keep their identity across the wire: every sentinel error of this
+// package and of raftstore has a name (Reason) that the API puts into the
+// AIP-193 error body, and the forwarding client turns it back into a
+// *RemoteError that matches the same sentinel with errors.Is.
+//
+// The package knows nothing of policies or of serving decisions; see
+// docs/cluster.md for how a node puts it together with raftstore, the
+// node loader and the leader loop.
+package cluster

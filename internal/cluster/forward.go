@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// maxAnswerBytes bounds what the forwarding client reads of an answer.
+const maxAnswerBytes = 4 << 20
+
+// forwarder sends a write this node cannot do itself to the leader: the
+// one forwarding layer (rqlite's proxy, consul's ForwardRPC). The leader's
+// HTTP address comes from the raft leader id and the replicated node
+// registry; a node that knows neither (it is still joining) asks one of
+// its join addresses, which forwards once more.
+type forwarder struct {
+	self      string
+	store     Store
+	client    *http.Client
+	token     string
+	joinAddrs []string
+	timeout   time.Duration
+}
+
+// call POSTs in as JSON to path on the leader and decodes the answer into
+// out (when not nil). While the leader is changing or unreachable it
+// retries with backoff until the forward deadline; other errors return at
+// once. Errors match the sentinels they name (see Reason).
+func (f *forwarder) call(ctx context.Context, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	delay := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err = f.try(ctx, attempt, path, body, out)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up after %d attempts: %v)", err, attempt+1, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+func (f *forwarder) try(ctx context.Context, attempt int, path string, body []byte, out any) error {
+	addr, direct, err := f.target(attempt)
+	if err != nil {
+		return err
+	}
+	return f.post(ctx, addr, direct, path, body, out)
+}
+
+// target picks where to send: the leader when its address is known
+// (direct), else a join address, rotating between attempts.
+func (f *forwarder) target(attempt int) (addr string, direct bool, err error) {
+	id, _ := f.store.Leader()
+	if id == f.self {
+		// Raft names this node but it is not (or no longer) leading:
+		// a transition. Retry shortly.
+		return "", false, raftstore.ErrNotLeader
+	}
+	if id != "" {
+		if n, ok := f.store.State().Nodes[id]; ok && n.HTTPAddr != "" {
+			return n.HTTPAddr, true, nil
+		}
+	}
+	if len(f.joinAddrs) > 0 {
+		return f.joinAddrs[attempt%len(f.joinAddrs)], false, nil
+	}
+	if id != "" {
+		return "", false, fmt.Errorf("%w: leader %s has no registered HTTP address yet", ErrNoLeader, id)
+	}
+	return "", false, fmt.Errorf("%w and node.join is empty", ErrNoLeader)
+}
+
+func (f *forwarder) post(ctx context.Context, addr string, direct bool, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrForward, addr, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if direct {
+		req.Header.Set(ForwardedHeader, f.self)
+	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s%s: %v", ErrForward, addr, path, transportCause(err))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return fmt.Errorf("%w: %s%s: reading the answer: %v", ErrForward, addr, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp.StatusCode, data, addr)
+	}
+	if out == nil || len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%w: %s%s: bad answer: %v", ErrForward, addr, path, err)
+	}
+	return nil
+}
+
+// transportCause drops the URL that net/http puts around transport errors;
+// the caller names the address itself.
+func transportCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// errorBody is the AIP-193 error answer, with the ErrorInfo detail the API
+// adds for errors that have a wire name.
+type errorBody struct {
+	Error struct {
+		Code    int    `json:"code"`
+		Status  string `json:"status"`
+		Message string `json:"message"`
+		Details []struct {
+			Reason string `json:"reason"`
+			Domain string `json:"domain"`
+		} `json:"details"`
+	} `json:"error"`
+}
+
+// decodeError turns another node's error answer into a *RemoteError. An
+// answer that is not an AIP-193 body (a proxy, another program on the
+// port) is ErrForward.
+func decodeError(code int, data []byte, addr string) error {
+	var b errorBody
+	if err := json.Unmarshal(data, &b); err != nil || b.Error.Status == "" {
+		return fmt.Errorf("%w: %s answered HTTP %d without an API error", ErrForward, addr, code)
+	}
+	reason := ""
+	for _, d := range b.Error.Details {
+		if d.Domain == ErrorDomain {
+			reason = d.Reason
+			break
+		}
+	}
+	return newRemoteError(code, b.Error.Status, b.Error.Message, reason)
+}

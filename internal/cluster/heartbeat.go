@@ -1,0 +1,171 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// heartbeats is the leader's memory of who is alive. It is reset when this
+// node gains leadership: a new leader knows nothing about liveness until
+// the nodes' next heartbeats, and says so through settled.
+type heartbeats struct {
+	now    func() time.Time
+	window time.Duration
+
+	mu    sync.Mutex
+	since time.Time // when this node last became leader
+	seen  map[string]NodeView
+}
+
+func newHeartbeats(now func() time.Time, window time.Duration) *heartbeats {
+	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}}
+}
+
+// reset starts a leadership term with no heartbeats heard.
+func (h *heartbeats) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.since = h.now()
+	h.seen = map[string]NodeView{}
+}
+
+func (h *heartbeats) record(id string, generation uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen[id] = NodeView{LastHeartbeat: h.now(), Generation: generation}
+}
+
+// settled reports whether this leader has led for a whole reachability
+// window, so a node it has not heard from is really unreachable rather
+// than not yet aware of the new leader.
+func (h *heartbeats) settled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.since.IsZero() && h.now().Sub(h.since) >= h.window
+}
+
+func (h *heartbeats) fresh(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.seen[id]
+	return ok && h.now().Sub(v.LastHeartbeat) < h.window
+}
+
+// snapshot copies the table with Reachable computed now.
+func (h *heartbeats) snapshot() map[string]NodeView {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	out := make(map[string]NodeView, len(h.seen))
+	for id, v := range h.seen {
+		v.Reachable = now.Sub(v.LastHeartbeat) < h.window
+		out[id] = v
+	}
+	return out
+}
+
+// viewHolder keeps the last view a follower received from the leader.
+type viewHolder struct{ p atomic.Pointer[View] }
+
+func (v *viewHolder) load() View {
+	if p := v.p.Load(); p != nil {
+		return *p
+	}
+	return View{}
+}
+
+// Heartbeat records that a node is alive and answers with the leader's
+// view; on a follower it forwards to the leader. Only registered nodes are
+// recorded, which keeps the table as small as the registry.
+func (c *Cluster) Heartbeat(ctx context.Context, hb Heartbeat) (View, error) {
+	var v View
+	err := c.viaLeader(ctx, PathHeartbeat, hb, &v, func() error {
+		if _, ok := c.store.State().Nodes[hb.ID]; !ok && hb.ID != c.cfg.NodeID {
+			return fmt.Errorf("%w: %s sent a heartbeat but is not registered: join it first",
+				raftstore.ErrUnknownNode, hb.ID)
+		}
+		c.hb.record(hb.ID, hb.Generation)
+		v = c.leaderView()
+		return nil
+	})
+	return v, err
+}
+
+// leaderView builds the view this node holds as leader.
+func (c *Cluster) leaderView() View {
+	v := View{Leader: c.cfg.NodeID, Time: c.cfg.Now(), Nodes: c.hb.snapshot()}
+	if c.cfg.Source != nil {
+		v.Source = c.cfg.Source()
+	}
+	return v
+}
+
+// View returns the leader's view: built now on the leader, the last one
+// received with a heartbeat answer elsewhere (empty before the first).
+func (c *Cluster) View() View {
+	if c.store.IsLeader() {
+		return c.leaderView()
+	}
+	return c.view.load()
+}
+
+// Required returns the nodes whose Ready the leader waits for before it
+// activates a staged generation: itself, every registered node it heard
+// from within the reachability window, and every node registered (joined
+// or rejoined) within the window, which may not have sent a heartbeat yet.
+// Until this leader has led for one window every registered node is
+// required, since a live node may not have found the new leader yet.
+func (c *Cluster) Required(st *raftstore.State) []string {
+	settled := c.hb.settled()
+	now := c.cfg.Now()
+	ids := []string{c.cfg.NodeID}
+	for id, n := range st.Nodes {
+		if id == c.cfg.NodeID || n.State == raftstore.NodeTerminated {
+			continue
+		}
+		if !settled || c.hb.fresh(id) || now.Sub(n.UpdateTime) < c.hb.window {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// RunHeartbeats sends a heartbeat every interval until ctx ends. served
+// returns the generation this node answers from. Failures are expected
+// while there is no leader and are logged at debug level only.
+func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
+	t := time.NewTicker(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		c.beat(ctx, served())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Cluster) beat(ctx context.Context, served uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.HeartbeatInterval)
+	defer cancel()
+	v, err := c.Heartbeat(ctx, Heartbeat{ID: c.cfg.NodeID, Generation: served})
+	if err != nil {
+		c.log.Debug("heartbeat not delivered", "error", err)
+		return
+	}
+	if !c.store.IsLeader() {
+		c.view.p.Store(&v)
+	}
+}
+
+// ResetLeadership clears the heartbeat table; call it when this node
+// gains leadership.
+func (c *Cluster) ResetLeadership() { c.hb.reset() }

@@ -1,0 +1,138 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/logging"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
+)
+
+// raftDir is where raft keeps its log and snapshots inside node.data_dir.
+const raftDir = "raft"
+
+// openStore opens raft in {data_dir}/raft. The replicated state is
+// restored from disk before it returns.
+func (m *Main) openStore() error {
+	n := m.Config.Node
+	s, err := raftstore.Open(raftstore.Config{
+		NodeID:        n.ID,
+		RaftAddr:      n.RaftAddr,
+		AdvertiseAddr: n.RaftAdvertiseAddr,
+		DataDir:       filepath.Join(n.DataDir, raftDir),
+		Bootstrap:     n.Bootstrap,
+		Logger:        m.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("open raft store: %w", err)
+	}
+	m.store = s
+	return nil
+}
+
+// wire builds the parts around the store: cluster layer, leader loop,
+// loader and API, on one metrics registry.
+func (m *Main) wire() error {
+	cfg := m.Config
+	m.registry = prometheus.NewRegistry()
+	token := cfg.Secret(cfg.API.TokenEnv)
+	c, err := cluster.New(cluster.Config{
+		NodeID:     cfg.Node.ID,
+		Store:      m.store,
+		JoinAddrs:  cfg.Node.Join,
+		Token:      token,
+		Reconciler: triggerFunc(func() { m.loop.Trigger() }),
+		Source:     m.sourceStatus,
+		Client:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}},
+		Logger:     m.Logger.Named(logging.Node),
+	})
+	if err != nil {
+		return err
+	}
+	m.cluster = c
+	if err := m.wireLeaderAndLoader(); err != nil {
+		return err
+	}
+	m.registry.MustRegister(newRaftCollector(c.RaftState))
+	m.api = api.New(api.Config{
+		Generations:    &m.gens,
+		Logger:         m.Logger.Named(logging.API),
+		TrustedProxies: cfg.API.TrustedPrefixes(),
+		MaxBodyBytes:   cfg.API.MaxBodyBytes,
+		Registry:       m.registry,
+		Cluster:        c,
+		Token:          token,
+	})
+	return nil
+}
+
+// wireLeaderAndLoader builds the leader loop and the node loader, which
+// must load and compile with the same options.
+func (m *Main) wireLeaderAndLoader() error {
+	cfg := m.Config
+	lopts := policy.LoadOptions{MergeDefault: cfg.Policy.MergeDefault}
+	eopts := engine.DefaultOptions()
+	var src reconcile.TreeSource
+	if cfg.Git.InitFrom != "" {
+		src = reconcile.DirSource{Root: sourceDir(cfg)}
+	}
+	var err error
+	m.loop, err = reconcile.New(reconcile.Config{
+		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
+		LoadOptions: lopts, EngineOptions: eopts,
+		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile),
+	})
+	if err != nil {
+		return err
+	}
+	m.loader, err = newLoader(loader{
+		nodeID:  cfg.Node.ID,
+		store:   m.store,
+		propose: m.cluster.Propose,
+		compile: func(files map[string][]byte) (*engine.Bundle, []string) {
+			return reconcile.Compile(files, lopts, eopts)
+		},
+		gens:    &m.gens,
+		log:     m.Logger.Named(logging.Node),
+		metrics: newNodeMetrics(m.registry),
+		floor:   floor{path: filepath.Join(cfg.Node.DataDir, floorFile)},
+	})
+	return err
+}
+
+// self is this node's join request: who it is and where to reach it.
+func (m *Main) self() cluster.JoinRequest {
+	n := m.Config.Node
+	httpAddr := n.HTTPAdvertiseAddr
+	if httpAddr == "" {
+		httpAddr = m.Addr()
+	}
+	return cluster.JoinRequest{ID: n.ID, RaftAddr: m.store.Addr(), HTTPAddr: httpAddr, Voter: n.Voter,
+		Group: n.Group, Subgroup: n.Subgroup}
+}
+
+// sourceStatus is the leader loop's last read, for the cluster view.
+func (m *Main) sourceStatus() cluster.SourceStatus {
+	s := m.loop.Status()
+	return cluster.SourceStatus{Commit: s.Commit, Error: s.Error, Time: s.Time}
+}
+
+// sourceDir is the policies root inside git.init_from.
+func sourceDir(cfg *config.Config) string {
+	return filepath.Join(cfg.Git.InitFrom, filepath.FromSlash(cfg.Git.Path))
+}
+
+// triggerFunc adapts a function to cluster.Trigger.
+type triggerFunc func()
+
+func (f triggerFunc) Trigger() { f() }
