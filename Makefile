@@ -39,6 +39,7 @@ lint:
 ## bench: hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+	RECONCILER_SYSTEM_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/system/
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each)
 fuzz:

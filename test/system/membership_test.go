@@ -1,0 +1,71 @@
+package system
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestPromotionRightAfterJoin freezes a node (SIGSTOP) the moment the
+// leader has registered it, and promotes a tree at once. The leader has
+// known the node for less than one heartbeat, so it has no grounds to call
+// it unreachable: like a new leader (which requires every registered node
+// for one reachability window), it must wait for the node's Ready for a
+// window before activating without it. Activating within a second of the
+// registration means it skipped a member it had just added.
+func TestPromotionRightAfterJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: starts real processes; skipped by -short")
+	}
+	c := NewCluster(t, 3)
+	first, second, joiner := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	for _, p := range []*Process{first, second} {
+		c.Start(p)
+		c.WaitReady(p, StartTimeout)
+	}
+	c.WaitServing(0, []*Process{first, second}, StartTimeout)
+	c.WaitReachable([]*Process{first, second}, StartTimeout)
+	leader := c.Leader(LeaderTimeout, first, second)
+	// A leader requires every registered node during its first
+	// reachability window (1.5 s); past it, only the ones it heard from.
+	time.Sleep(2 * time.Second)
+	c.Start(joiner)
+	registered := waitRegistered(t, leader, joiner)
+	c.Pause(joiner) // two of three voters keep the quorum
+	c.Promote(1, leader)
+	gen := c.WaitServing(1, []*Process{first, second}, PromoteTimeout)
+	g, err := c.generation(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s registered at %s; generation %d created %s, activated %s, readyNodes %s",
+		joiner.ID, stamp(registered), gen, g.CreateTime, g.ActivateTime, g.ReadyNodes)
+	if !bytes.Contains(g.ReadyNodes, []byte(`"`+joiner.ID+`"`)) && g.ActivatedAt().Sub(registered) < time.Second {
+		t.Errorf("generation %d was activated %v after %s was registered, without its Ready and without waiting for a heartbeat window",
+			gen, g.ActivatedAt().Sub(registered).Round(time.Millisecond), joiner.ID)
+	}
+	c.Resume(joiner)
+	c.WaitReady(joiner, StartTimeout)
+	c.WaitServing(1, c.Nodes, PromoteTimeout)
+}
+
+// waitRegistered polls leader's status until it lists p, and returns when.
+func waitRegistered(t *testing.T, leader, p *Process) time.Time {
+	t.Helper()
+	err := eventually(StartTimeout, func() error {
+		s, err := GetStatus(leader.HTTPAddr)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(s.Nodes, func(n NodeStatus) bool { return n.ID == p.ID }) {
+			return fmt.Errorf("%s not registered yet", p.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}

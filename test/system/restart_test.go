@@ -1,0 +1,61 @@
+package system
+
+import (
+	"testing"
+	"time"
+)
+
+// TestRestartAllNodes kills every node with SIGKILL and starts them again
+// on their data directories. A node started alone, with no leader
+// possible, is ready and serves the last active generation at once; the
+// full cluster then elects a leader and promotes again; finally every
+// node stops gracefully on SIGTERM with exit status 0.
+func TestRestartAllNodes(t *testing.T) {
+	c := startSystem(t, 3)
+	chk := NewChecker()
+	load := StartLoad(t, c, chk, DefaultLoad)
+	c.Promote(1)
+	c.WaitServing(1, c.Nodes, PromoteTimeout)
+	c.Promote(2)
+	last := c.WaitServing(2, c.Nodes, PromoteTimeout)
+	c.WaitConverged(c.Nodes, last, PromoteTimeout)
+
+	for _, p := range c.Nodes {
+		c.Kill(p)
+	}
+	alone := c.Nodes[1] // a node that joined, not the one that bootstrapped
+	c.Restart(alone)
+	if gen := c.WaitServing(2, []*Process{alone}, 5*time.Second); gen != last {
+		t.Errorf("%s restarted alone serves generation %d, want the last active %d", alone.ID, gen, last)
+	}
+	if s, err := GetStatus(alone.HTTPAddr); err != nil {
+		t.Errorf("%s alone: GET /v1/status: %v", alone.ID, err)
+	} else if s.RaftState == "Leader" || uint64(s.ActiveGeneration) != last {
+		t.Errorf("%s alone: raftState %s, activeGeneration %d (want no leader, generation %d)", alone.ID, s.RaftState, s.ActiveGeneration, last)
+	} else {
+		t.Logf("%s restarted alone: %s, leader %q, serving generation %d", alone.ID, s.RaftState, s.Leader, last)
+	}
+
+	for _, p := range c.Others(alone) {
+		c.Start(p)
+	}
+	for _, p := range c.Others(alone) {
+		c.WaitReady(p, StartTimeout)
+		if gen := c.WaitServing(2, []*Process{p}, 5*time.Second); gen != last {
+			t.Errorf("%s restarted serves generation %d, want %d", p.ID, gen, last)
+		}
+	}
+	c.Leader(LeaderTimeout)
+	c.Promote(3)
+	gen := c.WaitServing(3, c.Nodes, PromoteTimeout)
+	c.WaitConverged(c.Nodes, gen, PromoteTimeout)
+	finish(t, c, load, chk)
+
+	for _, p := range c.Nodes {
+		if err := p.Terminate(15 * time.Second); err != nil {
+			t.Errorf("graceful stop: %v", err)
+		} else if err := p.ExitErr(); err != nil {
+			t.Errorf("%s: after SIGTERM: %v, want exit status 0", p.ID, err)
+		}
+	}
+}

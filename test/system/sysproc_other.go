@@ -1,0 +1,11 @@
+//go:build !linux
+
+package system
+
+import "syscall"
+
+// sysProcAttr puts a node in its own process group; only Linux can also
+// tie its life to the test process (see sysproc_linux.go).
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
