@@ -1,0 +1,84 @@
+package preview
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+)
+
+// DefaultUnchangedEvery logs 1 in this many unchanged decisions per
+// experiment; every changed decision is logged.
+const DefaultUnchangedEvery = 100
+
+// LogLine is one preview log entry (CONTRACT §6): one JSON object per
+// line, msg starting with the log prefix, both etags, both decisions and
+// the redacted request.
+type LogLine struct {
+	Time               string         `json:"time"`
+	Msg                string         `json:"msg"`
+	Experiment         string         `json:"experiment"`
+	ExperimentEtag     string         `json:"experiment_etag"`
+	LiveEtag           string         `json:"live_etag"`
+	Generation         uint64         `json:"generation"`
+	LiveDecision       engine.Verdict `json:"live_decision"`
+	ExperimentDecision engine.Verdict `json:"experiment_decision"`
+	LiveRule           string         `json:"live_rule"`
+	ExperimentRule     string         `json:"experiment_rule"`
+	Changed            bool           `json:"changed"`
+	Node               string         `json:"node,omitempty"`
+	Request            map[string]any `json:"request"`
+}
+
+// Messages of preview log lines; both begin with LogPrefix, so searching
+// for it finds every line and nothing else.
+const (
+	msgChanged   = LogPrefix + ": experiment decision differs from live"
+	msgUnchanged = LogPrefix + ": experiment decision matches live (sampled)"
+)
+
+// logWriter serialises preview log lines onto one writer. It is used by
+// the shadow workers only, never on the live path.
+type logWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	failed atomic.Uint64
+}
+
+// write appends one line; a failure is counted (Status reports it) rather
+// than returned, since a full disk must not stop the evaluation.
+func (l *logWriter) write(line *LogLine) {
+	if l == nil || l.w == nil {
+		return
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		l.failed.Add(1)
+		return
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	_, err = l.w.Write(b)
+	l.mu.Unlock()
+	if err != nil {
+		l.failed.Add(1)
+	}
+}
+
+// newLogLine fills a line for one evaluation.
+func newLogLine(at time.Time, name string, gen uint64, live, exp engine.Decision, changed bool,
+	node string, req map[string]any) *LogLine {
+	msg := msgUnchanged
+	if changed {
+		msg = msgChanged
+	}
+	return &LogLine{
+		Time: at.UTC().Format(time.RFC3339Nano), Msg: msg, Experiment: name,
+		ExperimentEtag: exp.Etag, LiveEtag: live.Etag, Generation: gen,
+		LiveDecision: live.Verdict, ExperimentDecision: exp.Verdict,
+		LiveRule: live.Rule, ExperimentRule: exp.Rule, Changed: changed, Node: node, Request: req,
+	}
+}

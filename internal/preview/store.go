@@ -1,0 +1,117 @@
+package preview
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// Experiments and operations travel in raft as opaque JSON documents
+// (raftstore.PutExperiment, PutOperation); these helpers are the only
+// place that encodes and decodes them.
+
+// PutPayload returns the raft payload that stores e.
+func (e *Experiment) PutPayload() (raftstore.PutExperiment, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return raftstore.PutExperiment{}, fmt.Errorf("preview: encoding %s: %w", e.Name, err)
+	}
+	return raftstore.PutExperiment{Name: e.Name, Data: data}, nil
+}
+
+// DeletePayload returns the raft payload that deletes the named experiment.
+func DeletePayload(name string) raftstore.DeleteExperiment {
+	return raftstore.DeleteExperiment{Name: name}
+}
+
+// PutPayload returns the raft payload that stores op.
+func (op *Operation) PutPayload() (raftstore.PutOperation, error) {
+	data, err := json.Marshal(op)
+	if err != nil {
+		return raftstore.PutOperation{}, fmt.Errorf("preview: encoding %s: %w", op.Name, err)
+	}
+	return raftstore.PutOperation{ID: strings.TrimPrefix(op.Name, "operations/"), Data: data}, nil
+}
+
+// DecodeExperiment reads a stored experiment document.
+func DecodeExperiment(data []byte) (*Experiment, error) {
+	var e Experiment
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("preview: decoding experiment: %w", err)
+	}
+	if _, _, err := ParseName(e.Name); err != nil {
+		return nil, fmt.Errorf("preview: decoding experiment: %w", err)
+	}
+	return &e, nil
+}
+
+// DecodeOperation reads a stored operation document.
+func DecodeOperation(data []byte) (*Operation, error) {
+	var op Operation
+	if err := json.Unmarshal(data, &op); err != nil {
+		return nil, fmt.Errorf("preview: decoding operation: %w", err)
+	}
+	return &op, nil
+}
+
+// FromState decodes every experiment of a replicated state, in name
+// order. A document that does not decode is reported and skipped, so one
+// bad entry cannot hide the others.
+func FromState(s *raftstore.State) ([]*Experiment, []error) {
+	var exps []*Experiment
+	var errs []error
+	for name, doc := range s.Experiments {
+		e, err := DecodeExperiment(doc.Data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		exps = append(exps, e)
+	}
+	slices.SortFunc(exps, func(a, b *Experiment) int { return strings.Compare(a.Name, b.Name) })
+	return exps, errs
+}
+
+// Input is what a client may set in a create or update body. Output-only
+// fields (name, previewMetadata, source, times, stats...) are accepted and
+// ignored, as AIP-203 asks; etag is kept for AIP-154 checks.
+type Input struct {
+	Policy      *policy.Policy
+	Annotations map[string]string
+	Etag        string
+}
+
+// inputBody lists every field an experiment body may hold.
+type inputBody struct {
+	Name            json.RawMessage   `json:"name"`
+	Etag            string            `json:"etag"`
+	Policy          *policy.Policy    `json:"policy"`
+	PreviewMetadata json.RawMessage   `json:"previewMetadata"`
+	Annotations     map[string]string `json:"annotations"`
+	Source          json.RawMessage   `json:"source"`
+	Previewed       json.RawMessage   `json:"previewed"`
+	Reason          json.RawMessage   `json:"notPreviewedReason"`
+	CreateTime      json.RawMessage   `json:"createTime"`
+	UpdateTime      json.RawMessage   `json:"updateTime"`
+	Stats           json.RawMessage   `json:"stats"`
+}
+
+// ParseInput decodes a create or update body strictly: unknown fields,
+// in the experiment or its policy, are INVALID_ARGUMENT.
+func ParseInput(body []byte) (Input, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var in inputBody
+	if err := dec.Decode(&in); err != nil {
+		return Input{}, errorf(InvalidArgument, "experiment body: %v", err)
+	}
+	if dec.More() {
+		return Input{}, errorf(InvalidArgument, "experiment body: unexpected data after the object")
+	}
+	return Input{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, nil
+}
