@@ -2,7 +2,11 @@ package raftstore
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
+	"time"
+
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // BenchmarkFSMApplyHeartbeat measures the copy-on-write cost of a small
@@ -29,5 +33,85 @@ func BenchmarkFSMApplyHeartbeat(b *testing.B) {
 		if err := h.applyCmd(cmd); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkStorePromotion measures a Stage plus an Activate through a
+// single-node Store on disk (bolt in the test's temp dir), with the
+// applied index persisted synchronously before publication (the default)
+// and with the background persister only. Each synchronous persist is one
+// more fsynced bolt transaction on the FSM goroutine.
+func BenchmarkStorePromotion(b *testing.B) {
+	for _, mode := range []string{"sync", "background-only"} {
+		b.Run(mode, func(b *testing.B) {
+			s := benchStore(b)
+			if mode != "sync" {
+				s.fsm.setPersist(nil)
+			}
+			b.ResetTimer()
+			for n := uint64(1); n <= uint64(b.N); n++ {
+				benchPropose(b, s, stage(n, 1))
+				benchPropose(b, s, &ActivateGeneration{Generation: n, Time: at(2)})
+			}
+		})
+	}
+}
+
+// BenchmarkStoreHeartbeat is the hot path: never persisted synchronously.
+func BenchmarkStoreHeartbeat(b *testing.B) {
+	s := benchStore(b)
+	benchPropose(b, s, &UpsertNode{ID: "n1", Time: at(1)})
+	b.ResetTimer()
+	for range b.N {
+		benchPropose(b, s, &Heartbeat{ID: "n1", Time: at(2)})
+	}
+}
+
+func benchStore(b *testing.B) *Store {
+	s, err := Open(Config{NodeID: "solo", RaftAddr: "127.0.0.1:0", DataDir: b.TempDir(), Bootstrap: true,
+		Timeouts: testTimeouts, Logger: testLogger(b, "solo")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	if _, _, err := s.WaitForLeader(ctxT(b)); err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, 10*time.Second, "leadership", s.IsLeader)
+	return s
+}
+
+func benchPropose(b *testing.B, s *Store, p Payload) {
+	if _, err := s.Propose(ctxT(b), p); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkFSMApplyPromotion isolates the apply path: Stage plus Activate
+// entries fed to the FSM, with the synchronous persist into a bolt file
+// (two fsynced bolt transactions per iteration) and without.
+func BenchmarkFSMApplyPromotion(b *testing.B) {
+	for _, mode := range []string{"sync", "none"} {
+		b.Run(mode, func(b *testing.B) {
+			h := newHarness(b, false)
+			if mode == "sync" {
+				bolt, err := raftboltdb.NewBoltStore(filepath.Join(b.TempDir(), boltFile))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = bolt.Close() })
+				p := startPersister(h.fsm, bolt, testLogger(b, "persister"))
+				p.stopBackground()
+			}
+			b.ResetTimer()
+			for n := uint64(1); n <= uint64(b.N); n++ {
+				if err := h.apply(stage(n, 1)); err != nil {
+					b.Fatal(err)
+				}
+				if err := h.apply(&ActivateGeneration{Generation: n, Time: at(2)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

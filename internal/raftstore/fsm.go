@@ -31,6 +31,10 @@ type FSM struct {
 	// the atomic pointer only.
 	mu    sync.Mutex
 	state atomic.Pointer[State]
+	// persist, when set (Store with a DataDir), makes an applied index
+	// durable. Apply calls it for lifecycle commands before it publishes
+	// the state they produce; see setPersist.
+	persist func(index uint64)
 
 	subs subscribers
 }
@@ -73,25 +77,55 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return nil
 	}
 	next := cur.Clone()
-	err := f.applyData(next, l.Data)
+	typ, err := f.applyData(next, l.Data)
 	// A rejected command still consumes its index, so LastIndex always
 	// equals the index of the last command entry seen.
 	next.LastIndex = l.Index
+	if err == nil && f.persist != nil && persistBeforePublish(typ) {
+		// Durable before anyone can see it: a node that acted on this
+		// state (swapped to the activated generation) and then crashed
+		// restores at least this far. Raft applies only committed
+		// entries, so the index is a safe lower bound of the commit.
+		f.persist(l.Index)
+	}
 	f.state.Store(next)
 	f.subs.notify()
 	return err
 }
 
-func (f *FSM) applyData(s *State, data []byte) error {
+// persistBeforePublish lists the commands whose applied index is made
+// durable before the state is published: those that move a generation
+// through its lifecycle, which the node loader and the API act on. They
+// come a few per promotion, so the extra fsync is off the hot path
+// (heartbeats, readiness, node and experiment updates), whose index the
+// background persister records.
+func persistBeforePublish(t CommandType) bool {
+	switch t {
+	case TypeStageGeneration, TypeActivateGeneration, TypeMarkInvalid, TypeReportFailed:
+		return true
+	}
+	return false
+}
+
+// setPersist installs (or with nil removes) the synchronous persist of
+// lifecycle commands. The Store sets it after its startup replay, whose
+// entries are durable already, and before raft starts.
+func (f *FSM) setPersist(fn func(index uint64)) {
+	f.mu.Lock()
+	f.persist = fn
+	f.mu.Unlock()
+}
+
+func (f *FSM) applyData(s *State, data []byte) (CommandType, error) {
 	cmd, err := DecodeCommand(data)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrRejected, err)
+		return 0, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
 	if f.ignoreUnknown && !Supported(cmd.Type, cmd.Version) {
 		f.logger.Warn("ignoring unknown command, upgrade this node", "type", cmd.Type, "version", cmd.Version)
 	}
 	a := Applier{State: s, IgnoreUnknown: f.ignoreUnknown}
-	return a.Apply(cmd)
+	return cmd.Type, a.Apply(cmd)
 }
 
 // snapshotFormat versions the snapshot encoding, separately from commands.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -199,16 +200,29 @@ func logBounds(logs raft.LogStore) (first, last uint64, err error) {
 	return first, last, nil
 }
 
-// appliedPersister writes the FSM's LastIndex to the stable store after
-// changes, off the apply path. It is a lower bound of the commit index:
-// losing the latest write only means a restart replays a little less.
+// appliedPersister records the FSM's LastIndex in the stable store, which
+// a restart replays up to (restoreLocal). Two paths write it:
+//
+//   - synchronously, from the FSM's apply (persistNow, installed with
+//     FSM.setPersist), for generation lifecycle commands, before the state
+//     they produce is published: nobody can act on an activation (the node
+//     loader swapping generations, a client reading the API) before a
+//     crash-restart is guaranteed to restore it;
+//   - in the background after any other change, off the apply path: losing
+//     that write in a crash only means a restart replays a little less and
+//     catches up from the leader.
+//
+// Every index written was applied, hence committed: a safe lower bound of
+// the commit index. Writes only ever raise the recorded index.
 type appliedPersister struct {
 	fsm    *FSM
 	stable raft.StableStore
 	logger hclog.Logger
-	last   uint64
 	stop   chan struct{}
 	done   chan struct{}
+
+	mu   sync.Mutex // serialises writes, so the recorded index never goes down
+	last uint64     // the index recorded in the stable store
 }
 
 func startPersister(fsm *FSM, stable raft.StableStore, logger hclog.Logger) *appliedPersister {
@@ -219,6 +233,7 @@ func startPersister(fsm *FSM, stable raft.StableStore, logger hclog.Logger) *app
 	}
 	ch, cancel := fsm.Subscribe()
 	go p.run(ch, cancel)
+	fsm.setPersist(p.persistNow)
 	return p
 }
 
@@ -230,28 +245,69 @@ func (p *appliedPersister) run(ch <-chan struct{}, cancel func()) {
 		case <-ch:
 			p.flush()
 		case <-p.stop:
-			p.flush()
 			return
 		}
 	}
 }
 
+// flush records the published state's index (background path).
 func (p *appliedPersister) flush() {
-	idx := p.fsm.State().LastIndex
-	if idx == p.last {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Read under the lock: a concurrent persistNow of a newer index then
+	// either precedes this read or sees this write as older than its own.
+	p.write(p.fsm.State().LastIndex, false)
+}
+
+// persistNow records index before the FSM publishes it. It runs on raft's
+// FSM goroutine (BoltStore is safe for concurrent use: every call is its
+// own bolt transaction, writers are serialised by bolt and fsynced on
+// commit).
+func (p *appliedPersister) persistNow(index uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.write(index, true)
+}
+
+func (p *appliedPersister) write(idx uint64, sync bool) {
+	if idx <= p.last {
 		return
 	}
 	if err := p.stable.SetUint64([]byte(keyAppliedIndex), idx); err != nil {
-		// Not fatal: raft's own writes to the same file will fail loudly;
-		// here the cost is only a shorter replay after a restart.
-		p.logger.Warn("cannot persist applied index", "index", idx, "error", err)
+		// Not fatal for the cluster: raft's own writes to the same file will
+		// fail loudly. The background path retries on the next change.
+		if sync {
+			p.logger.Error("cannot persist applied index before publishing a generation change; "+
+				"a crash now could restart this node on an older generation", "index", idx, "error", err)
+		} else {
+			p.logger.Warn("cannot persist applied index", "index", idx, "error", err)
+		}
 		return
 	}
 	p.last = idx
 }
 
-// close flushes the final index and stops the goroutine.
+// recorded returns the index recorded in the stable store.
+func (p *appliedPersister) recorded() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// close stops the background goroutine, then records the final index.
+// Call it after raft has stopped applying.
 func (p *appliedPersister) close() {
-	close(p.stop)
+	p.stopBackground()
+	p.fsm.setPersist(nil)
+	p.flush()
+}
+
+// stopBackground ends the background goroutine without a final write.
+func (p *appliedPersister) stopBackground() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
 	<-p.done
 }

@@ -53,7 +53,8 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if s.bolt != nil {
-		// Subscribed before raft starts, so no apply goes unrecorded.
+		// Installed before raft starts, so no apply goes unrecorded:
+		// lifecycle commands synchronously, the rest in the background.
 		s.persister = startPersister(s.fsm, s.bolt, cfg.Logger.Named("fsm"))
 	}
 	if err := s.openRaft(logs, stable, snaps); err != nil {
@@ -164,7 +165,11 @@ func (s *Store) ID() string { return s.cfg.NodeID }
 // Addr returns the raft address peers use for this node.
 func (s *Store) Addr() string { return string(s.transport.LocalAddr()) }
 
-// State returns the current replicated state; see FSM.State.
+// State returns the current replicated state; see FSM.State. With a
+// DataDir, a state produced by Stage, Activate, MarkInvalid or ReportFailed
+// is durable before State or Subscribe can show it: after a crash, Open
+// restores at least that far, so a caller may act on what it sees (serve
+// the active generation) without waiting for anything.
 func (s *Store) State() *State { return s.fsm.State() }
 
 // Subscribe signals state changes; see FSM.Subscribe.
@@ -285,9 +290,13 @@ func waitUntil(ctx context.Context, every time.Duration, cond func() bool) error
 // maintenance).
 func (s *Store) Snapshot() error { return s.raft.Snapshot().Error() }
 
-// Stats returns raft's statistics plus the FSM's applied index.
+// Stats returns raft's statistics plus the FSM's applied index and, with a
+// DataDir, the applied index recorded for a restart.
 func (s *Store) Stats() map[string]string {
 	st := s.raft.Stats()
 	st["fsm_last_index"] = strconv.FormatUint(s.fsm.State().LastIndex, 10)
+	if s.persister != nil {
+		st["fsm_persisted_index"] = strconv.FormatUint(s.persister.recorded(), 10)
+	}
 	return st
 }
