@@ -12,28 +12,42 @@ import (
 type field int
 
 // The indexed fields. Their order is also the order in which hoisted
-// conjuncts are evaluated: the literal-bounded string tests first, the IP
-// test last (see hoist).
+// conjuncts are evaluated: the tests whose cost is bounded by their
+// literals first, then groups (bounded by the size of the list, which the
+// index checks), the IP test last (see hoist).
 const (
 	fieldMethod field = iota
 	fieldHost
 	fieldPath
+	fieldHeader // one constraint per header name
+	fieldGroups
 	fieldIP
 	numFields
 )
 
-// constraint is a conjunct of a rule's match that is a necessary condition
-// on one request field and can only be false, never an error, except where
-// strict says so. The rule cannot match a request that fails it.
+// constraint is a conjunct of a rule's match (two, for a guarded header)
+// that is a necessary condition on one request field and can only be
+// false, never an error, except where strict and guarded say so. The rule
+// cannot match a request that fails it.
 type constraint struct {
-	field  field
-	id     int64          // expression id of the conjunct in the checked AST
-	values []string       // method/host: allowed values; path: prefixes
+	field field
+	ids   []int64 // expression ids of its conjuncts in the checked AST
+	// values: method/host: allowed values; path: prefixes; header: allowed
+	// values of the header; groups: the groups of which one is required.
+	values []string
 	ranges []netip.Prefix // IP: ranges, masked
 	// strict marks an IP test written with the network extension
 	// (cidr(..).containsIP(..)), which errors rather than answering false
 	// when source_ip does not parse strictly.
 	strict bool
+	// header is the header name of a fieldHeader constraint. anyValue: the
+	// constraint is only a presence test ('name' in request.headers).
+	// guarded: a missing header makes the constraint false; without it, a
+	// missing header makes the value test an error (no such key), so the
+	// rule stays a candidate.
+	header   string
+	anyValue bool
+	guarded  bool
 	// exact says the lookup is not only necessary but sufficient: the
 	// conjunct is true exactly when the index finds the rule (for strict
 	// tests, when source_ip parses strictly). Path equality is indexed as a
@@ -54,7 +68,7 @@ func conjuncts(e ast.Expr, out []ast.Expr) []ast.Expr {
 
 // shape is what the index needs to know about a match.
 type shape struct {
-	cons []constraint // at most one per field, in field order
+	cons []constraint // at most one per field (per header name), in field order
 	rest []int64      // ids of the other conjuncts, in written order
 	// exactCons: every constraint is exact.
 	exactCons bool
@@ -69,36 +83,75 @@ func (s shape) residual() bool { return len(s.cons) > 0 && s.exactCons && len(s.
 
 // order is the hoisted evaluation order: constraints first, then the rest.
 func (s shape) order() []int64 {
-	ids := make([]int64, 0, len(s.cons)+len(s.rest))
+	var ids []int64
 	for _, c := range s.cons {
-		ids = append(ids, c.id)
+		ids = append(ids, c.ids...)
 	}
 	return append(ids, s.rest...)
 }
 
 // analyze finds at most one constraint per field among the conjuncts of a
-// checked match. Comprehensions and other calls are never descended into,
+// checked match (per header name: one presence test and one value test,
+// which combine). Comprehensions and other calls are never descended into,
 // so `request` here is always the request variable, not a shadowing one.
 func analyze(e ast.Expr) shape {
 	var found [numFields]*constraint
+	var headers []*constraint // in order of first appearance
 	var sh shape
 	for _, c := range conjuncts(e, nil) {
 		con, ok := classify(c)
-		if !ok || found[con.field] != nil {
-			sh.rest = append(sh.rest, c.ID())
-			continue
+		if ok {
+			con.ids = []int64{c.ID()}
+			if con.field == fieldHeader {
+				ok = addHeader(&headers, con)
+			} else if ok = found[con.field] == nil; ok {
+				found[con.field] = &con
+			}
 		}
-		con.id = c.ID()
-		found[con.field] = &con
+		if !ok {
+			sh.rest = append(sh.rest, c.ID())
+		}
 	}
 	sh.exactCons = true
-	for _, c := range found {
+	for f, c := range found {
+		if field(f) == fieldHeader {
+			for _, h := range headers {
+				sh.cons = append(sh.cons, *h)
+				sh.exactCons = sh.exactCons && h.exact
+			}
+		}
 		if c != nil {
 			sh.cons = append(sh.cons, *c)
 			sh.exactCons = sh.exactCons && c.exact
 		}
 	}
 	return sh
+}
+
+// addHeader records a header constraint, combining a presence test with a
+// value test of the same header: 'h' in request.headers && request.headers['h']
+// == 'v' is false, not an error, when the header is missing. It reports
+// false when the header already has a constraint of that kind.
+func addHeader(headers *[]*constraint, con constraint) bool {
+	for _, h := range *headers {
+		if h.header != con.header {
+			continue
+		}
+		if h.anyValue == con.anyValue || h.guarded && !h.anyValue {
+			return false // same kind twice, or already combined
+		}
+		if con.anyValue { // the guard goes first
+			h.ids = append(con.ids, h.ids...)
+		} else {
+			h.ids = append(h.ids, con.ids...)
+			h.values = con.values
+		}
+		h.anyValue, h.guarded = false, true
+		h.exact = h.exact && con.exact
+		return true
+	}
+	*headers = append(*headers, &con)
+	return true
 }
 
 // classify recognises one conjunct; a || of tests of the same field merges
@@ -108,9 +161,11 @@ func classify(e ast.Expr) (constraint, bool) {
 		args := e.AsCall().Args()
 		l, ok1 := classify(args[0])
 		r, ok2 := classify(args[1])
-		if !ok1 || !ok2 || l.field != r.field {
+		if !ok1 || !ok2 || l.field != r.field || l.header != r.header || l.anyValue != r.anyValue {
 			return constraint{}, false
 		}
+		// Header branches are both value tests (an error when the header is
+		// missing) or both presence tests (false then), so guarded agrees.
 		l.values = append(l.values, r.values...)
 		l.ranges = append(l.ranges, r.ranges...)
 		l.strict = l.strict || r.strict
@@ -118,6 +173,9 @@ func classify(e ast.Expr) (constraint, bool) {
 		return l, true
 	}
 	if c, ok := classifyString(e); ok {
+		return c, true
+	}
+	if c, ok := classifyContainer(e); ok {
 		return c, true
 	}
 	return classifyIP(e)
@@ -160,6 +218,65 @@ func stringConstraint(f field, lits []ast.Expr, exact bool) (constraint, bool) {
 		return constraint{}, false
 	}
 	return constraint{field: f, values: vals, exact: exact}, true
+}
+
+// classifyContainer recognises the header and group tests:
+//
+//	request.headers['h'] == 'lit', 'lit' == request.headers['h'],
+//	request.headers['h'] in ['lit', ...]   value tests (also request.headers.h)
+//	'h' in request.headers, has(request.headers.h)   presence tests
+//	'lit' in request.groups                          group membership
+//
+// A value test is false when the header has another value and an error
+// (no such key) when it is missing; the other forms are never errors.
+func classifyContainer(e ast.Expr) (constraint, bool) {
+	if e.Kind() == ast.SelectKind && e.AsSelect().IsTestOnly() && isRequestSelect(e.AsSelect().Operand(), "headers") {
+		return constraint{field: fieldHeader, header: e.AsSelect().FieldName(), anyValue: true, guarded: true, exact: true}, true
+	}
+	if e.Kind() != ast.CallKind {
+		return constraint{}, false
+	}
+	args := e.AsCall().Args()
+	switch {
+	case isCall(e, operators.Equals, 2):
+		for _, side := range [2][2]ast.Expr{{args[0], args[1]}, {args[1], args[0]}} {
+			if h, ok := headerValue(side[0]); ok {
+				if v, ok := literalString(side[1]); ok {
+					return constraint{field: fieldHeader, header: h, values: []string{v}, exact: true}, true
+				}
+			}
+		}
+	case isCall(e, operators.In, 2):
+		if h, ok := headerValue(args[0]); ok && args[1].Kind() == ast.ListKind && len(args[1].AsList().OptionalIndices()) == 0 {
+			if vals, ok := literalStrings(args[1].AsList().Elements()); ok {
+				return constraint{field: fieldHeader, header: h, values: vals, exact: true}, true
+			}
+		}
+		lit, ok := literalString(args[0])
+		switch {
+		case ok && isRequestSelect(args[1], "headers"):
+			return constraint{field: fieldHeader, header: lit, anyValue: true, guarded: true, exact: true}, true
+		case ok && isRequestSelect(args[1], "groups"):
+			return constraint{field: fieldGroups, values: []string{lit}, exact: true}, true
+		}
+	}
+	return constraint{}, false
+}
+
+// headerValue recognises request.headers['h'] and request.headers.h.
+func headerValue(e ast.Expr) (string, bool) {
+	switch {
+	case isCall(e, operators.Index, 2):
+		args := e.AsCall().Args()
+		if isRequestSelect(args[0], "headers") {
+			return literalString(args[1])
+		}
+	case e.Kind() == ast.SelectKind && !e.AsSelect().IsTestOnly():
+		if isRequestSelect(e.AsSelect().Operand(), "headers") {
+			return e.AsSelect().FieldName(), true
+		}
+	}
+	return "", false
 }
 
 // classifyIP recognises inIpRange(request.source_ip, 'lit'),
@@ -209,14 +326,10 @@ func classifyContainsIP(target, arg ast.Expr) (constraint, bool) {
 
 // requestField recognises request.method, .host, .path and .source_ip.
 func requestField(e ast.Expr) (field, bool) {
-	if e.Kind() != ast.SelectKind {
+	if !isRequestSelect(e, "") {
 		return 0, false
 	}
-	sel := e.AsSelect()
-	if sel.IsTestOnly() || sel.Operand().Kind() != ast.IdentKind || sel.Operand().AsIdent() != requestVar {
-		return 0, false
-	}
-	switch sel.FieldName() {
+	switch e.AsSelect().FieldName() {
 	case "method":
 		return fieldMethod, true
 	case "host":
@@ -227,6 +340,17 @@ func requestField(e ast.Expr) (field, bool) {
 		return fieldIP, true
 	}
 	return 0, false
+}
+
+// isRequestSelect recognises request.<name> (any field when name is ""),
+// not as a presence test.
+func isRequestSelect(e ast.Expr, name string) bool {
+	if e.Kind() != ast.SelectKind {
+		return false
+	}
+	sel := e.AsSelect()
+	return !sel.IsTestOnly() && sel.Operand().Kind() == ast.IdentKind && sel.Operand().AsIdent() == requestVar &&
+		(name == "" || sel.FieldName() == name)
 }
 
 func literalStrings(es []ast.Expr) ([]string, bool) {

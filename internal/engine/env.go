@@ -43,7 +43,8 @@ func celEnv() (*cel.Env, error) {
 // misspelt field (request.pth) is a compile error, not a run-time one.
 // ext.NativeTypes reads fields through precomputed struct offsets, and the
 // json tags are the field names so that CEL and the JSON API never disagree;
-// see BenchmarkFieldAccess for the comparison that chose it.
+// see BenchmarkFieldAccess for the comparison that chose it. memoFields,
+// last, lets an Evaluate call build each field's CEL value once (memo.go).
 func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		ext.NativeTypes(ext.ParseStructTag("json"), reflect.TypeFor[Request]()),
@@ -62,6 +63,7 @@ func newEnv() (*cel.Env, error) {
 		cel.RegexProgramSizeLimit(MaxRegexProgramSize),
 		cel.ParserExpressionSizeLimit(MaxMatchLength),
 		cel.ParserRecursionLimit(maxParserRecursion),
+		memoFields(),
 	)
 }
 
@@ -131,6 +133,8 @@ func parseIP(s string) (addr netip.Addr, lenient, strict bool) {
 
 // activation binds `request` without building a map per evaluation: a
 // *Request converts to *activation for free and back again in ResolveName.
+// Evaluate binds an evalState instead, which also memoises field values
+// (memo.go); activation reads every field afresh, as tests compare.
 type activation Request
 
 var _ interpreter.Activation = (*activation)(nil)

@@ -23,7 +23,8 @@ import (
 // req is only read. It is not validated: a source_ip that is not an
 // address simply fails the IP tests (see docs/policy-language.md).
 func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
-	ev := evaluation{cp: cp, act: (*activation)(req)}
+	ev := evaluation{cp: cp, req: req}
+	defer ev.release()
 	if cp.index == nil {
 		for i := range cp.rules {
 			if d, done := ev.try(i, false); done {
@@ -32,8 +33,9 @@ func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
 		}
 		return cp.decision(cp.deflt, "", ev.skipped)
 	}
-	c := cp.index.candidates(req)
-	for i := c.next(); i >= 0; i = c.next() {
+	var c cursor
+	cp.index.candidates(&c, req)
+	for i := c.next(&ev); i >= 0; i = c.next(&ev) {
 		if c.decided(i) {
 			r := &cp.rules[i]
 			return cp.decision(r.verdict, r.name, ev.skipped)
@@ -48,9 +50,30 @@ func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
 // evaluation is the state of one Evaluate call.
 type evaluation struct {
 	cp      *CompiledPolicy
-	act     *activation
-	fits    int8   // 0 unknown, 1 within the estimate's sizes, -1 not
-	skipped string // the first error of a rule skipped by on_error = skip
+	req     *Request
+	st      *evalState // from the pool once CEL or the index needs it
+	fits    int8       // 0 unknown, 1 within the estimate's sizes, -1 not
+	skipped string     // the first error of a rule skipped by on_error = skip
+}
+
+// state binds the request for CEL: the first rule evaluated takes a state
+// from the pool, and every later rule shares its memoised field values.
+func (ev *evaluation) state() *evalState {
+	if ev.st == nil {
+		ev.st = newEvalState(ev.req)
+	}
+	return ev.st
+}
+
+// scratch lends the index n zeroed words until release.
+func (ev *evaluation) scratch(n int) bitset { return ev.state().scratch(n) }
+
+// release returns the state to its pool; nothing of it may be used after.
+func (ev *evaluation) release() {
+	if ev.st != nil {
+		ev.st.release()
+		ev.st = nil
+	}
 }
 
 // try evaluates rule i; done reports whether it decided. known says the
@@ -58,7 +81,7 @@ type evaluation struct {
 func (ev *evaluation) try(i int, known bool) (Decision, bool) {
 	cp := ev.cp
 	r := &cp.rules[i]
-	out, _, err := ev.program(r, known).Eval(ev.act)
+	out, _, err := ev.program(r, known).Eval(ev.state())
 	if err == nil {
 		if out == types.True {
 			return cp.decision(r.verdict, r.name, ev.skipped), true
@@ -99,7 +122,7 @@ func (ev *evaluation) program(r *compiledRule, known bool) cel.Program {
 func (ev *evaluation) fitsEstimate() bool {
 	if ev.fits == 0 {
 		ev.fits = -1
-		if fitsEstimate((*Request)(ev.act)) {
+		if fitsEstimate(ev.req) {
 			ev.fits = 1
 		}
 	}

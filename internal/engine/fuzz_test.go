@@ -19,6 +19,9 @@ func FuzzCompile(f *testing.F) {
 		`inIpRange(request.source_ip, '10.0.0.0/8') && request.path.startsWith('/a')`,
 		`cidr('2001:db8::/32').containsIP(ip(request.source_ip)) || request.host in ['a', 'b']`,
 		`request.headers['x'].matches('^a+$') && request.groups.exists(g, g == 'x')`,
+		`'x-t' in request.headers && request.headers['x-t'] == 'a' && 'admin' in request.groups`,
+		`request.headers.tenant in ['a', 'b'] && ('g' in request.groups || 'a' in request.groups)`,
+		`has(request.headers.tenant) && inIpRange(request.source_ip, '10.0.0.0/8')`,
 	} {
 		f.Add(m)
 	}

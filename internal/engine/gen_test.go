@@ -22,7 +22,11 @@ var (
 		"10.1.2.128/25", "10.1.0.0/15",
 	}
 	genPaths = []string{"", "/", "/a", "/a/1", "/a/b", "/a/b/c", "/api", "/api/v1/x", "/b", "/ab", "/A"}
-	genIPs   = []string{
+	// Header names: "tenant" is also written as request.headers.tenant.
+	genHeaderNames  = []string{"x-t", "x-u", "tenant"}
+	genHeaderValues = []string{"a", "b", "c", ""}
+	genGroups       = []string{"admin", "a", "b", "g", ""}
+	genIPs          = []string{
 		"10.1.2.3", "10.1.2.200", "10.1.9.9", "10.2.3.4", "10.200.0.1", "192.168.1.1", "8.8.8.8",
 		"2001:db8::1", "2001:db8:1::5", "2001:db8:1::6", "2001:db9::1", "fe80::1", "::1",
 		"", "bad", "::ffff:10.1.2.3", "fe80::1%eth0", "10.1.2.3.4", "010.1.2.3",
@@ -31,17 +35,68 @@ var (
 
 func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 
-// genIndexable returns a conjunct the index understands.
-func genIndexable(r *rand.Rand) string {
+// genIndexable returns conjuncts the index understands: one, or two for
+// a guarded header test (the guard and the value test, which genMatch may
+// separate and reorder).
+func genIndexable(r *rand.Rand) []string {
+	switch r.IntN(7) {
+	case 0:
+		return []string{genIPTest(r)}
+	case 1:
+		return []string{genEquality(r, "method", genMethods)}
+	case 2:
+		return []string{genEquality(r, "host", genHosts)}
+	case 3:
+		return []string{genPathTest(r)}
+	case 4:
+		return []string{genGroupTest(r)}
+	}
+	name := pick(r, genHeaderNames)
+	switch r.IntN(3) {
+	case 0: // unguarded: an error when the header is missing
+		return []string{genHeaderValueTest(r, name)}
+	case 1: // guarded
+		return []string{genHeaderPresence(r, name), genHeaderValueTest(r, name)}
+	}
+	return []string{genHeaderPresence(r, name)}
+}
+
+// genHeaderValueTest tests the value of header name, which is an error
+// when the header is missing.
+func genHeaderValueTest(r *rand.Rand, name string) string {
+	h := fmt.Sprintf("request.headers['%s']", name)
+	if name == "tenant" && r.IntN(2) == 0 {
+		h = "request.headers.tenant"
+	}
+	v1, v2 := pick(r, genHeaderValues), pick(r, genHeaderValues)
 	switch r.IntN(4) {
 	case 0:
-		return genIPTest(r)
+		return fmt.Sprintf("%s == '%s'", h, v1)
 	case 1:
-		return genEquality(r, "method", genMethods)
+		return fmt.Sprintf("'%s' == %s", v1, h)
 	case 2:
-		return genEquality(r, "host", genHosts)
+		return fmt.Sprintf("%s in ['%s', '%s']", h, v1, v2)
 	}
-	return genPathTest(r)
+	return fmt.Sprintf("(%s == '%s' || %s == '%s')", h, v1, h, v2)
+}
+
+// genHeaderPresence tests that header name is present: false, never an
+// error, when it is missing.
+func genHeaderPresence(r *rand.Rand, name string) string {
+	if name == "tenant" && r.IntN(2) == 0 {
+		return "has(request.headers.tenant)"
+	}
+	if r.IntN(5) == 0 {
+		return fmt.Sprintf("('%s' in request.headers || '%s' in request.headers)", name, name)
+	}
+	return fmt.Sprintf("'%s' in request.headers", name)
+}
+
+func genGroupTest(r *rand.Rand) string {
+	if r.IntN(3) == 0 {
+		return fmt.Sprintf("('%s' in request.groups || '%s' in request.groups)", pick(r, genGroups), pick(r, genGroups))
+	}
+	return fmt.Sprintf("'%s' in request.groups", pick(r, genGroups))
 }
 
 func genIPTest(r *rand.Rand) string {
@@ -107,6 +162,22 @@ var genOthers = []string{
 	"request.attributes.k == 1",                   // error when k is missing
 	"cidr('10.0.0.0/8').containsIP(request.host)", // error: host is not an address
 	"(request.method == 'GET' && request.path.startsWith('/a'))",
+	// Header and group look-alikes that are not necessary conditions.
+	"!('x-t' in request.headers)",
+	"request.headers['x-t'] != 'a'",
+	"('x-t' in request.headers || 'x-u' in request.headers)",
+	"(request.headers['x-t'] == 'a' || 'x-u' in request.headers)", // error or true
+	"(request.headers['x-t'] == 'a' || 'x-t' in request.headers)", // true with any value
+	"('tenant' in request.headers || request.headers.tenant == 'b')",
+	"(has(request.headers.tenant) || request.headers['x-t'] == 'b')",
+	"('admin' in request.groups || request.method == 'GET')",
+	"!('admin' in request.groups)",
+	"request.headers.size() > 1",
+	"request.headers.exists(k, k == 'x-t')",
+	// The whole request as a value, which Evaluate binds differently.
+	"dyn(request).headers['x-t'] == 'a'",
+	"[request][0].principal == 'alice'",
+	"has(request.headers) && has(request.groups)",
 }
 
 // genMatch joins indexable and other conjuncts in random order and nesting.
@@ -114,7 +185,7 @@ func genMatch(r *rand.Rand, indexable bool) string {
 	var parts []string
 	if indexable {
 		for range 1 + r.IntN(3) {
-			parts = append(parts, genIndexable(r))
+			parts = append(parts, genIndexable(r)...)
 		}
 	}
 	for range r.IntN(3) {
@@ -169,11 +240,29 @@ func genRequest(r *rand.Rand) *Request {
 	if r.IntN(2) == 0 {
 		req.Headers["x-n"] = pick(r, []string{"3", "9", "nine"})
 	}
-	switch r.IntN(4) {
+	for _, name := range genHeaderNames {
+		if r.IntN(3) != 0 { // missing a third of the time
+			req.Headers[name] = pick(r, append(genHeaderValues, "zzz"))
+		}
+	}
+	if r.IntN(10) == 0 {
+		req.Headers = nil
+	}
+	switch r.IntN(6) {
 	case 0:
 		req.Groups = []string{"admin"}
 	case 1:
 		req.Groups = strings.Split(strings.Repeat("g,", 300), ",") // beyond the estimate's 64
+	case 2:
+		req.Groups = append(strings.Split(strings.Repeat("g,", 70), ","), "admin", "a")
+	case 3:
+		for _, g := range genGroups {
+			if r.IntN(2) == 0 {
+				req.Groups = append(req.Groups, g)
+			}
+		}
+	case 4:
+		req.Groups = []string{"zzz", "b", "b"}
 	}
 	if r.IntN(2) == 0 {
 		req.Attributes = map[string]any{"k": float64(r.IntN(3))}

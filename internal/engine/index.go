@@ -1,6 +1,11 @@
 package engine
 
-import "math/bits"
+import (
+	"maps"
+	"math/bits"
+	"net/netip"
+	"slices"
+)
 
 // bitset holds one bit per rule position, in evaluation order, behind a
 // summary with one bit per non-zero word: [summary words | words]. The
@@ -35,6 +40,11 @@ func (b bitset) or(o bitset) {
 	}
 }
 
+// has reports whether rule i is in the set.
+func (b bitset) has(i int) bool {
+	return b[b.sums()+i/64]&(1<<(uint(i)%64)) != 0
+}
+
 // ruleIndex answers "which rules can possibly match this request?" with a
 // few map and binary-search lookups, independent of the number of rules
 // except for the bitset width. See DESIGN.md for why skipping the others
@@ -44,34 +54,61 @@ type ruleIndex struct {
 	// free[f] holds the rules with no constraint on field f: they stay
 	// candidates whatever the field's value. Every set a lookup returns
 	// includes them (foldFree), and a lookup that finds nothing returns free.
-	free   [numFields]bitset
-	values [2]map[string]bitset // fieldMethod, fieldHost: value -> rules
-	paths  prefixSet
-	ips    rangeSet
-	strict bitset // rules whose IP test errors when source_ip is not strict
-	exact  bitset // rules the index decides alone (compiledRule.exact)
-	none   bitset // all zero: the strict term when source_ip parses strictly
+	// Headers have their own per name (headerBuilder.build).
+	free    [numFields]bitset
+	values  [2]valueSets         // fieldMethod, fieldHost: value -> rules
+	maps    [2]map[string]bitset // values while building
+	paths   prefixSet
+	ips     rangeSet
+	hasIP   bool              // some rule has an IP constraint
+	headers []headerIndex     // one per header name some rule tests
+	groups  map[string]bitset // group -> rules requiring it or one of others
+	gcon    bitset            // rules with a group constraint
+	// containerRules: rules with a header or group constraint, whose
+	// candidacy the cursor decides only once the lookups are made.
+	containerRules bitset
+	strict         bitset       // rules whose IP test errors when source_ip is not strict
+	ipExtra        [2][2]bitset // OR'd into the IP term: [!strict address][groups too many]
+	exact          bitset       // rules the index decides alone (compiledRule.exact)
+	none           bitset       // all zero
+	all            bitset       // every rule
+}
+
+// headerIndex holds the constraints on one header name. Every set
+// includes the rules without one (free).
+type headerIndex struct {
+	name string
+	// values: value -> the rules allowing it (and presence-only rules);
+	// present: the rules that hold when the header has an unlisted value.
+	values  valueSets
+	present bitset
+	// absent: the rules that stay candidates without the header: free and
+	// unguarded, whose value test is then an error, not false.
+	absent    bitset
+	unguarded bitset
 }
 
 // buildIndex indexes the constraints of each rule, given in rule order.
 func buildIndex(cons [][]constraint, rules []compiledRule) *ruleIndex {
 	n := len(cons)
-	ix := &ruleIndex{n: n, none: newBitset(n), strict: newBitset(n), exact: newBitset(n)}
+	ix := &ruleIndex{n: n, none: newBitset(n), all: newBitset(n), strict: newBitset(n), exact: newBitset(n),
+		gcon: newBitset(n), groups: map[string]bitset{}}
 	ix.sums, _ = layout(n)
 	for f := range ix.free {
 		ix.free[f] = newBitset(n)
 	}
-	ix.values[fieldMethod] = map[string]bitset{}
-	ix.values[fieldHost] = map[string]bitset{}
+	ix.maps = [2]map[string]bitset{{}, {}}
 	pb, rb := newPrefixBuilder(n), newRangeBuilder(n)
+	hb := map[string]*headerBuilder{}
 	for i, cs := range cons {
+		ix.all.set(i)
 		if rules[i].exact {
 			ix.exact.set(i)
 		}
 		var has [numFields]bool
 		for _, c := range cs {
 			has[c.field] = true
-			ix.add(i, c, pb, rb)
+			ix.add(i, c, pb, rb, hb)
 		}
 		for f, h := range has {
 			if !h {
@@ -80,15 +117,72 @@ func buildIndex(cons [][]constraint, rules []compiledRule) *ruleIndex {
 		}
 	}
 	ix.paths, ix.ips = buildPrefixSet(pb), buildRangeSet(rb)
+	ix.hasIP = len(ix.ips.v4.lo)+len(ix.ips.v6.lo) > 0
+	ix.containerRules = slices.Clone(ix.gcon)
+	for _, name := range slices.Sorted(maps.Keys(hb)) {
+		ix.containerRules.or(hb[name].con)
+		ix.headers = append(ix.headers, hb[name].build(ix))
+	}
 	ix.foldFree()
+	for f, m := range ix.maps {
+		ix.values[f] = newValueSets(m)
+	}
+	ix.maps = [2]map[string]bitset{}
+	ix.strict, ix.gcon = ix.canon(ix.strict), ix.canon(ix.gcon)
+	for s, strict := range []bitset{ix.none, ix.strict} {
+		for g, gcon := range []bitset{ix.none, ix.gcon} {
+			ix.ipExtra[s][g] = slices.Clone(strict)
+			ix.ipExtra[s][g].or(gcon)
+		}
+	}
 	return ix
 }
 
+// canon returns none or all for a set equal to them, so that combiner
+// recognises the sets that change nothing.
+func (ix *ruleIndex) canon(s bitset) bitset {
+	switch {
+	case slices.Equal(s, ix.none):
+		return ix.none
+	case slices.Equal(s, ix.all):
+		return ix.all
+	}
+	return s
+}
+
+// headerBuilder collects the constraints on one header name.
+type headerBuilder struct {
+	name      string
+	con       bitset            // rules with a constraint on the header
+	anyValue  bitset            // presence tests alone
+	unguarded bitset            // value tests without a presence test
+	values    map[string]bitset // value -> rules with a value test allowing it
+}
+
+func (h *headerBuilder) build(ix *ruleIndex) headerIndex {
+	free := newBitset(ix.n)
+	for i := range ix.n {
+		if !h.con.has(i) {
+			free.set(i)
+		}
+	}
+	out := headerIndex{name: h.name, present: slices.Clone(free), absent: free}
+	out.present.or(h.anyValue)
+	for v, s := range h.values {
+		s.or(out.present)
+		h.values[v] = ix.canon(s)
+	}
+	out.values = newValueSets(h.values)
+	out.absent.or(h.unguarded)
+	out.present, out.absent, out.unguarded = ix.canon(out.present), ix.canon(out.absent), ix.canon(h.unguarded)
+	return out
+}
+
 // foldFree adds each field's unconstrained rules to every set a lookup of
-// that field can return, so that a candidate word costs four loads and
-// ANDs instead of eight.
+// that field can return, so that a candidate word costs a few loads and
+// ANDs instead of twice as many.
 func (ix *ruleIndex) foldFree() {
-	for f, m := range ix.values {
+	for f, m := range ix.maps {
 		for _, s := range m {
 			s.or(ix.free[f])
 		}
@@ -101,22 +195,37 @@ func (ix *ruleIndex) foldFree() {
 			s.or(ix.free[fieldIP])
 		}
 	}
+	for _, s := range ix.groups {
+		s.or(ix.free[fieldGroups])
+	}
 }
 
-func (ix *ruleIndex) add(i int, c constraint, pb *prefixBuilder, rb *rangeBuilder) {
+func (ix *ruleIndex) add(i int, c constraint, pb *prefixBuilder, rb *rangeBuilder, hb map[string]*headerBuilder) {
 	switch c.field {
 	case fieldMethod, fieldHost:
-		m := ix.values[c.field]
-		for _, v := range c.values {
-			if m[v] == nil {
-				m[v] = newBitset(ix.n)
-			}
-			m[v].set(i)
-		}
+		addValues(ix.maps[c.field], c.values, i, ix.n)
 	case fieldPath:
 		for _, v := range c.values {
 			pb.add(v, i)
 		}
+	case fieldHeader:
+		h := hb[c.header]
+		if h == nil {
+			h = &headerBuilder{name: c.header, con: newBitset(ix.n), anyValue: newBitset(ix.n),
+				unguarded: newBitset(ix.n), values: map[string]bitset{}}
+			hb[c.header] = h
+		}
+		h.con.set(i)
+		switch {
+		case c.anyValue:
+			h.anyValue.set(i)
+		case !c.guarded:
+			h.unguarded.set(i)
+		}
+		addValues(h.values, c.values, i, ix.n)
+	case fieldGroups:
+		ix.gcon.set(i)
+		addValues(ix.groups, c.values, i, ix.n)
 	case fieldIP:
 		for _, p := range c.ranges {
 			rb.add(p, i)
@@ -127,46 +236,202 @@ func (ix *ruleIndex) add(i int, c constraint, pb *prefixBuilder, rb *rangeBuilde
 	}
 }
 
+func addValues(m map[string]bitset, values []string, i, n int) {
+	for _, v := range values {
+		if m[v] == nil {
+			m[v] = newBitset(n)
+		}
+		m[v].set(i)
+	}
+}
+
 // cursor walks the candidate rules of one request in evaluation order,
-// intersecting the per-field sets a word at a time so nothing is allocated.
+// intersecting the per-field sets a word at a time.
 type cursor struct {
 	ix                 *ruleIndex
 	method, host, path bitset
-	ip, strict         bitset
+	hdr, grp           bitset // the header and group terms (all until computed)
+	ip, ipx            bitset // ipx: rules that are candidates whatever the IP lookup says
+	unknown            bitset // candidates whose constraints are not all known true
 	sum                int    // current summary word
 	sumBits            uint64 // its candidate words not yet visited
 	word               int    // current word
 	cur                uint64 // its candidate rules not yet returned
+	// pending: hdr, grp and unknown still lack the header and group
+	// lookups, which are made when a word first holds a rule they concern.
+	pending bool
+	req     *Request
 }
 
-// candidates prepares the walk for req.
-func (ix *ruleIndex) candidates(req *Request) cursor {
-	c := cursor{ix: ix, sum: -1, strict: ix.none}
-	c.method = ix.lookupExact(fieldMethod, req.Method)
-	c.host = ix.lookupExact(fieldHost, req.Host)
+// candidates prepares c, a zero cursor, for the walk of req. (It is
+// filled in place: returning it would copy it.)
+func (ix *ruleIndex) candidates(c *cursor, req *Request) {
+	c.ix, c.sum, c.req, c.pending = ix, -1, req, len(ix.headers)+len(ix.groups) > 0
+	c.hdr, c.grp, c.ip, c.ipx, c.unknown = ix.all, ix.all, ix.free[fieldIP], ix.none, ix.none
+	c.method = ix.values[fieldMethod].lookup(req.Method, ix.free[fieldMethod])
+	c.host = ix.values[fieldHost].lookup(req.Host, ix.free[fieldHost])
 	c.path = ix.paths.lookup(req.Path, ix.free[fieldPath])
-	c.ip = ix.free[fieldIP]
-	addr, lenient, strict := parseIP(req.SourceIP)
-	if lenient {
-		c.ip = ix.ips.lookup(addr, ix.free[fieldIP])
+	strict := true
+	if ix.hasIP {
+		var addr netip.Addr
+		var lenient bool
+		addr, lenient, strict = parseIP(req.SourceIP)
+		if lenient {
+			c.ip = ix.ips.lookup(addr, ix.free[fieldIP])
+		}
 	}
 	// containsIP errors on what ip() refuses; an error is not "false", so
 	// those rules stay candidates and CEL reports the error.
+	ns, many := 0, 0
 	if !strict {
-		c.strict = ix.strict
+		ns, c.unknown = 1, ix.strict
 	}
-	return c
+	// 'g' in request.groups costs the size of the list; beyond the
+	// estimate's size it could reach the cost limit, which a skipped rule
+	// would not (see DESIGN.md). Such rules then stay candidates whatever
+	// the IP lookup says (the group test is evaluated before the IP test)
+	// and the group lookup is not used.
+	if len(ix.groups) > 0 && len(req.Groups) > EstimatedMaxEntries {
+		many = 1
+	}
+	c.ipx = ix.ipExtra[ns][many]
 }
 
-func (ix *ruleIndex) lookupExact(f field, v string) bitset {
-	if s, ok := ix.values[f][v]; ok {
-		return s
+// containers completes the header and group terms of c. A term that needs
+// more than one set combines them in scratch space lent by ev (pooled, so
+// nothing is allocated once the pool is warm); ev is asked only then.
+func (ix *ruleIndex) containers(c *cursor, ev *evaluation) {
+	req := c.req
+	c.pending = false
+	hdr, grp, unknown := combiner{ix: ix}, combiner{ix: ix}, combiner{ix: ix}
+	unknown.or(c.unknown, ev)
+	for i := range ix.headers {
+		h := &ix.headers[i]
+		v, ok := req.Headers[h.name]
+		if !ok {
+			hdr.and(h.absent, ev)
+			unknown.or(h.unguarded, ev) // no such key: an error, not false
+		} else {
+			hdr.and(h.values.lookup(v, h.present), ev)
+		}
 	}
-	return ix.free[f]
+	switch {
+	case len(ix.groups) == 0:
+	case len(req.Groups) > EstimatedMaxEntries: // see candidates
+		unknown.or(ix.gcon, ev)
+	default:
+		// Every group's set includes the rules without a group test.
+		for _, g := range req.Groups {
+			if s, ok := ix.groups[g]; ok {
+				grp.or(s, ev)
+			}
+		}
+		c.grp = grp.result(ix.free[fieldGroups])
+	}
+	c.hdr, c.unknown = hdr.result(ix.all), unknown.result(ix.none)
 }
 
-// next returns the next candidate rule position, or -1.
-func (c *cursor) next() int {
+// combiner folds sets into one term, copying only when a second set
+// arrives. Sets are immutable index data until copied into scratch from
+// ev. (ev is an argument rather than a field so that escape analysis,
+// which does not tell fields apart, keeps the evaluation on the stack.)
+type combiner struct {
+	ix    *ruleIndex
+	set   bitset
+	owned bool
+}
+
+// and intersects: word by word, summaries included (the summary of the
+// result may then mark a zero word, which the cursor skips).
+func (k *combiner) and(s bitset, ev *evaluation) {
+	if same(s, k.ix.all) {
+		return
+	}
+	if k.set == nil {
+		k.set = s
+		return
+	}
+	k.own(ev)
+	for i := range k.set {
+		k.set[i] &= s[i]
+	}
+}
+
+// or unites; summaries stay exact.
+func (k *combiner) or(s bitset, ev *evaluation) {
+	if same(s, k.ix.none) || same(s, k.set) {
+		return
+	}
+	if k.set == nil {
+		k.set = s
+		return
+	}
+	k.own(ev)
+	k.set.or(s)
+}
+
+func (k *combiner) own(ev *evaluation) {
+	if !k.owned {
+		b := ev.scratch(len(k.set))
+		copy(b, k.set)
+		k.set, k.owned = b, true
+	}
+}
+
+// same reports that a and b are the same set (not merely equal). With no
+// rules every set is empty, and then they are all alike anyway.
+func same(a, b bitset) bool {
+	return len(a) == 0 || len(b) > 0 && &a[0] == &b[0]
+}
+
+func (k *combiner) result(empty bitset) bitset {
+	if k.set == nil {
+		return empty
+	}
+	return k.set
+}
+
+// valueSets maps values to sets: by a scan when there are few, which is
+// cheaper than hashing, else by a map.
+type valueSets struct {
+	keys []string
+	sets []bitset
+	m    map[string]bitset
+}
+
+const maxScannedValues = 8
+
+func newValueSets(m map[string]bitset) valueSets {
+	if len(m) > maxScannedValues {
+		return valueSets{m: m}
+	}
+	var v valueSets
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v.keys, v.sets = append(v.keys, k), append(v.sets, m[k])
+	}
+	return v
+}
+
+// lookup returns the set of value s, or dflt.
+func (v *valueSets) lookup(s string, dflt bitset) bitset {
+	if v.m != nil {
+		if b, ok := v.m[s]; ok {
+			return b
+		}
+		return dflt
+	}
+	for i, k := range v.keys {
+		if k == s {
+			return v.sets[i]
+		}
+	}
+	return dflt
+}
+
+// next returns the next candidate rule position, or -1. ev lends scratch
+// space (see containers); it is not kept in the cursor, which would make
+// escape analysis move the evaluation to the heap.
+func (c *cursor) next(ev *evaluation) int {
 	for c.cur == 0 {
 		for c.sumBits == 0 {
 			c.sum++
@@ -174,12 +439,16 @@ func (c *cursor) next() int {
 				return -1
 			}
 			k := c.sum
-			c.sumBits = c.method[k] & c.host[k] & c.path[k] & (c.ip[k] | c.strict[k])
+			c.sumBits = c.method[k] & c.host[k] & c.path[k] & c.hdr[k] & c.grp[k] & (c.ip[k] | c.ipx[k])
 		}
 		c.word = c.sum*64 + bits.TrailingZeros64(c.sumBits)
 		c.sumBits &= c.sumBits - 1
 		w := c.ix.sums + c.word
-		c.cur = c.method[w] & c.host[w] & c.path[w] & (c.ip[w] | c.strict[w])
+		c.cur = c.method[w] & c.host[w] & c.path[w] & c.hdr[w] & c.grp[w] & (c.ip[w] | c.ipx[w])
+		if c.pending && c.cur&c.ix.containerRules[w] != 0 {
+			c.ix.containers(c, ev)
+			c.cur &= c.hdr[w] & c.grp[w]
+		}
 	}
 	b := bits.TrailingZeros64(c.cur)
 	c.cur &= c.cur - 1
@@ -189,9 +458,11 @@ func (c *cursor) next() int {
 // known reports that candidate i was found by the lookups of all its
 // constrained fields, so its constraints hold if they are exact. It is
 // false for a rule with a strict IP test when source_ip does not parse
-// strictly: that test may then be an error whatever the lookup found.
+// strictly (that test may then be an error whatever the lookup found), for
+// an unguarded header test when the header is missing (an error), and for
+// a group test when the request has more groups than the estimate.
 func (c *cursor) known(i int) bool {
-	return c.strict[c.ix.sums+i/64]&(1<<(uint(i)%64)) == 0
+	return c.unknown[c.ix.sums+i/64]&(1<<(uint(i)%64)) == 0
 }
 
 // decided reports that candidate i matches without evaluating it: an exact

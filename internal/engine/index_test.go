@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"cel.dev/cel-go/cel"
@@ -45,6 +46,7 @@ func TestIndexEquivalence(t *testing.T) {
 			}
 			checkSkipped(t, indexed, req)
 			checkFastAgrees(t, indexed, req)
+			checkMemoAgrees(t, plain, req)
 		}
 	}
 }
@@ -70,11 +72,14 @@ func TestIndexEquivalenceFirewall(t *testing.T) {
 func checkSkipped(t *testing.T, cp *CompiledPolicy, req *Request) {
 	t.Helper()
 	want := make([]ref.Val, len(cp.rules)) // nil: no claim
-	c := cp.index.candidates(req)
+	ev := &evaluation{cp: cp, req: req}
+	defer ev.release()
+	var c cursor
+	cp.index.candidates(&c, req)
 	for i := range cp.rules {
 		want[i] = types.False
 	}
-	for i := c.next(); i >= 0; i = c.next() {
+	for i := c.next(ev); i >= 0; i = c.next(ev) {
 		want[i] = nil
 		if c.decided(i) {
 			want[i] = types.True
@@ -133,6 +138,29 @@ func checkFastAgrees(t *testing.T, cp *CompiledPolicy, req *Request) {
 		if (e1 == nil) != (e2 == nil) || e1 == nil && o1 != o2 {
 			t.Fatalf("rule %q (%s) on %+v: tracked %v, %v; untracked %v, %v",
 				rule.name, matchOf(cp, rule.name), req, o1, e1, o2, e2)
+		}
+	}
+}
+
+// checkMemoAgrees backs the per-evaluation field values of Evaluate: every
+// program, run in rule order against one shared evalState (so that later
+// rules get the values earlier ones built), answers as with activation,
+// which builds every value afresh. Error texts included.
+func checkMemoAgrees(t *testing.T, cp *CompiledPolicy, req *Request) {
+	t.Helper()
+	st := newEvalState(req)
+	defer st.release()
+	for _, rule := range cp.rules {
+		for _, prg := range []cel.Program{rule.tracked, rule.fast, rule.residual} {
+			if prg == nil {
+				continue
+			}
+			o1, _, e1 := prg.Eval((*activation)(req))
+			o2, _, e2 := prg.Eval(st)
+			if fmt.Sprint(o1, e1) != fmt.Sprint(o2, e2) {
+				t.Fatalf("rule %q (%s) on %+v: fresh %v, %v; memoised %v, %v",
+					rule.name, matchOf(cp, rule.name), req, o1, e1, o2, e2)
+			}
 		}
 	}
 }
@@ -214,14 +242,65 @@ func TestIndexUsesConstraints(t *testing.T) {
 		{Request{SourceIP: "not-an-ip"}, []int{2, 3}}, // c would error, not be false
 	}
 	for _, tc := range cases {
-		var got []int
-		c := cp.index.candidates(&tc.req)
-		for i := c.next(); i >= 0; i = c.next() {
-			got = append(got, i)
-		}
+		got := candidateList(cp, &tc.req)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("candidates(%+v) = %v, want %v", tc.req, got, tc.want)
 		}
+	}
+}
+
+// candidateList returns the candidates of req in order.
+func candidateList(cp *CompiledPolicy, req *Request) []int {
+	ev := &evaluation{cp: cp, req: req}
+	defer ev.release()
+	var got []int
+	var c cursor
+	cp.index.candidates(&c, req)
+	for i := c.next(ev); i >= 0; i = c.next(ev) {
+		got = append(got, i)
+	}
+	return got
+}
+
+// TestIndexUsesContainerConstraints: header and group tests skip rules
+// exactly when the match is certainly false, and an unguarded header test
+// keeps its rule when the header is missing (the match is an error then).
+func TestIndexUsesContainerConstraints(t *testing.T) {
+	p := testPolicy("allow", "deny",
+		rule("guarded", 1, "deny", `'x-t' in request.headers && request.headers['x-t'] == 'a' && request.principal != 'z'`),
+		rule("unguarded", 2, "deny", `request.headers['x-t'] in ['a', 'b']`),
+		rule("presence", 3, "deny", `has(request.headers.tenant) && request.principal != 'z'`),
+		rule("group", 4, "deny", `'admin' in request.groups && request.principal != 'z'`),
+		rule("groups", 5, "deny", `('ops' in request.groups || 'admin' in request.groups)`),
+		rule("other", 6, "deny", `request.principal == 'eve'`),
+	)
+	cp := mustCompile(t, p, DefaultOptions())
+	many := strings.Split(strings.Repeat("g,", 100), ",")
+	cases := []struct {
+		req  Request
+		want []int
+	}{
+		{Request{}, []int{1, 5}},
+		{Request{Headers: map[string]string{"x-t": "a"}}, []int{0, 1, 5}},
+		{Request{Headers: map[string]string{"x-t": "b"}}, []int{1, 5}},
+		{Request{Headers: map[string]string{"x-t": "c", "tenant": ""}}, []int{2, 5}},
+		{Request{Groups: []string{"ops"}}, []int{1, 4, 5}},
+		{Request{Groups: []string{"x", "admin"}, Headers: map[string]string{"x-t": "z"}}, []int{3, 4, 5}},
+		{Request{Groups: many}, []int{1, 3, 4, 5}}, // 'g' in groups could hit the cost limit
+	}
+	for _, tc := range cases {
+		if got := candidateList(cp, &tc.req); !slices.Equal(got, tc.want) {
+			t.Errorf("candidates(%+v) = %v, want %v", tc.req, got, tc.want)
+		}
+	}
+	// unguarded and groups are exact: decided without CEL when known.
+	req := &Request{Headers: map[string]string{"x-t": "b"}}
+	if d := cp.Evaluate(req); d.Rule != "unguarded" || d.Error != "" {
+		t.Errorf("Evaluate(%+v) = %+v", req, d)
+	}
+	req = &Request{Groups: []string{"admin"}, Headers: map[string]string{}}
+	if d := cp.Evaluate(req); d.Rule != "unguarded" || d.Error == "" {
+		t.Errorf("Evaluate(%+v) = %+v, want the error of rule unguarded", req, d)
 	}
 }
 
