@@ -70,10 +70,7 @@ func (a *app) status(args []string) int {
 		fmt.Fprintf(a.stderr, "reconciler status: --format %q must be text or json\n", *format)
 		return exitUsage
 	}
-	base := strings.TrimRight(*server, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
+	base := serverBase(*server)
 	body, err := fetchStatus(a.ctx, base)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "reconciler status: %v\n", err)
@@ -159,13 +156,60 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 		printConditions(w, v)
 	}
 	fmt.Fprintln(w, "\nExperiments")
-	fmt.Fprintf(w, "  %s\n", map[bool]string{true: "none", false: fmt.Sprint(len(v.Experiments))}[len(v.Experiments) == 0])
+	printExperiments(w, v.Experiments)
 	fmt.Fprintln(w, "\nNodes")
 	if len(v.Nodes) == 0 {
 		fmt.Fprintln(w, "  none registered")
 		return
 	}
 	printNodes(w, v, now)
+}
+
+// experimentView is what the table shows of an experiment: the leader's
+// branch records (kind "branch") have all of it.
+type experimentView struct {
+	Name            string   `json:"name"`
+	HeadCommit      string   `json:"headCommit"`
+	ChangedPolicies []string `json:"changedPolicies"`
+	Validation      *struct {
+		Valid  bool     `json:"valid"`
+		Errors []string `json:"errors"`
+	} `json:"validation"`
+}
+
+func printExperiments(w io.Writer, exps []json.RawMessage) {
+	if len(exps) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  NAME\tHEAD\tCHANGED POLICIES\tVALID")
+	for _, raw := range exps {
+		var e experimentView
+		if json.Unmarshal(raw, &e) != nil {
+			continue
+		}
+		changed, valid := strings.Join(e.ChangedPolicies, ","), "-"
+		if e.Validation != nil {
+			valid = "yes"
+			if !e.Validation.Valid {
+				valid = "no"
+				if len(e.Validation.Errors) > 0 {
+					valid += ": " + firstLine(e.Validation.Errors[0])
+				}
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Name, orDash(shortHash(e.HeadCommit)), orDash(changed), valid)
+	}
+	tw.Flush()
+}
+
+// shortHash shortens a commit hash for a table.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 // table is an aligned table whose lines lose the padding of empty last

@@ -1,7 +1,7 @@
 // Package api is the HTTP edge of a node (CONTRACT.md §4): decisions
 // (:evaluate, :authorize, :mirror), policy resources, the cluster's status,
-// generations and nodes, the cluster endpoints (join, leave, reconcile and
-// the nodes' internal ones), health, readiness and metrics. It holds no
+// generations and nodes, rollback, the cluster endpoints (join, leave,
+// reconcile and the nodes' internal ones), health, readiness and metrics. It holds no
 // business rules: decisions come from the compiled engine.Bundle of the
 // generation the node serves, which reaches this package through the small
 // Generations interface below (the node loader swaps it), and everything
@@ -74,8 +74,14 @@ type Config struct {
 	// without it they answer 404 (a node always has one).
 	Cluster Cluster
 	// Token, when not empty, is the bearer token the cluster endpoints
-	// (join, leave, reconcile and the internal ones) require.
+	// (join, leave, reconcile and the internal ones) and rollback require.
 	Token string
+	// Rollback serves POST /v1/generations:rollback where the leader loop
+	// runs; without it the endpoint answers 404.
+	Rollback Rollbacker
+	// Client sends requests forwarded to the leader (rollback); nil means
+	// a default client (each request has its own deadline).
+	Client *http.Client
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -98,6 +104,9 @@ type Server struct {
 	promH   http.Handler
 	cluster Cluster
 	token   string
+
+	rollbacker Rollbacker
+	fwdClient  *http.Client
 }
 
 // New returns a Server for cfg.
@@ -111,6 +120,12 @@ func New(cfg Config) *Server {
 		now:     cfg.Now,
 		cluster: cfg.Cluster,
 		token:   cfg.Token,
+
+		rollbacker: cfg.Rollback,
+		fwdClient:  cfg.Client,
+	}
+	if s.fwdClient == nil {
+		s.fwdClient = &http.Client{}
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

@@ -151,14 +151,29 @@ func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.R
 // decodeJSON reads a bounded JSON body strictly: an unknown field or
 // trailing data is a 400. An empty body decodes as {}.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	data, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(data, v)
+}
+
+// readBody reads a request body up to the configured limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return err
+			return nil, err
 		}
-		return errorf(kindInvalidArgument, "reading the request body: %v", err)
+		return nil, errorf(kindInvalidArgument, "reading the request body: %v", err)
 	}
+	return data, nil
+}
+
+// decodeStrict decodes one JSON object with no unknown fields and nothing
+// after it; empty data decodes as {}.
+func decodeStrict(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}")
 	}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
 // kind is what went wrong, as the client should understand it.
@@ -75,8 +77,9 @@ func classify(err error) (k kind, msg string) {
 	return kindInternal, "internal error"
 }
 
-// clusterKinds maps the cluster's and raftstore's sentinel errors, most
-// specific first (the rejection kinds wrap raftstore.ErrRejected).
+// clusterKinds maps the sentinel errors of the cluster, raftstore, the
+// leader loop and the git source, most specific first (the rejection kinds
+// wrap raftstore.ErrRejected).
 var clusterKinds = []struct {
 	err  error
 	kind kind
@@ -98,6 +101,14 @@ var clusterKinds = []struct {
 	{raftstore.ErrGenerationState, kindFailedPrecondition},
 	{raftstore.ErrGenerationNotNewer, kindFailedPrecondition},
 	{raftstore.ErrRejected, kindFailedPrecondition},
+	// Rollback: a target that cannot be restored, a refused push, a
+	// repository that cannot be reached.
+	{reconcile.ErrCannotRollBack, kindFailedPrecondition},
+	{gitsource.ErrPushRefused, kindFailedPrecondition},
+	{gitsource.ErrNoChange, kindFailedPrecondition},
+	{gitsource.ErrUnknownRevision, kindFailedPrecondition},
+	{gitsource.ErrPull, kindUnavailable},
+	{gitsource.ErrPush, kindUnavailable},
 }
 
 func clusterKind(err error) (kind, bool) {

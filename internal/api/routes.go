@@ -33,6 +33,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.allow(w, r, http.MethodGet) {
 			s.listPolicies(w, r)
 		}
+	case p == rollbackPath:
+		s.rollback(w, r)
 	case strings.HasPrefix(p, generationsPath):
 		s.routeGeneration(w, r, p[len(generationsPath):])
 	case strings.HasPrefix(p, clusterPrefix):

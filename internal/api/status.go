@@ -11,6 +11,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
 // statusResource answers GET /v1/status (CONTRACT.md §4).
@@ -65,10 +66,11 @@ const (
 // status answers GET /v1/status.
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, v := s.cluster.State(), s.cluster.View()
+	v.Source = sourceStatus(st, v.Source)
 	res := statusResource{
 		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
 		ActiveGeneration: st.Active, Source: v.Source,
-		Policies: conditions(st, v), Experiments: []json.RawMessage{}, Nodes: s.nodeResources(st, v),
+		Policies: conditions(st, v), Experiments: branchExperiments(st), Nodes: s.nodeResources(st, v),
 	}
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit = g.Commit
@@ -77,6 +79,35 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		res.ServedGeneration = cur.Generation
 	}
 	s.writeValue(w, r, res)
+}
+
+// sourceStatus is the leader's last read of the source (from the cluster
+// view), with the replicated PullError record winning: it reaches every
+// node through the log, survives a change of leader, and is there before
+// the first heartbeat answer.
+func sourceStatus(st *raftstore.State, v cluster.SourceStatus) cluster.SourceStatus {
+	if rec, ok := reconcile.ReadSourceRecord(st); ok {
+		v.Error, v.Time = rec.Error, rec.Since
+	}
+	return v
+}
+
+// branchExperiments renders the leader's branch records (every branch
+// other than the live one), by name: {"name": "branches/<branch>", ...}.
+func branchExperiments(st *raftstore.State) []json.RawMessage {
+	recs := reconcile.ReadBranchRecords(st)
+	out := make([]json.RawMessage, 0, len(recs))
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		data, err := json.Marshal(struct {
+			Name string `json:"name"`
+			Kind string `json:"kind"`
+			reconcile.BranchRecord
+		}{name, "branch", recs[name]})
+		if err == nil {
+			out = append(out, data)
+		}
+	}
+	return out
 }
 
 // policyConditions accumulates conditions by policy name.

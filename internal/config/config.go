@@ -12,6 +12,7 @@ package config
 import (
 	"net/netip"
 	"os"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/policy"
 )
@@ -69,7 +70,16 @@ type Git struct {
 	InitFrom string `toml:"init_from"`
 	// Poll is a robfig/cron spec for fetching; webhooks make it faster.
 	Poll string `toml:"poll"`
+	// TokenEnv names the environment variable holding the token sent as
+	// the basic-auth password over http(s); "" never reads one.
+	TokenEnv string `toml:"token_env"`
+	// Timeout bounds every network call to the remote (fetch, push).
+	Timeout Duration `toml:"timeout"`
 }
+
+// SeedsURL reports whether git.init_from applies: it seeds git.url only
+// when that is a local path (a remote is never created by the node).
+func (g Git) SeedsURL() bool { return g.InitFrom != "" && IsLocalPath(g.URL) }
 
 // GitHub is the optional [github] section; without a repository, branches are
 // the experiments.
@@ -139,6 +149,7 @@ const (
 	DefaultHTTPAddr     = "127.0.0.1:8181"
 	DefaultRaftAddr     = "127.0.0.1:8300"
 	DefaultMaxBodyBytes = 1 << 20
+	DefaultGitTimeout   = 30 * time.Second
 )
 
 // Default returns the configuration used for every key a file leaves out.
@@ -161,6 +172,8 @@ func Default() *Config {
 			Path:     ".",
 			InitFrom: "policies.example",
 			Poll:     "@every 10s",
+			TokenEnv: "GIT_TOKEN",
+			Timeout:  Duration{DefaultGitTimeout},
 		},
 		GitHub: GitHub{
 			APIURL:           "https://api.github.com/",
@@ -184,7 +197,8 @@ func Default() *Config {
 
 // Secret returns the value of the environment variable envName, but only
 // when envName is one of the variables this configuration names
-// (api.token_env, github.token_env, github.webhook_secret_env); for any
+// (git.token_env, api.token_env, github.token_env,
+// github.webhook_secret_env); for any
 // other name it returns "". This keeps the process from reading variables
 // the operator did not point it at.
 func (c *Config) Secret(envName string) string {
@@ -192,7 +206,7 @@ func (c *Config) Secret(envName string) string {
 		return ""
 	}
 	switch envName {
-	case c.API.TokenEnv, c.GitHub.TokenEnv, c.GitHub.WebhookSecretEnv:
+	case c.Git.TokenEnv, c.API.TokenEnv, c.GitHub.TokenEnv, c.GitHub.WebhookSecretEnv:
 		return os.Getenv(envName)
 	}
 	return ""

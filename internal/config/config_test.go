@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/policy"
 )
@@ -184,6 +185,11 @@ func TestBadValues(t *testing.T) {
 		{"[git]\npath = \"../x\"", "git.path"},
 		{"[git]\npoll = \"\"", "git.poll"},
 		{"[git]\npoll = \"every 10s\"", "git.poll"},
+		{"[git]\ntoken_env = \"A B\"", "git.token_env"},
+		{"[git]\ntimeout = \"soon\"", "git.timeout"},
+		{"[git]\ntimeout = \"0s\"", "git.timeout"},
+		{"[git]\ntimeout = \"11m\"", "git.timeout"},
+		{"[git]\ntimeout = 30", "git.timeout"},
 		{"[node]\nraft_addr = \"0.0.0.0:8300\"", "node.raft_advertise_addr"},
 		{"[node]\nhttp_addr = \"[::]:8181\"", "node.http_advertise_addr"},
 		{"[node]\nhttp_advertise_addr = \"0.0.0.0:1\"", "node.http_advertise_addr"},
@@ -227,6 +233,7 @@ func TestSecretReadsOnlyNamedVariables(t *testing.T) {
 	t.Setenv("MY_GH_TOKEN", "gh-secret")
 	t.Setenv("GITHUB_WEBHOOK_SECRET", "hook-secret")
 	t.Setenv("HOME_SECRET", "nope")
+	t.Setenv("GIT_TOKEN", "git-secret")
 	c, err := Parse([]byte("[github]\ntoken_env = \"MY_GH_TOKEN\"\n"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +242,7 @@ func TestSecretReadsOnlyNamedVariables(t *testing.T) {
 		c.API.TokenEnv:            "api-secret",
 		c.GitHub.TokenEnv:         "gh-secret",
 		c.GitHub.WebhookSecretEnv: "hook-secret",
+		c.Git.TokenEnv:            "git-secret",
 		"HOME_SECRET":             "",
 		"GITHUB_TOKEN":            "", // not named by this config any more
 		"":                        "",
@@ -267,5 +275,31 @@ func TestClusterKeys(t *testing.T) {
 	}
 	if !Default().Node.Voter {
 		t.Error("nodes are voters by default")
+	}
+}
+
+func TestGitTokenAndTimeout(t *testing.T) {
+	c, err := Parse([]byte("[git]\ntoken_env = \"MY_GIT_TOKEN\"\ntimeout = \"2m30s\"\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Git.TokenEnv != "MY_GIT_TOKEN" || c.Git.Timeout.Duration != 150*time.Second {
+		t.Errorf("git = %+v", c.Git)
+	}
+	d := Default().Git
+	if d.TokenEnv != "GIT_TOKEN" || d.Timeout.Duration != 30*time.Second {
+		t.Errorf("defaults = %+v", d)
+	}
+	if c, err := Parse([]byte("[git]\ntoken_env = \"\"\n"), ""); err != nil || c.Secret(c.Git.TokenEnv) != "" {
+		t.Errorf("an empty token_env: %v", err)
+	}
+	for url, seeds := range map[string]bool{"data/p.git": true, "https://h/r.git": false, "git@h:r.git": false} {
+		g := Git{URL: url, InitFrom: "x"}
+		if g.SeedsURL() != seeds {
+			t.Errorf("SeedsURL(%q) = %v", url, !seeds)
+		}
+	}
+	if (Git{URL: "data/p.git"}).SeedsURL() {
+		t.Error("no init_from seeds")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 
@@ -17,6 +18,7 @@ import (
 const (
 	maxBodyBytesLimit = 64 << 20
 	maxExperiments    = 1000
+	maxGitTimeout     = 10 * time.Minute
 )
 
 // Validate checks every value and returns one error listing all problems,
@@ -73,6 +75,10 @@ func (g *Git) validate(e *errs) {
 		e.add("git.poll", "must be a cron spec such as \"@every 10s\"")
 	} else if _, err := cron.ParseStandard(g.Poll); err != nil {
 		e.add("git.poll", "%q is not a cron spec (%v); try \"@every 10s\"", g.Poll, err)
+	}
+	checkEnvName(e, "git.token_env", g.TokenEnv)
+	if g.Timeout.Duration <= 0 || g.Timeout.Duration > maxGitTimeout {
+		e.add("git.timeout", "%s must be above 0 and at most %s", g.Timeout.Duration, maxGitTimeout)
 	}
 }
 

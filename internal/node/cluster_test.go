@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -127,6 +128,8 @@ func TestClusterPromotion(t *testing.T) {
 	t.Run("invalid trees keep the active generation", func(t *testing.T) { checkInvalid(t, c, all) })
 	t.Run("bad joins", func(t *testing.T) { checkBadJoins(t, c, all) })
 	t.Run("non-voter joins and leaves", func(t *testing.T) { checkNonVoter(t, c, all) })
+	t.Run("rollback through a follower", func(t *testing.T) { checkRollback(t, c, all) })
+	t.Run("branches and pull errors on followers", func(t *testing.T) { checkBranchesAndPullErrors(t, c, all) })
 }
 
 func followerOf(leader string, ids []string) string {
@@ -167,11 +170,11 @@ func checkFollowerStatus(t *testing.T, c *testCluster, leader string) {
 
 func checkPromotion(t *testing.T, c *testCluster, leader string, all []string) {
 	f := followerOf(leader, all)
-	c.write(webPolicy(2))
+	head := c.write(webPolicy(2))
 	c.reconcile(f)
 	c.allServe(2, all...)
 	g := generation(t, c.base(f), 2, "ACTIVE")
-	if !slices.Equal(g.ReadyNodes, all) || g.ActivateTime == "" || !strings.HasPrefix(g.Commit, "dir@sha256:") {
+	if !slices.Equal(g.ReadyNodes, all) || g.ActivateTime == "" || g.Commit != head {
 		t.Errorf("generation 2 = %+v", g)
 	}
 	for _, id := range all {
@@ -198,7 +201,7 @@ func checkPromotion(t *testing.T, c *testCluster, leader string, all []string) {
 	if len(list.Generations) != 2 || list.Generations[0].Generation != 2 {
 		t.Errorf("list = %+v", list)
 	}
-	// Reconciling an unchanged directory changes nothing.
+	// Reconciling an unchanged repository changes nothing.
 	c.reconcile(f)
 	c.reconcile(leader)
 	if st := c.nodes[leader].Store().State(); st.Highest != 2 {
@@ -274,7 +277,7 @@ func checkBadJoins(t *testing.T, c *testCluster, all []string) {
 		t.Errorf("raft configuration changed: %v -> %v", before, after)
 	}
 	// A node started with a duplicate id stops with the refusal.
-	dup := nodeConfig(t, "n2", c.policies)
+	dup := nodeConfig(t, "n2", c.repo.url)
 	dup.Node.Join = []string{c.nodes["n3"].Addr()}
 	m := &Main{Config: dup, Logger: testLogger(t).Named("dup")}
 	if err := m.Run(t.Context()); err != nil {
@@ -391,4 +394,98 @@ func TestClusterRestart(t *testing.T) {
 	if st := c.nodes["n3"].Store().State(); st.Generations[2].State != raftstore.GenerationRetired {
 		t.Errorf("generation 2 is %s", st.Generations[2].State)
 	}
+}
+
+// checkRollback: generation 5 is active and 2 the previous one (3 and 4
+// are invalid). A rollback sent to a follower is forwarded to the leader,
+// which pushes "Revert to generation 2 (…)" and waits until the normal
+// path made it generation 6, ACTIVE everywhere.
+func checkRollback(t *testing.T, c *testCluster, all []string) {
+	leader := c.leader(all...)
+	f := followerOf(leader, all)
+	var res struct {
+		TargetGeneration, Generation         uint64
+		TargetCommit, Commit, Message, State string
+	}
+	if code := call(t, http.MethodPost, c.base(f)+"/v1/generations:rollback", `{}`, &res); code != 200 {
+		t.Fatalf("rollback = %d %+v", code, res)
+	}
+	g2 := generation(t, c.base(f), 2, "SUPERSEDED")
+	if res.TargetGeneration != 2 || res.TargetCommit != g2.Commit || res.Generation != 6 || res.State != "ACTIVE" ||
+		res.Commit != c.repo.head() || res.Message != "Revert to generation 2 ("+g2.Commit+")" {
+		t.Errorf("rollback = %+v", res)
+	}
+	c.allServe(6, all...)
+	if d, _, err := evaluate(c.base(f), "/v2", 0); err != nil || d.Rule != "v2" {
+		t.Errorf("after rollback: %+v %v", d, err)
+	}
+	for body, status := range map[string]string{
+		`{"generation": 99}`:  "NOT_FOUND",
+		`{"generation": 3}`:   "FAILED_PRECONDITION", // INVALID
+		`{"generation": 6}`:   "FAILED_PRECONDITION", // what is served
+		`{"generation": "x"}`: "INVALID_ARGUMENT",
+	} {
+		var e struct {
+			Error struct{ Status, Message string }
+		}
+		call(t, http.MethodPost, c.base(f)+"/v1/generations:rollback", body, &e)
+		if e.Error.Status != status {
+			t.Errorf("rollback %s = %+v, want %s", body, e, status)
+		}
+	}
+	c.repo.work = c.repo.srv.Clone(c.repo.url) // the user's clone is behind the revert now
+}
+
+// checkBranchesAndPullErrors: a branch shows as an experiment on every
+// node; a repository that cannot be read shows as PullError on every
+// node's policies, while decisions go on, and clears when it is back.
+func checkBranchesAndPullErrors(t *testing.T, c *testCluster, all []string) {
+	f := followerOf(c.leader(all...), all)
+	r := c.repo
+	r.srv.CreateBranch(r.work, "try-v7")
+	r.srv.Commit(r.work, map[string]string{"web/policy.toml": webPolicy(7)}, "try v7")
+	r.srv.Push(r.work, "try-v7")
+	r.srv.Checkout(r.work, "main")
+	c.reconcile(f)
+	eventually(t, waitTimeout, "the branch on a follower", func() error {
+		var s struct{ Experiments []map[string]any }
+		call(t, http.MethodGet, c.base(f)+"/v1/status", "", &s)
+		if len(s.Experiments) != 1 || s.Experiments[0]["name"] != "branches/try-v7" ||
+			fmt.Sprint(s.Experiments[0]["changedPolicies"]) != "[web]" {
+			return fmt.Errorf("experiments = %v", s.Experiments)
+		}
+		return nil
+	})
+	moved := r.url + ".moved"
+	if err := os.Rename(r.url, moved); err != nil {
+		t.Fatal(err)
+	}
+	c.reconcile(f)
+	eventually(t, waitTimeout, "PullError on a follower", func() error {
+		var s statusAnswer
+		call(t, http.MethodGet, c.base(f)+"/v1/status", "", &s)
+		for _, p := range s.Policies {
+			for _, cond := range p.Conditions {
+				if cond.Type == "PullError" && cond.Message != "" {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("conditions = %v", s.conditionTypes())
+	})
+	if err := serves(c.base(f), 6); err != nil {
+		t.Error(err)
+	}
+	if err := os.Rename(moved, r.url); err != nil {
+		t.Fatal(err)
+	}
+	c.reconcile(f)
+	eventually(t, waitTimeout, "PullError cleared", func() error {
+		var s statusAnswer
+		call(t, http.MethodGet, c.base(f)+"/v1/status", "", &s)
+		if types := s.conditionTypes(); slices.ContainsFunc(types, func(s string) bool { return strings.HasPrefix(s, "PullError") }) {
+			return fmt.Errorf("conditions = %v", types)
+		}
+		return nil
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 )
 
@@ -64,8 +65,37 @@ request = { path = "/healthz" }
 expect = "allow"
 `
 
+// policyRepo is a policy repository on disk (git.url is its local path)
+// and a user's clone of it, pushed to with the git CLI.
+type policyRepo struct {
+	t    *testing.T
+	srv  *gittest.Server
+	url  string
+	work string
+}
+
+// newPolicyRepo creates a repository whose main holds web at policyTOML.
+func newPolicyRepo(t *testing.T, policyTOML string) *policyRepo {
+	t.Helper()
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.InitRepo("policies", map[string]string{"web/policy.toml": policyTOML})
+	return &policyRepo{t: t, srv: srv, url: srv.RepoPath("policies"), work: srv.Clone(srv.RepoPath("policies"))}
+}
+
+// write commits web at policyTOML on main and pushes it; it returns the
+// commit.
+func (r *policyRepo) write(policyTOML string) string {
+	r.t.Helper()
+	h := r.srv.Commit(r.work, map[string]string{"web/policy.toml": policyTOML}, "edit web")
+	r.srv.Push(r.work, "main")
+	return h
+}
+
+// head is main's commit in the repository.
+func (r *policyRepo) head() string { return r.srv.Head("policies", "main") }
+
 // mustWrite replaces a file atomically (a hidden temporary file, then a
-// rename), so a leader reading the directory never sees half of it.
+// rename).
 func mustWrite(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -107,15 +137,16 @@ func testLogger(t *testing.T) hclog.Logger {
 }
 
 // nodeConfig is a valid configuration for node id with its own data
-// directory, serving the shared policies directory.
-func nodeConfig(t *testing.T, id, policies string) *config.Config {
+// directory, following the policy repository at url.
+func nodeConfig(t *testing.T, id, url string) *config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Node.ID = id
 	cfg.Node.DataDir = filepath.Join(t.TempDir(), id)
 	cfg.Node.HTTPAddr = "127.0.0.1:0"
 	cfg.Node.RaftAddr = "127.0.0.1:0"
-	cfg.Git.InitFrom = policies
+	cfg.Git.URL = url
+	cfg.Git.InitFrom = ""
 	cfg.Git.Poll = "@every 1h" // tests reconcile on request
 	cfg.API.TokenEnv = ""
 	if err := cfg.Validate(); err != nil {
@@ -195,30 +226,30 @@ func serves(base string, gen uint64) error {
 	return nil
 }
 
-// testCluster is a set of in-process nodes sharing a policies directory.
+// testCluster is a set of in-process nodes following one repository.
 type testCluster struct {
-	t        *testing.T
-	policies string
-	nodes    map[string]*Main
-	configs  map[string]*config.Config
+	t       *testing.T
+	repo    *policyRepo
+	nodes   map[string]*Main
+	configs map[string]*config.Config
 }
 
 func newTestCluster(t *testing.T) *testCluster {
-	c := &testCluster{t: t, policies: t.TempDir(), nodes: map[string]*Main{}, configs: map[string]*config.Config{}}
-	c.write(webPolicy(1))
-	return c
+	return &testCluster{t: t, repo: newPolicyRepo(t, webPolicy(1)), nodes: map[string]*Main{},
+		configs: map[string]*config.Config{}}
 }
 
-// write replaces the web policy in the shared directory.
-func (c *testCluster) write(policyTOML string) {
-	mustWrite(c.t, filepath.Join(c.policies, "web", "policy.toml"), policyTOML)
+// write pushes a new version of the web policy to main.
+func (c *testCluster) write(policyTOML string) string {
+	c.t.Helper()
+	return c.repo.write(policyTOML)
 }
 
 // start runs node id: the first one bootstraps, the others join the
 // first one's HTTP address.
 func (c *testCluster) start(id string, edit func(*config.Config)) *Main {
 	c.t.Helper()
-	cfg := nodeConfig(c.t, id, c.policies)
+	cfg := nodeConfig(c.t, id, c.repo.url)
 	if len(c.configs) == 0 {
 		cfg.Node.Bootstrap = true
 	} else {
@@ -308,3 +339,11 @@ func (c *testCluster) reconcile(id string) {
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// TestMain keeps the git processes of the tests (the CLI, and the ones
+// go-git starts for local remotes) away from the developer's config.
+func TestMain(m *testing.M) {
+	os.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	os.Exit(m.Run())
+}

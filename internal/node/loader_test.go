@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -59,7 +60,7 @@ func stage(t *testing.T, n uint64, k int) *raftstore.StageGeneration {
 	if len(v.Problems) > 0 {
 		t.Fatal(v.Problems)
 	}
-	return &raftstore.StageGeneration{Generation: n, Commit: reconcile.DirCommit(files), Files: files, Etags: v.Etags,
+	return &raftstore.StageGeneration{Generation: n, Commit: fmt.Sprintf("%040x", k), Files: files, Etags: v.Etags,
 		CreateTime: time.Unix(int64(n), 0)}
 }
 

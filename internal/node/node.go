@@ -83,7 +83,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.done = make(chan struct{})
 	m.served = make(chan struct{})
 	m.fatal = make(chan error, 1)
-	if err := checkSource(m.Config); err != nil {
+	if err := m.prepareSource(ctx); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(m.Config.Node.DataDir, 0o750); err != nil {
@@ -100,7 +100,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openStore(); err != nil {
 		return err
 	}
-	if err := m.wire(); err != nil {
+	if err := m.wire(ctx); err != nil {
 		return err
 	}
 	m.loader.load(m.store.State()) // the restored generation, before serving
@@ -110,21 +110,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	log.Info("listening", "addr", m.Addr(), "node_id", m.Config.Node.ID, "raft_addr", m.store.Addr(),
 		"generation", m.gens.served())
 	go m.stopOnCancel(ctx)
-	return nil
-}
-
-// checkSource refuses a git.init_from that is not a directory: on the
-// leader it is where new generations come from.
-func checkSource(cfg *config.Config) error {
-	if cfg.Git.InitFrom == "" {
-		return nil
-	}
-	dir := sourceDir(cfg)
-	if fi, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("policies from git.init_from: %w", err)
-	} else if !fi.IsDir() {
-		return fmt.Errorf("policies from git.init_from: %s is not a directory", dir)
-	}
 	return nil
 }
 

@@ -6,19 +6,24 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/gittest"
 )
 
-// singleNode is a one-node cluster (bootstrap) over its own policies
-// directory holding web at version 1.
+// singleNode is a one-node cluster (bootstrap) on the embedded default:
+// git.url does not exist yet and is seeded from git.init_from, a
+// directory holding web at policyTOML.
 func singleNode(t *testing.T, policyTOML string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
-	mustWrite(t, filepath.Join(dir, "web", "policy.toml"), policyTOML)
-	cfg := nodeConfig(t, "node-t", dir)
+	mustWrite(t, filepath.Join(dir, "seed", "web", "policy.toml"), policyTOML)
+	cfg := nodeConfig(t, "node-t", filepath.Join(dir, "policies.git"))
+	cfg.Git.InitFrom = filepath.Join(dir, "seed")
 	cfg.Node.Bootstrap = true
 	return cfg
 }
@@ -55,7 +60,7 @@ func TestNodeServesDecisions(t *testing.T) {
 		t.Errorf("raft data dir not created: %v", err)
 	}
 	g := m.Generations().Current()
-	if g == nil || g.Generation != 1 || !strings.HasPrefix(g.Commit, "dir@sha256:") {
+	if g == nil || g.Generation != 1 || len(g.Commit) != 40 {
 		t.Errorf("generation = %+v", g)
 	}
 	if m.Registry() == nil {
@@ -126,7 +131,11 @@ func TestNodeInvalidFirstTree(t *testing.T) {
 	if _, code, _ := evaluate(base, "/healthz", 0); code != http.StatusServiceUnavailable {
 		t.Errorf("decision = %d", code)
 	}
-	mustWrite(t, filepath.Join(cfg.Git.InitFrom, "web", "policy.toml"), webPolicy(2))
+	// A newcomer's fix: clone the embedded repository, edit, push.
+	git := gittest.NewServer(t, gittest.Options{})
+	work := git.Clone(cfg.Git.URL)
+	git.Commit(work, map[string]string{"web/policy.toml": webPolicy(2)}, "fix the typo")
+	git.Push(work, "main")
 	if code := call(t, http.MethodPost, base+"/v1/cluster:reconcile", "", nil); code != http.StatusAccepted {
 		t.Fatalf("reconcile = %d", code)
 	}
@@ -138,6 +147,12 @@ func TestNodeStartErrors(t *testing.T) {
 	cfg.Git.InitFrom = filepath.Join(t.TempDir(), "missing")
 	if err := (&Main{Config: cfg}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "init_from") {
 		t.Errorf("missing init_from: %v", err)
+	}
+	cfg = singleNode(t, webPolicy(1))
+	cfg.Node.DataDir = filepath.Join(t.TempDir(), "file")
+	mustWrite(t, filepath.Join(cfg.Node.DataDir, gitDir), "not a directory")
+	if err := (&Main{Config: cfg}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "git") {
+		t.Errorf("clone dir is a file: %v", err)
 	}
 	if err := (&Main{}).Run(context.Background()); err == nil {
 		t.Error("started without config")
@@ -177,5 +192,52 @@ func TestGenerationsKeepPrevious(t *testing.T) {
 	g.publish(s3, s2)
 	if g.Get(1) != nil || g.Get(2) != s2 || g.Get(3) != s3 {
 		t.Error("only the active generation and the one before it are kept")
+	}
+}
+
+// TestSeedRepository: the embedded default is created once, from
+// init_from, as one commit on the branch; an existing repository (what
+// users pushed since) is never touched; nodes racing to seed it all start.
+func TestSeedRepository(t *testing.T) {
+	cfg := singleNode(t, webPolicy(1))
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	created := make([]bool, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			created[i], errs[i] = seedRepository(context.Background(), cfg, time.Unix(1e9, 0))
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("seeding %d: %v", i, err)
+		}
+		if created[i] {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d callers created the repository", n)
+	}
+	git := gittest.NewServer(t, gittest.Options{})
+	if log := git.Git(cfg.Git.URL, "log", "--format=%s", "main"); !strings.HasPrefix(log, "Seed policies from") || strings.Contains(log, "\n") {
+		t.Errorf("log of main: %q", log)
+	}
+	if got := git.Git(cfg.Git.URL, "show", "main:web/policy.toml"); got != strings.TrimSpace(webPolicy(1)) {
+		t.Errorf("seeded content: %q", got)
+	}
+	mustWrite(t, filepath.Join(cfg.Git.InitFrom, "web", "policy.toml"), webPolicy(2))
+	if again, err := seedRepository(context.Background(), cfg, time.Now()); again || err != nil {
+		t.Errorf("second seeding: %v %v", again, err)
+	}
+	// init_from does not apply to a remote.
+	remote := *cfg
+	remote.Git.URL, remote.Git.InitFrom = "https://example.com/p.git", filepath.Join(t.TempDir(), "missing")
+	if c, err := seedRepository(context.Background(), &remote, time.Now()); c || err != nil {
+		t.Errorf("remote url: %v %v", c, err)
 	}
 }

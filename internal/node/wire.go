@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -10,8 +11,8 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
-	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -42,10 +43,11 @@ func (m *Main) openStore() error {
 
 // wire builds the parts around the store: cluster layer, leader loop,
 // loader and API, on one metrics registry.
-func (m *Main) wire() error {
+func (m *Main) wire(ctx context.Context) error {
 	cfg := m.Config
 	m.registry = prometheus.NewRegistry()
 	token := cfg.Secret(cfg.API.TokenEnv)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}}
 	c, err := cluster.New(cluster.Config{
 		NodeID:     cfg.Node.ID,
 		Store:      m.store,
@@ -53,14 +55,14 @@ func (m *Main) wire() error {
 		Token:      token,
 		Reconciler: triggerFunc(func() { m.loop.Trigger() }),
 		Source:     m.sourceStatus,
-		Client:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}},
+		Client:     client,
 		Logger:     m.Logger.Named(logging.Node),
 	})
 	if err != nil {
 		return err
 	}
 	m.cluster = c
-	if err := m.wireLeaderAndLoader(); err != nil {
+	if err := m.wireLeaderAndLoader(ctx); err != nil {
 		return err
 	}
 	m.registry.MustRegister(newRaftCollector(c.RaftState))
@@ -72,23 +74,25 @@ func (m *Main) wire() error {
 		Registry:       m.registry,
 		Cluster:        c,
 		Token:          token,
+		Rollback:       m.loop,
+		Client:         client,
 	})
 	return nil
 }
 
 // wireLeaderAndLoader builds the leader loop and the node loader, which
 // must load and compile with the same options.
-func (m *Main) wireLeaderAndLoader() error {
+func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 	cfg := m.Config
 	lopts := policy.LoadOptions{MergeDefault: cfg.Policy.MergeDefault}
 	eopts := engine.DefaultOptions()
-	var src reconcile.TreeSource
-	if cfg.Git.InitFrom != "" {
-		src = reconcile.DirSource{Root: sourceDir(cfg)}
+	src, err := m.openSource(ctx, lopts)
+	if err != nil {
+		return err
 	}
-	var err error
 	m.loop, err = reconcile.New(reconcile.Config{
 		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
+		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
 		LoadOptions: lopts, EngineOptions: eopts,
 		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile),
 	})
@@ -125,11 +129,6 @@ func (m *Main) self() cluster.JoinRequest {
 func (m *Main) sourceStatus() cluster.SourceStatus {
 	s := m.loop.Status()
 	return cluster.SourceStatus{Commit: s.Commit, Error: s.Error, Time: s.Time}
-}
-
-// sourceDir is the policies root inside git.init_from.
-func sourceDir(cfg *config.Config) string {
-	return filepath.Join(cfg.Git.InitFrom, filepath.FromSlash(cfg.Git.Path))
 }
 
 // triggerFunc adapts a function to cluster.Trigger.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -13,6 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -37,6 +39,9 @@ const (
 	// nothing in the replicated state changed (reachability changes with
 	// heartbeats, which are not in the log).
 	DefaultCheckInterval = 250 * time.Millisecond
+	// DefaultMaxCommits bounds how many new commits of the live branch one
+	// pass turns into generations; past it, only the newest is taken.
+	DefaultMaxCommits = 32
 	// retryAfter is how soon a failed reconcile is tried again.
 	retryAfter = time.Second
 	// maxProblems and maxProblemLen keep a MarkInvalid command far below
@@ -49,9 +54,12 @@ const (
 type Config struct {
 	Store   Store
 	Members Members
-	// Source is where trees come from; nil makes every reconcile a pull
-	// error.
-	Source TreeSource
+	// Source is the policy repository; nil makes every pass a pull error.
+	Source Source
+	// Branch is the live branch, for revisions in logs ("main" when empty).
+	Branch string
+	// URL is the remote, already redacted, for the PullError record.
+	URL string
 	// Poll is the robfig/cron spec of periodic reconciles (git.poll).
 	Poll string
 	// LoadOptions and EngineOptions are used to validate trees; every node
@@ -61,20 +69,26 @@ type Config struct {
 	// Registry receives the loop's metrics; nil registers nowhere.
 	Registry prometheus.Registerer
 	Logger   hclog.Logger
-	// Now is the clock for metrics; times in commands come from the store.
+	// Now is the clock for metrics and records; times in generation
+	// commands come from the store.
 	Now           func() time.Time
 	CheckInterval time.Duration
+	MaxCommits    int
 }
 
-// Status is the loop's last read of its source (the PullError condition).
+// Status is the loop's last read of its source, in the leader's memory
+// (the cluster view carries it to followers; the replicated SourceRecord
+// keeps a PullError across leader changes).
 type Status struct {
+	// Commit is the live branch's head at the last successful fetch.
 	Commit string
 	Error  string
 	Time   time.Time
 }
 
-// Loop is the leader-only reconcile loop: read the newest tree, skip it if
-// already known, validate it, stage it as the next generation, and
+// Loop is the leader-only reconcile loop: fetch the repository, skip when
+// nothing moved, turn each new commit of the live branch into a generation
+// (validate, then Stage or MarkInvalid), record the other branches, and
 // activate the staged generation once every reachable node reported Ready.
 // A Loop lives as long as the node; Run runs only while the node leads, so
 // a trigger received between two leaderships is kept for the next one.
@@ -83,6 +97,7 @@ type Loop struct {
 	log     hclog.Logger
 	trigger chan struct{}
 	metrics *metrics
+	leading atomic.Bool
 
 	mu      sync.Mutex
 	status  Status
@@ -106,12 +121,20 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
 	}
+	if cfg.MaxCommits <= 0 {
+		cfg.MaxCommits = DefaultMaxCommits
+	}
+	if cfg.Branch == "" {
+		cfg.Branch = gitsource.DefaultBranch
+	}
 	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1)}
 	l.metrics = newMetrics(cfg.Registry)
 	return l, nil
 }
 
-// Trigger asks for a reconcile soon. Calls coalesce; it never blocks.
+// Trigger asks for a reconcile soon (the poll schedule, POST
+// /v1/cluster:reconcile and the webhook all call it). Calls coalesce; it
+// never blocks.
 func (l *Loop) Trigger() {
 	select {
 	case l.trigger <- struct{}{}:
@@ -126,149 +149,138 @@ func (l *Loop) Status() Status {
 	return l.status
 }
 
+// term is what one leadership term remembers between passes. A new term
+// starts from the replicated state only, so a leader never acts on what
+// it remembered from an earlier term while another node led.
+type term struct {
+	// refs are the refs of the last complete pass.
+	refs *gitsource.Refs
+	// cursor is the last live commit handled in this term.
+	cursor string
+	// branches caches each branch's record by branch name.
+	branches map[string]branchEntry
+}
+
 // Run reconciles on triggers, on the poll schedule and once at start, and
 // promotes the staged generation when it can, until ctx ends (leadership
-// lost or node stopping). A generation staged by an earlier leader is
-// resumed from the replicated state: it is activated once ready, never
-// staged again.
+// lost or node stopping). Promotion runs beside the reconcile passes, so a
+// slow remote never delays the activation of a staged generation. A
+// generation staged by an earlier leader is resumed from the replicated
+// state: it is activated once ready, never staged again.
 func (l *Loop) Run(ctx context.Context) {
-	sub, unsubscribe := l.cfg.Store.Subscribe()
-	defer unsubscribe()
+	l.leading.Store(true)
+	defer l.leading.Store(false)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.runPromoter(ctx)
+	}()
 	sched := cron.New()
 	if _, err := sched.AddFunc(l.cfg.Poll, l.Trigger); err != nil {
 		l.log.Error("git.poll does not parse; reconciling on request only", "error", err)
 	}
 	sched.Start()
 	defer sched.Stop()
-	check := time.NewTicker(l.cfg.CheckInterval)
-	defer check.Stop()
+	t := &term{branches: map[string]branchEntry{}}
 	l.Trigger()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.trigger:
-			l.reconcile(ctx)
+			l.reconcile(ctx, t)
+		}
+	}
+}
+
+// runPromoter activates the staged generation when it can, on every state
+// change and every CheckInterval.
+func (l *Loop) runPromoter(ctx context.Context) {
+	sub, unsubscribe := l.cfg.Store.Subscribe()
+	defer unsubscribe()
+	check := time.NewTicker(l.cfg.CheckInterval)
+	defer check.Stop()
+	for {
+		l.promote(ctx)
+		select {
+		case <-ctx.Done():
+			return
 		case <-sub:
 		case <-check.C:
 		}
-		l.promote(ctx)
 	}
 }
 
-// reconcile is one pass over the source, in small steps.
-func (l *Loop) reconcile(ctx context.Context) {
-	tree, err := l.read(ctx)
+// reconcile is one pass, as an ordered list of small steps: fetch (and
+// record or clear PullError), skip when no ref moved, promote the live
+// branch's new commits, record the other branches.
+func (l *Loop) reconcile(ctx context.Context, t *term) {
+	refs, fresh, err := l.fetch(ctx)
 	if err != nil {
-		l.retry(ctx, "pull_error", "cannot read the policy source", err)
+		msg := "cannot fetch the policy repository"
+		if !fresh {
+			msg = "" // logged when it started; the record and the view show it
+		}
+		l.retry(ctx, "pull_error", msg, err)
 		return
 	}
-	st := l.cfg.Store.State()
-	if why := known(st, tree.Commit); why != "" {
+	if t.refs != nil && sameRefs(t.refs, refs) {
 		l.metrics.result("unchanged")
-		l.log.Trace("tree unchanged", "commit", tree.Commit, "known_as", why)
+		l.log.Trace("unchanged", "revision", refs.Main.String())
 		return
 	}
-	n := st.Highest + 1
-	v := l.validate(tree)
-	if len(v.Problems) > 0 {
-		l.markInvalid(ctx, n, tree.Commit, v.Problems)
+	if err := l.syncMain(ctx, t, refs.Main); err != nil {
+		t.cursor = "" // resume from the replicated state
+		l.retry(ctx, "error", "cannot promote the live branch", err)
 		return
 	}
-	_, err = l.cfg.Store.Propose(ctx, &raftstore.StageGeneration{Generation: n, Commit: tree.Commit,
-		Files: tree.Files, Etags: v.Etags})
-	switch {
-	case errors.Is(err, raftstore.ErrTooLarge):
-		l.markInvalid(ctx, n, tree.Commit, []string{err.Error()})
-	case err != nil:
-		l.retry(ctx, "error", "cannot stage the generation", err)
-	default:
-		l.metrics.result("staged")
-		l.log.Info("generation staged", "generation", n, "commit", tree.Commit, "policies", len(v.Etags))
-	}
-}
-
-// read gets the newest tree and records the outcome for status.
-func (l *Loop) read(ctx context.Context) (Tree, error) {
-	var tree Tree
-	err := errNoSource
-	if l.cfg.Source != nil {
-		tree, err = l.cfg.Source.Latest(ctx)
-	}
-	st := Status{Commit: tree.Commit, Time: l.cfg.Now()}
-	if err != nil {
-		st = Status{Commit: l.Status().Commit, Error: err.Error(), Time: st.Time}
-	}
-	l.mu.Lock()
-	l.status = st
-	l.mu.Unlock()
-	return tree, err
-}
-
-// known says why a commit needs no new generation: it is the newest one
-// recorded (whatever became of it), the staged one, or the active one
-// with nothing staged. Returning to the active commit while another is
-// staged does make a new generation, so the staged one never activates.
-func known(st *raftstore.State, commit string) string {
-	if g, ok := st.Generation(st.Highest); ok && g.Commit == commit {
-		return "newest generation " + string(g.State)
-	}
-	if g, ok := st.StagedGeneration(); ok && g.Commit == commit {
-		return "staged generation"
-	}
-	if g, ok := st.ActiveGeneration(); ok && g.Commit == commit && st.Staged == 0 {
-		return "active generation"
-	}
-	return ""
-}
-
-// validate checks that a tree can become a generation: small enough for
-// the log, and every policy valid.
-func (l *Loop) validate(tree Tree) Validation {
-	stage := raftstore.StageGeneration{Files: tree.Files}
-	if size := stage.BundleSize(); size > raftstore.MaxGenerationBytes {
-		return Validation{Problems: []string{fmt.Sprintf("the policies root is %d bytes (paths plus contents), over the %d byte limit of a generation: keep large files outside git.path",
-			size, raftstore.MaxGenerationBytes)}}
-	}
-	return Validate(tree.Files, l.cfg.LoadOptions, l.cfg.EngineOptions)
-}
-
-// markInvalid records a tree that failed validation as an INVALID
-// generation; the active one keeps serving.
-func (l *Loop) markInvalid(ctx context.Context, n uint64, commit string, problems []string) {
-	_, err := l.cfg.Store.Propose(ctx, &raftstore.MarkInvalid{Generation: n, Commit: commit,
-		Errors: capProblems(problems)})
-	if err != nil {
-		l.retry(ctx, "error", "cannot record the invalid generation", err)
+	if err := l.syncBranches(ctx, t, refs); err != nil {
+		l.retry(ctx, "error", "cannot record the branches", err)
 		return
 	}
-	l.metrics.result("invalid")
-	l.log.Warn("generation invalid; the active generation keeps serving", "generation", n, "commit", commit,
-		"problems", len(problems), "first", problems[0])
+	t.refs = refs
 }
 
-func capProblems(p []string) []string {
-	out := make([]string, 0, min(len(p), maxProblems+1))
-	for i, s := range p {
-		if i == maxProblems {
-			out = append(out, fmt.Sprintf("… and %d more problems", len(p)-maxProblems))
-			break
+// sameRefs reports whether two fetches saw the same branches and pulls.
+func sameRefs(a, b *gitsource.Refs) bool {
+	if a.Main != b.Main || len(a.Branches) != len(b.Branches) || len(a.Pulls) != len(b.Pulls) {
+		return false
+	}
+	for name, r := range a.Branches {
+		if b.Branches[name] != r {
+			return false
 		}
-		if len(s) > maxProblemLen {
-			s = s[:maxProblemLen] + "…"
-		}
-		out = append(out, s)
 	}
-	return out
+	for n, r := range a.Pulls {
+		if b.Pulls[n] != r {
+			return false
+		}
+	}
+	return true
 }
 
-// retry logs a failed pass and triggers another one soon.
+// revision formats a live-branch commit as flux does: "main@sha1:<hash>".
+func (l *Loop) revision(commit string) string {
+	if commit == "" || isDirCommit(commit) {
+		return commit
+	}
+	return gitsource.Revision{Ref: l.cfg.Branch, Hash: commit}.String()
+}
+
+// retry logs a failed pass (unless msg is empty: already logged) and
+// triggers another one soon.
 func (l *Loop) retry(ctx context.Context, result, msg string, err error) {
 	l.metrics.result(result)
 	if ctx.Err() != nil || errors.Is(err, raftstore.ErrNotLeader) || errors.Is(err, raftstore.ErrLeadershipLost) {
 		return // leadership is ending; the next leader starts over
 	}
-	l.log.Warn(msg+"; retrying", "error", err)
+	if msg != "" {
+		l.log.Warn(msg+"; retrying", "error", err)
+	} else {
+		l.log.Debug("still failing; retrying", "error", err)
+	}
 	time.AfterFunc(retryAfter, func() {
 		if ctx.Err() == nil {
 			l.Trigger()
@@ -304,8 +316,8 @@ func (l *Loop) promote(ctx context.Context) {
 	}
 	took := l.cfg.Now().Sub(g.CreateTime)
 	l.metrics.promoted(took)
-	l.log.Info("generation active", "generation", g.Number, "commit", g.Commit, "ready_nodes", len(g.ReadyNodes),
-		"stage_to_active", took.Round(time.Millisecond))
+	l.log.Info("generation active", "generation", g.Number, "revision", l.revision(g.Commit),
+		"ready_nodes", len(g.ReadyNodes), "stage_to_active", took.Round(time.Millisecond))
 }
 
 // noteWaiting logs once per generation and set of missing nodes.

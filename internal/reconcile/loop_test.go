@@ -4,130 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
-// fakeStore applies proposals to a State with raftstore's own Applier,
-// stamping times as Store.Propose does, and signals subscribers.
-type fakeStore struct {
-	mu       sync.Mutex
-	state    *raftstore.State
-	proposed []raftstore.CommandType
-	subs     []chan struct{}
-	now      time.Time
-}
-
-func newFakeStore() *fakeStore {
-	return &fakeStore{state: raftstore.NewState(), now: time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)}
-}
-
-func (f *fakeStore) State() *raftstore.State {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.state
-}
-
-func (f *fakeStore) Subscribe() (<-chan struct{}, func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan struct{}, 1)
-	f.subs = append(f.subs, ch)
-	return ch, func() {}
-}
-
-func (f *fakeStore) Propose(_ context.Context, p raftstore.Payload) (raftstore.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(time.Second)
-	switch v := p.(type) {
-	case *raftstore.StageGeneration:
-		v.CreateTime = f.now
-	case *raftstore.ActivateGeneration:
-		v.Time = f.now
-	case *raftstore.MarkInvalid:
-		v.Time = f.now
-	case *raftstore.ReportReady:
-		v.Time = f.now
-	case *raftstore.ReportFailed:
-		v.Time = f.now
-	}
-	cmd, err := raftstore.NewCommand(p)
-	if err != nil {
-		return raftstore.Result{}, err
-	}
-	f.proposed = append(f.proposed, cmd.Type)
-	next := f.state.Clone()
-	err = (&raftstore.Applier{State: next}).Apply(cmd)
-	next.LastIndex++
-	f.state = next
-	for _, ch := range f.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	return raftstore.Result{Index: next.LastIndex}, err
-}
-
-// count returns how many commands of type t were proposed.
-func (f *fakeStore) count(t raftstore.CommandType) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, p := range f.proposed {
-		if p == t {
-			n++
-		}
-	}
-	return n
-}
-
-// fixedMembers always requires the same nodes.
-type fixedMembers []string
-
-func (m fixedMembers) Required(*raftstore.State) []string { return m }
-
-// sourceFunc adapts a function to TreeSource.
-type sourceFunc func() (Tree, error)
-
-func (f sourceFunc) Latest(context.Context) (Tree, error) { return f() }
-
-// mutableSource serves whatever tree was set last.
-type mutableSource struct {
-	mu   sync.Mutex
-	tree Tree
-	err  error
-}
-
-func (s *mutableSource) set(files map[string]string) {
-	t := Tree{Files: map[string][]byte{}}
-	for p, c := range files {
-		t.Files[p] = []byte(c)
-	}
-	t.Commit = DirCommit(t.Files)
-	s.mu.Lock()
-	s.tree, s.err = t, nil
-	s.mu.Unlock()
-}
-
-func (s *mutableSource) Latest(context.Context) (Tree, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tree, s.err
-}
-
+// webPolicy is a valid tree whose rule names its version.
 func webPolicy(rule string) map[string]string {
 	return map[string]string{"web/policy.toml": fmt.Sprintf(`default_action = "deny"
 [[rules]]
@@ -142,20 +32,36 @@ expect = "allow"
 `, rule, rule, rule)}
 }
 
-// startLoop runs a loop until the test ends.
-func startLoop(t *testing.T, store *fakeStore, src TreeSource, members Members) *Loop {
+// brokenPolicy does not compile (a typo in a field name).
+var brokenPolicy = map[string]string{"web/policy.toml": "default_action = \"deny\"\n[[rules]]\nname = \"x\"\npriority = 1\naction = \"allow\"\nmatch = 'request.pth == \"/\"'\n"}
+
+// startLoop runs a leader loop until the test ends.
+func startLoop(t *testing.T, store *fakeStore, src Source, members Members) *Loop {
 	t.Helper()
-	l, err := New(Config{Store: store, Members: members, Source: src, Poll: "@every 1h",
+	l := newLoop(t, store, src, members)
+	runLoop(t, l)
+	return l
+}
+
+func newLoop(t *testing.T, store *fakeStore, src Source, members Members) *Loop {
+	t.Helper()
+	l, err := New(Config{Store: store, Members: members, Source: src, Poll: "@every 1h", URL: "https://example.com/p.git",
 		LoadOptions: policy.LoadOptions{MergeDefault: policy.StrategyFail}, EngineOptions: engine.DefaultOptions(),
 		Registry: prometheus.NewRegistry(), Logger: testlog.New(t), CheckInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// runLoop runs l as one leadership term; the returned func ends it.
+func runLoop(t *testing.T, l *Loop) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return l
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -178,13 +84,38 @@ func ready(t *testing.T, s *fakeStore, gen uint64, nodes ...string) {
 	}
 }
 
+// gen returns generation n, failing the test when it is not there.
+func gen(t *testing.T, s *fakeStore, n uint64) raftstore.Generation {
+	t.Helper()
+	g, ok := s.State().Generation(n)
+	if !ok {
+		t.Fatalf("no generation %d", n)
+	}
+	return g
+}
+
+// settle triggers the loop and waits until a pass has run.
+func settle(t *testing.T, l *Loop, repo *fakeRepo) {
+	t.Helper()
+	repo.mu.Lock()
+	before := repo.fetches
+	repo.mu.Unlock()
+	l.Trigger()
+	eventually(t, "a pass", func() bool {
+		repo.mu.Lock()
+		defer repo.mu.Unlock()
+		return repo.fetches > before
+	})
+	time.Sleep(20 * time.Millisecond) // the pass proposes after its fetch
+}
+
 func TestLoopStagesThenActivatesWhenAllReady(t *testing.T) {
-	store, src := newFakeStore(), &mutableSource{}
-	src.set(webPolicy("a"))
-	l := startLoop(t, store, src, fixedMembers{"n1", "n2"})
+	store, repo := newFakeStore(), newFakeRepo()
+	c1 := repo.commit("main", webPolicy("a"))
+	l := startLoop(t, store, repo, fixedMembers{"n1", "n2"})
 	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
-	g := store.State().Generations[1]
-	if g.Commit != src.tree.Commit || g.Etags["web"] == "" || string(g.Files["web/policy.toml"]) == "" {
+	g := gen(t, store, 1)
+	if g.Commit != c1 || g.Etags["web"] == "" || len(g.Files["web/policy.toml"]) == 0 {
 		t.Errorf("staged = %+v", g)
 	}
 	ready(t, store, 1, "n1")
@@ -194,42 +125,86 @@ func TestLoopStagesThenActivatesWhenAllReady(t *testing.T) {
 	}
 	ready(t, store, 1, "n2")
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
-	// The same tree again is no new generation.
-	l.Trigger()
-	l.Trigger()
-	time.Sleep(50 * time.Millisecond)
-	if st := store.State(); st.Highest != 1 || store.count(raftstore.TypeActivateGeneration) != 1 {
-		t.Errorf("highest %d, %d activations", st.Highest, store.count(raftstore.TypeActivateGeneration))
+	// Idle polls: no new generation, and no raft write at all.
+	writes := store.total()
+	for range 3 {
+		settle(t, l, repo)
 	}
-	if s := l.Status(); s.Commit != src.tree.Commit || s.Error != "" {
+	if st := store.State(); st.Highest != 1 || store.total() != writes {
+		t.Errorf("highest %d, %d writes during idle polls", st.Highest, store.total()-writes)
+	}
+	if s := l.Status(); s.Commit != c1 || s.Error != "" {
 		t.Errorf("status = %+v", s)
 	}
 }
 
-func TestLoopRecordsInvalidTrees(t *testing.T) {
-	store, src := newFakeStore(), &mutableSource{}
-	src.set(map[string]string{"web/policy.toml": "default_action = \"deny\"\n[[rules]]\nname = \"x\"\npriority = 1\naction = \"allow\"\nmatch = 'request.pth == \"/\"'\n"})
-	l := startLoop(t, store, src, fixedMembers{"n1"})
+// TestLoopEveryCommitInOrder pushes several commits between two passes:
+// each invalid one is recorded INVALID in order, the newest valid one is
+// staged, older valid ones are superseded before staging, and commits
+// that change no policy make no generation.
+func TestLoopEveryCommitInOrder(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", webPolicy("v0"))
+	l := startLoop(t, store, repo, fixedMembers{})
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+
+	repo.commit("main", webPolicy("v1"))                        // valid, superseded by c4
+	c2 := repo.commit("main", brokenPolicy)                     // invalid: generation 2
+	c3 := repo.commit("main", map[string]string{"README": "x"}) // main still broken: generation 3 INVALID
+	c4 := repo.commit("main", webPolicy("v4"))                  // valid: generation 4
+	c5 := repo.commit("main", map[string]string{"README": "y"}) // no policy change: no generation
+	l.Trigger()
+	eventually(t, "generation 4 active", func() bool { return store.State().Active == 4 })
+	for n, want := range map[uint64]struct {
+		commit string
+		state  raftstore.GenerationState
+	}{2: {c2, raftstore.GenerationInvalid}, 3: {c3, raftstore.GenerationInvalid}, 4: {c4, raftstore.GenerationActive}} {
+		if g := gen(t, store, n); g.Commit != want.commit || g.State != want.state {
+			t.Errorf("generation %d = %s %s, want %s %s", n, g.Commit, g.State, want.commit, want.state)
+		}
+	}
+	if g := gen(t, store, 2); len(g.LeaderErrors) == 0 || !strings.Contains(g.LeaderErrors[0], "pth") {
+		t.Errorf("errors of generation 2 = %q", g.LeaderErrors)
+	}
+	if st := store.State(); st.Highest != 4 || store.count(raftstore.TypeStageGeneration) != 2 {
+		t.Errorf("highest %d, %d stages", st.Highest, store.count(raftstore.TypeStageGeneration))
+	}
+	if s := l.Status(); s.Commit != c5 {
+		t.Errorf("status commit = %s, want the head %s", s.Commit, c5)
+	}
+	// The newest valid commit before an invalid head is staged, then the
+	// head is recorded INVALID; the valid one still activates.
+	c6 := repo.commit("main", webPolicy("v6"))
+	c7 := repo.commit("main", brokenPolicy)
+	l.Trigger()
+	eventually(t, "generation 5 active", func() bool { return store.State().Active == 5 })
+	if g5, g6 := gen(t, store, 5), gen(t, store, 6); g5.Commit != c6 || g6.Commit != c7 || g6.State != raftstore.GenerationInvalid {
+		t.Errorf("generations 5, 6 = %+v, %+v", g5, g6)
+	}
+}
+
+func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", brokenPolicy)
+	l := startLoop(t, store, repo, fixedMembers{"n1"})
 	eventually(t, "generation 1 invalid", func() bool {
 		g, ok := store.State().Generation(1)
 		return ok && g.State == raftstore.GenerationInvalid
 	})
-	if g := store.State().Generations[1]; len(g.LeaderErrors) != 1 || !strings.HasPrefix(g.LeaderErrors[0], "web/policy.toml:") || !strings.Contains(g.LeaderErrors[0], "pth") {
+	if g := gen(t, store, 1); len(g.LeaderErrors) != 1 || !strings.HasPrefix(g.LeaderErrors[0], "web/policy.toml:") {
 		t.Errorf("errors = %q", g.LeaderErrors)
 	}
-	// A failing policy test.
 	failing := webPolicy("b")
 	failing["web/policy.toml"] = strings.Replace(failing["web/policy.toml"], `expect = "allow"`, `expect = "deny"`, 1)
-	src.set(failing)
+	repo.commit("main", failing)
 	l.Trigger()
 	eventually(t, "generation 2 invalid", func() bool {
 		g, ok := store.State().Generation(2)
 		return ok && g.State == raftstore.GenerationInvalid && strings.Contains(g.LeaderErrors[0], `test "allowed"`)
 	})
-	// Too large for the log: refused before validation.
 	big := webPolicy("c")
 	big["web/blob.bin"] = strings.Repeat("x", raftstore.MaxGenerationBytes)
-	src.set(big)
+	repo.commit("main", big)
 	l.Trigger()
 	eventually(t, "generation 3 invalid", func() bool {
 		g, ok := store.State().Generation(3)
@@ -238,45 +213,54 @@ func TestLoopRecordsInvalidTrees(t *testing.T) {
 	if store.count(raftstore.TypeStageGeneration) != 0 {
 		t.Error("an invalid tree was staged")
 	}
-	// Generation numbers keep growing after invalid ones.
-	src.set(webPolicy("d"))
+	repo.commit("main", map[string]string{"web/blob.bin": "", "web/policy.toml": webPolicy("d")["web/policy.toml"]})
 	l.Trigger()
 	eventually(t, "generation 4 staged", func() bool { return store.State().Staged == 4 })
 }
 
-// TestLoopResumesStagedGeneration: a new leader finds a generation staged
-// by the previous one; it activates it once and never stages its commit
-// again.
-func TestLoopResumesStagedGeneration(t *testing.T) {
-	store, src := newFakeStore(), &mutableSource{}
-	src.set(webPolicy("a"))
-	tree, _ := src.Latest(context.Background())
-	v := Validate(tree.Files, policy.LoadOptions{}, engine.DefaultOptions())
-	if _, err := store.Propose(context.Background(), &raftstore.StageGeneration{Generation: 5, Commit: tree.Commit,
-		Files: tree.Files, Etags: v.Etags}); err != nil {
-		t.Fatal(err)
+// TestLoopResumesAfterLeaderChange: a new leader finds what the old one
+// left in the replicated state and neither records nor promotes anything
+// twice.
+func TestLoopResumesAfterLeaderChange(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", webPolicy("a"))
+	first := newLoop(t, store, repo, fixedMembers{"n1", "n2"})
+	stop := runLoop(t, first)
+	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
+	c2 := repo.commit("main", brokenPolicy)
+	first.Trigger()
+	eventually(t, "generation 2 invalid", func() bool { _, ok := store.State().Generation(2); return ok })
+	stop() // leadership lost with generation 1 staged, 2 invalid
+	ready(t, store, 1, "n1", "n2")
+
+	second := newLoop(t, store, repo, fixedMembers{"n1", "n2"})
+	runLoop(t, second)
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	settle(t, second, repo)
+	if st := store.State(); st.Highest != 2 || store.count(raftstore.TypeStageGeneration) != 1 ||
+		store.count(raftstore.TypeMarkInvalid) != 1 || store.count(raftstore.TypeActivateGeneration) != 1 {
+		t.Errorf("highest %d, %d stages, %d invalid, %d activations", st.Highest, store.count(raftstore.TypeStageGeneration),
+			store.count(raftstore.TypeMarkInvalid), store.count(raftstore.TypeActivateGeneration))
 	}
-	ready(t, store, 5, "n1", "n2")
-	startLoop(t, store, src, fixedMembers{"n1", "n2"})
-	eventually(t, "generation 5 active", func() bool { return store.State().Active == 5 })
-	time.Sleep(50 * time.Millisecond)
-	if st := store.State(); st.Highest != 5 || store.count(raftstore.TypeStageGeneration) != 1 ||
-		store.count(raftstore.TypeActivateGeneration) != 1 {
-		t.Errorf("highest %d, %d stages, %d activations", st.Highest, store.count(raftstore.TypeStageGeneration),
-			store.count(raftstore.TypeActivateGeneration))
+	// The new leader continues after the newest generation's commit.
+	c3 := repo.commit("main", webPolicy("c"))
+	second.Trigger()
+	eventually(t, "generation 3 staged", func() bool { return store.State().Staged == 3 })
+	if g := gen(t, store, 3); g.Commit != c3 || gen(t, store, 2).Commit != c2 {
+		t.Errorf("generation 3 = %s", g.Commit)
 	}
 }
 
 func TestLoopNewerCommitSupersedesStaged(t *testing.T) {
-	store, src := newFakeStore(), &mutableSource{}
-	src.set(webPolicy("a"))
-	l := startLoop(t, store, src, fixedMembers{"n1", "n2"})
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", webPolicy("a"))
+	l := startLoop(t, store, repo, fixedMembers{"n1", "n2"})
 	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
 	ready(t, store, 1, "n1") // n2 never answers for 1
-	src.set(webPolicy("b"))
+	repo.commit("main", webPolicy("b"))
 	l.Trigger()
 	eventually(t, "generation 2 staged", func() bool { return store.State().Staged == 2 })
-	if g := store.State().Generations[1]; g.State != raftstore.GenerationSuperseded {
+	if g := gen(t, store, 1); g.State != raftstore.GenerationSuperseded {
 		t.Errorf("generation 1 is %s", g.State)
 	}
 	// A node that cannot compile it makes it INVALID: never activated.
@@ -291,73 +275,114 @@ func TestLoopNewerCommitSupersedesStaged(t *testing.T) {
 	}
 }
 
+// TestLoopPullError: a failing fetch is recorded once in the replicated
+// state (not once per poll), changes of the message are recorded, and the
+// first successful fetch deletes the record. The active generation is
+// untouched throughout.
 func TestLoopPullError(t *testing.T) {
-	store := newFakeStore()
-	l := startLoop(t, store, sourceFunc(func() (Tree, error) { return Tree{}, errors.New("disk on fire") }), fixedMembers{})
-	eventually(t, "a pull error", func() bool { return l.Status().Error != "" })
-	if s := l.Status(); !strings.Contains(s.Error, "disk on fire") || s.Time.IsZero() {
+	store, repo := newFakeStore(), newFakeRepo()
+	c1 := repo.commit("main", webPolicy("a"))
+	l := startLoop(t, store, repo, fixedMembers{})
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	down := &gitsource.RemoteError{Op: "fetch", URL: "https://example.com/p.git", Reason: gitsource.ReasonNetwork, Msg: "connection refused"}
+	repo.setFetchErr(down)
+	for range 4 {
+		settle(t, l, repo)
+	}
+	rec, ok := ReadSourceRecord(store.State())
+	if !ok || rec.Error != down.Error() || rec.Reason != "network" || rec.Revision != "main@sha1:"+c1 || rec.URL == "" {
+		t.Fatalf("record = %+v %v", rec, ok)
+	}
+	if n := store.count(raftstore.TypePutExperiment); n != 1 {
+		t.Errorf("%d records written for one failure", n)
+	}
+	if s := l.Status(); s.Error != down.Error() || s.Commit != c1 {
 		t.Errorf("status = %+v", s)
 	}
-	if n := len(store.State().Generations); n != 0 {
-		t.Errorf("%d generations after a pull error", n)
+	slow := &gitsource.RemoteError{Op: "fetch", Reason: gitsource.ReasonTimeout, Msg: "deadline exceeded"}
+	repo.setFetchErr(slow)
+	settle(t, l, repo)
+	if rec2, _ := ReadSourceRecord(store.State()); rec2.Reason != "timeout" || !rec2.Since.Equal(rec.Since) {
+		t.Errorf("changed failure = %+v", rec2)
+	}
+	repo.setFetchErr(nil)
+	settle(t, l, repo)
+	settle(t, l, repo)
+	if _, ok := ReadSourceRecord(store.State()); ok || store.count(raftstore.TypeDeleteExperiment) != 1 {
+		t.Errorf("record kept after recovery (%d deletes)", store.count(raftstore.TypeDeleteExperiment))
+	}
+	if st := store.State(); st.Active != 1 || st.Highest != 1 {
+		t.Errorf("active %d highest %d", st.Active, st.Highest)
 	}
 	nl := startLoop(t, newFakeStore(), nil, fixedMembers{})
-	eventually(t, "no source", func() bool { return strings.Contains(nl.Status().Error, "git.init_from") })
+	eventually(t, "no source", func() bool { return strings.Contains(nl.Status().Error, "git.url") })
 }
 
-func TestKnown(t *testing.T) {
-	st := raftstore.NewState()
-	st.Generations[1] = raftstore.Generation{Number: 1, Commit: "A", State: raftstore.GenerationActive}
-	st.Generations[2] = raftstore.Generation{Number: 2, Commit: "B", State: raftstore.GenerationStaged}
-	st.Generations[3] = raftstore.Generation{Number: 3, Commit: "C", State: raftstore.GenerationInvalid}
-	st.Active, st.Staged, st.Highest = 1, 2, 3
-	for commit, want := range map[string]bool{"A": false, "B": true, "C": true, "D": false} {
-		if got := known(st, commit) != ""; got != want {
-			t.Errorf("known(%s) = %v", commit, got)
-		}
+// TestLoopSlowFetchDoesNotHoldPromotion: promotion runs beside the passes.
+func TestLoopSlowFetchDoesNotHoldPromotion(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", webPolicy("a"))
+	l := startLoop(t, store, repo, fixedMembers{"n1"})
+	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
+	repo.mu.Lock()
+	repo.block = make(chan struct{})
+	repo.mu.Unlock()
+	l.Trigger() // this pass hangs in Fetch
+	time.Sleep(20 * time.Millisecond)
+	ready(t, store, 1, "n1")
+	eventually(t, "generation 1 active during a hung fetch", func() bool { return store.State().Active == 1 })
+	close(repo.block)
+}
+
+func TestLoopBranchRecords(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", map[string]string{"web/policy.toml": webPolicy("a")["web/policy.toml"],
+		"api/policy.toml": strings.ReplaceAll(webPolicy("x")["web/policy.toml"], "web", "api")})
+	l := startLoop(t, store, repo, fixedMembers{})
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	head := repo.commit("feature/b", webPolicy("b"))
+	repo.commit("broken", brokenPolicy)
+	repo.commit("docs", map[string]string{"README": "words"})
+	settle(t, l, repo)
+	recs := ReadBranchRecords(store.State())
+	b, broken, docs := recs["branches/feature/b"], recs["branches/broken"], recs["branches/docs"]
+	if b.Branch != "feature/b" || b.HeadCommit != head || b.Revision != "feature/b@sha1:"+head ||
+		fmt.Sprint(b.ChangedPolicies) != "[web]" || !b.Validation.Valid {
+		t.Errorf("feature/b = %+v", b)
 	}
-	st.Staged = 0
-	if known(st, "A") == "" {
-		t.Error("the active commit with nothing staged is known")
+	if broken.Validation.Valid || len(broken.Validation.Errors) == 0 || fmt.Sprint(broken.ChangedPolicies) != "[web]" {
+		t.Errorf("broken = %+v", broken)
+	}
+	if len(docs.ChangedPolicies) != 0 || !docs.Validation.Valid || len(recs) != 3 {
+		t.Errorf("docs = %+v, %d records", docs, len(recs))
+	}
+	puts := store.count(raftstore.TypePutExperiment)
+	settle(t, l, repo)
+	if n := store.count(raftstore.TypePutExperiment); n != puts {
+		t.Errorf("%d writes when nothing moved", n-puts)
+	}
+	repo.deleteBranch("broken")
+	repo.commit("main", webPolicy("b")) // main catches up with feature/b
+	settle(t, l, repo)
+	eventually(t, "records updated", func() bool {
+		recs = ReadBranchRecords(store.State())
+		_, gone := recs["branches/broken"]
+		return !gone && len(recs["branches/feature/b"].ChangedPolicies) == 0
+	})
+}
+
+func TestSameRefs(t *testing.T) {
+	a := &gitsource.Refs{Main: gitsource.Revision{Ref: "main", Hash: "1"},
+		Branches: map[string]gitsource.Revision{"main": {Ref: "main", Hash: "1"}}, Pulls: map[int]gitsource.Revision{}}
+	b := &gitsource.Refs{Main: a.Main, Branches: map[string]gitsource.Revision{"main": a.Main, "x": {Ref: "x", Hash: "2"}},
+		Pulls: map[int]gitsource.Revision{}}
+	if !sameRefs(a, a) || sameRefs(a, b) {
+		t.Error("sameRefs")
 	}
 }
 
-func TestDirSource(t *testing.T) {
-	dir := t.TempDir()
-	write := func(rel, content string) {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("web/policy.toml", "a")
-	write("_shared/x.toml", "b")
-	src := DirSource{Root: dir}
-	t1, err := src.Latest(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(t1.Files) != 2 || string(t1.Files["_shared/x.toml"]) != "b" || !strings.HasPrefix(t1.Commit, "dir@sha256:") ||
-		len(t1.Commit) != len("dir@sha256:")+16 {
-		t.Errorf("tree = %+v", t1)
-	}
-	write(".git/HEAD", "ref")
-	write("web/.tmp-policy.toml", "half")
-	if t2, _ := src.Latest(context.Background()); t2.Commit != t1.Commit || len(t2.Files) != 2 {
-		t.Errorf("hidden entries changed the tree: %+v", t2.Files)
-	}
-	write("web/policy.toml", "c")
-	if t3, _ := src.Latest(context.Background()); t3.Commit == t1.Commit {
-		t.Error("a content change kept the commit")
-	}
-	// Moving content between files is a different tree.
-	if DirCommit(map[string][]byte{"a": []byte("bc")}) == DirCommit(map[string][]byte{"ab": []byte("c")}) {
-		t.Error("ambiguous digest")
-	}
-	if _, err := (DirSource{Root: filepath.Join(dir, "missing")}).Latest(context.Background()); err == nil {
-		t.Error("a missing directory read fine")
+func TestRemoteErrorReason(t *testing.T) {
+	if reasonOf(errors.New("x")) != "" || reasonOf(fmt.Errorf("w: %w", &gitsource.RemoteError{Reason: gitsource.ReasonAuth})) != "auth" {
+		t.Error("reasonOf")
 	}
 }

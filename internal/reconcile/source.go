@@ -2,111 +2,115 @@ package reconcile
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
+	"sync"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
 )
 
-// Tree is the policies root at one revision: what a generation is made of.
-type Tree struct {
-	// Commit names the revision: a git commit SHA, or for a directory
-	// "dir@sha256:<16 hex>" of its content.
-	Commit string
-	// Files maps slash-separated paths relative to the policies root to
-	// their content.
-	Files map[string][]byte
+// Source is the leader's view of the policy repository. GitSource
+// implements it over internal/gitsource; tests give the loop a fake.
+type Source interface {
+	// Fetch brings the leader's clone up to date with the remote and
+	// returns its refs. Failures match gitsource.ErrPull.
+	Fetch(ctx context.Context) (*gitsource.Refs, error)
+	// Commits lists the commits of the live branch after from up to and
+	// including head, oldest first, following first parents. When from is
+	// "", is not an ancestor of head, or is more than max commits back,
+	// it returns head alone: the loop then takes the newest commit only.
+	Commits(from, head string, max int) ([]string, error)
+	// Files reads the policies root at a commit (gitsource.Files).
+	Files(commit string) (map[string][]byte, error)
+	// ChangedPolicies names the policies that differ between two commits.
+	ChangedPolicies(from, to string) ([]string, error)
+	// Revert writes a commit on the live branch restoring the policies
+	// root to that of req.ToHash, and pushes it (gitsource.Revert).
+	Revert(ctx context.Context, req gitsource.RevertRequest) (string, error)
 }
 
-// TreeSource gives the leader loop the newest policies tree. The git
-// source implements it for a repository; DirSource for a directory.
-type TreeSource interface {
-	Latest(ctx context.Context) (Tree, error)
+// GitSource is the Source of a real repository: a gitsource.Source (the
+// bare clone in the leader's data directory) plus a first-parent history
+// walk over the same clone.
+type GitSource struct {
+	*gitsource.Source
+	dir string
+	// mu keeps the history walk, which opens the clone on its own, apart
+	// from the writes of Revert. Fetches come from the loop goroutine that
+	// also walks, so they never overlap a walk either.
+	mu sync.Mutex
 }
 
-// maxDirBytes bounds what DirSource reads into memory. It is above the
-// generation limit on purpose: a tree between the two is read and then
-// refused as INVALID with its size, which tells the author more than a
-// read error would.
-const maxDirBytes = 64 << 20
+var _ Source = (*GitSource)(nil)
 
-// DirSource reads the policies root from a directory (git.init_from plus
-// git.path), so that editing the directory promotes a new generation. The
-// revision is a digest of the content, so an unchanged directory is the
-// same revision. Entries whose names start with "." (.git, editor and
-// temporary files) are skipped, and only regular files are read.
-type DirSource struct {
-	Root string
-}
-
-var _ TreeSource = DirSource{}
-
-// Latest implements TreeSource.
-func (d DirSource) Latest(ctx context.Context) (Tree, error) {
-	files := map[string][]byte{}
-	total := 0
-	err := filepath.WalkDir(d.Root, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if path != d.Root && strings.HasPrefix(e.Name(), ".") {
-			if e.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(d.Root, path)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if total += len(rel) + len(data); total > maxDirBytes {
-			return fmt.Errorf("more than %d bytes under %s", maxDirBytes, d.Root)
-		}
-		files[filepath.ToSlash(rel)] = data
-		return nil
-	})
+// OpenGit opens (creating when missing) the clone cfg describes. It does
+// no network I/O; the loop's first Fetch does.
+func OpenGit(ctx context.Context, cfg gitsource.Config) (*GitSource, error) {
+	src, err := gitsource.Open(ctx, cfg)
 	if err != nil {
-		return Tree{}, fmt.Errorf("read policies directory: %w", err)
+		return nil, err
 	}
-	return Tree{Commit: DirCommit(files), Files: files}, nil
+	return &GitSource{Source: src, dir: cfg.Dir}, nil
 }
 
-// DirCommit names a directory's content: "dir@sha256:" and the first 16
-// hex digits of a SHA-256 over the sorted paths, each followed by its
-// length-prefixed content.
-func DirCommit(files map[string][]byte) string {
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	h := sha256.New()
-	var n [8]byte
-	for _, p := range paths {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-		binary.BigEndian.PutUint64(n[:], uint64(len(files[p])))
-		h.Write(n[:])
-		h.Write(files[p])
-	}
-	return "dir@sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
+// Revert implements Source.
+func (g *GitSource) Revert(ctx context.Context, req gitsource.RevertRequest) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.Source.Revert(ctx, req)
 }
 
-// errNoSource is returned by a loop without a source.
-var errNoSource = errors.New("no policy source is configured (git.init_from is empty)")
+// Commits implements Source.
+func (g *GitSource) Commits(from, head string, max int) ([]string, error) {
+	if from == head {
+		return nil, nil
+	}
+	if from == "" || max <= 1 {
+		return []string{head}, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	repo, err := git.PlainOpen(g.dir)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: opening the clone: %w", err)
+	}
+	return firstParents(repo, from, head, max)
+}
+
+// firstParents walks back from head along first parents until from.
+func firstParents(repo *git.Repository, from, head string, max int) ([]string, error) {
+	var back []string // newest first
+	for hash := head; len(back) < max; {
+		back = append(back, hash)
+		c, err := object.GetCommit(repo.Storer, plumbing.NewHash(hash))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", gitsource.ErrUnknownRevision, hash, err)
+		}
+		if len(c.ParentHashes) == 0 {
+			break // the root: from is not an ancestor (history was rewritten)
+		}
+		parent := c.ParentHashes[0].String()
+		if parent == from {
+			slices.Reverse(back)
+			return back, nil
+		}
+		hash = parent
+	}
+	return []string{head}, nil
+}
+
+// errNoSource is what a loop without a source reports as its pull error.
+var errNoSource = errors.New("no policy source is configured (git.url)")
+
+// isDirCommit reports whether a generation's commit names the content of a
+// directory ("dir@sha256:…", from builds that read git.init_from
+// directly) rather than a git commit: such a generation cannot be
+// reverted to.
+func isDirCommit(commit string) bool {
+	return len(commit) > 4 && commit[:4] == "dir@"
+}

@@ -1,0 +1,151 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
+)
+
+// Rollbacker runs a rollback where the leader loop runs (reconcile.Loop);
+// elsewhere it answers raftstore.ErrNotLeader and the API forwards.
+type Rollbacker interface {
+	Rollback(ctx context.Context, req reconcile.RollbackRequest) (reconcile.RollbackResult, error)
+}
+
+var _ Rollbacker = (*reconcile.Loop)(nil)
+
+// rollbackPath is the custom method on the generations collection.
+const rollbackPath = generationsList + ":rollback"
+
+// Bounds of the wait for the revert to become active.
+const (
+	defaultRollbackWait = 30 * time.Second
+	maxRollbackWait     = 5 * time.Minute
+	// rollbackGitBudget is what a rollback may spend besides its wait:
+	// a fetch and a push (each under git.timeout) and the forward hop.
+	rollbackGitBudget = 2 * time.Minute
+	// leaderWait bounds how long a request waits for a leader to exist.
+	leaderWait = 5 * time.Second
+)
+
+// rollbackBody is the body of POST /v1/generations:rollback.
+type rollbackBody struct {
+	// Generation to restore; 0 or absent: the one before the active one.
+	Generation uint64 `json:"generation"`
+	// WaitSeconds bounds the wait for the new generation to be ACTIVE;
+	// absent: 30; 0: answer right after the push.
+	WaitSeconds *float64 `json:"waitSeconds"`
+}
+
+// rollbackResource answers a rollback.
+type rollbackResource struct {
+	TargetGeneration uint64 `json:"targetGeneration"`
+	TargetCommit     string `json:"targetCommit"`
+	// Commit is the revert commit on the live branch, Revision the same
+	// as "main@sha1:<hash>".
+	Commit   string `json:"commit"`
+	Revision string `json:"revision"`
+	Message  string `json:"message"`
+	// Generation is the generation made from Commit and State its state
+	// when the answer was written; both absent when the leader had not
+	// recorded it yet.
+	Generation uint64   `json:"generation,omitempty"`
+	State      string   `json:"state,omitempty"`
+	Errors     []string `json:"errors,omitempty"`
+}
+
+// rollback answers POST /v1/generations:rollback (CONTRACT.md §2, §5): the
+// leader writes and pushes the revert commit and, by default, waits for
+// it to become the active generation. Followers forward it.
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+	if s.cluster == nil || s.rollbacker == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+		return
+	}
+	if !s.allow(w, r, http.MethodPost) {
+		return
+	}
+	if err := s.authorized(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
+		s.fail(w, r, err)
+		return
+	}
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var body rollbackBody
+	if err := decodeStrict(raw, &body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := body.request()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.runRollback(w, r, raw, req)
+}
+
+// request checks the body and turns it into a reconcile request.
+func (b rollbackBody) request() (reconcile.RollbackRequest, error) {
+	wait := defaultRollbackWait
+	if b.WaitSeconds != nil {
+		ws := *b.WaitSeconds
+		if math.IsNaN(ws) || ws < 0 || ws > maxRollbackWait.Seconds() {
+			return reconcile.RollbackRequest{}, errorf(kindInvalidArgument, "waitSeconds must be between 0 and %.0f", maxRollbackWait.Seconds())
+		}
+		wait = time.Duration(ws * float64(time.Second))
+	}
+	return reconcile.RollbackRequest{Generation: b.Generation, Wait: wait}, nil
+}
+
+// runRollback runs the rollback here when this node leads, and otherwise
+// forwards it (once) to the leader, waiting a little for one to exist.
+func (s *Server) runRollback(w http.ResponseWriter, r *http.Request, raw []byte, req reconcile.RollbackRequest) {
+	ctx, cancel := context.WithTimeout(r.Context(), req.Wait+rollbackGitBudget)
+	defer cancel()
+	forwarded := r.Header.Get(cluster.ForwardedHeader) != ""
+	deadline := time.Now().Add(leaderWait)
+	for {
+		res, err := s.rollbacker.Rollback(ctx, req)
+		switch {
+		case err == nil:
+			s.writeValue(w, r, toRollbackResource(res))
+			return
+		case !errors.Is(err, raftstore.ErrNotLeader) || forwarded:
+			s.fail(w, r, err)
+			return
+		}
+		if addr, ok := s.leaderAddr(); ok {
+			s.forward(ctx, w, r, addr, raw)
+			return
+		}
+		if time.Now().After(deadline) {
+			s.fail(w, r, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.fail(w, r, err)
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func toRollbackResource(res reconcile.RollbackResult) rollbackResource {
+	out := rollbackResource{TargetGeneration: res.Target, TargetCommit: res.TargetCommit, Commit: res.Commit,
+		Revision: res.Revision, Message: res.Message, Generation: res.Generation, Errors: res.Errors}
+	if res.Generation != 0 {
+		out.State = contractState(res.State)
+	}
+	return out
+}

@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
+)
+
+// rollbackFunc adapts a function to Rollbacker and counts its calls.
+type rollbackFunc struct {
+	mu    sync.Mutex
+	calls []reconcile.RollbackRequest
+	fn    func(reconcile.RollbackRequest) (reconcile.RollbackResult, error)
+}
+
+func (r *rollbackFunc) Rollback(_ context.Context, req reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, req)
+	r.mu.Unlock()
+	return r.fn(req)
+}
+
+func notLeader(reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
+	return reconcile.RollbackResult{}, fmt.Errorf("%w: follower", raftstore.ErrNotLeader)
+}
+
+func TestRollbackOnTheLeader(t *testing.T) {
+	rb := &rollbackFunc{fn: func(req reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
+		return reconcile.RollbackResult{Target: 5, TargetCommit: "c5", Commit: "c9", Revision: "main@sha1:c9",
+			Message: "Revert to generation 5 (c5)", Generation: 9, State: raftstore.GenerationRetired}, nil
+	}}
+	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: clusterState()}, Rollback: rb, Token: "tok"})
+	wantError(t, e.post("/v1/generations:rollback", `{}`), http.StatusUnauthorized, "UNAUTHENTICATED")
+	auth := map[string]string{"Authorization": "Bearer tok"}
+	a := e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"generation":5,"waitSeconds":2.5}`), auth)
+	if a.code != 200 {
+		t.Fatalf("rollback = %d %s", a.code, a.body)
+	}
+	var res rollbackResource
+	if err := json.Unmarshal(a.body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.TargetGeneration != 5 || res.Commit != "c9" || res.Generation != 9 || res.State != "SUPERSEDED" ||
+		res.Message != "Revert to generation 5 (c5)" || res.Revision != "main@sha1:c9" {
+		t.Errorf("answer = %s", a.body)
+	}
+	if got := rb.calls[0]; got.Generation != 5 || got.Wait != 2500*time.Millisecond {
+		t.Errorf("request = %+v", got)
+	}
+	e.do(http.MethodPost, "/v1/generations:rollback", nil, auth)
+	if got := rb.calls[1]; got.Generation != 0 || got.Wait != defaultRollbackWait {
+		t.Errorf("default request = %+v", got)
+	}
+	for body, status := range map[string]string{`{"generation":-1}`: "INVALID_ARGUMENT", `{"gen":1}`: "INVALID_ARGUMENT",
+		`{"waitSeconds":1000}`: "INVALID_ARGUMENT"} {
+		wantError(t, e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(body), auth), 400, status)
+	}
+	wantError(t, e.do(http.MethodGet, "/v1/generations:rollback", nil, auth), http.StatusMethodNotAllowed, "UNIMPLEMENTED")
+}
+
+func TestRollbackErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   int
+		status string
+	}{
+		{fmt.Errorf("%w: generation 99", raftstore.ErrUnknownGeneration), 404, "NOT_FOUND"},
+		{fmt.Errorf("%w: no previous generation", reconcile.ErrCannotRollBack), 400, "FAILED_PRECONDITION"},
+		{fmt.Errorf("%w: GH006: Protected branch update failed", gitsource.ErrPushRefused), 400, "FAILED_PRECONDITION"},
+		{&gitsource.RemoteError{Op: "fetch", URL: "https://h/r.git", Reason: gitsource.ReasonNetwork, Msg: "refused"}, 503, "UNAVAILABLE"},
+		{fmt.Errorf("%w: forwarded to the wrong node", raftstore.ErrNotLeader), 503, "UNAVAILABLE"},
+	} {
+		rb := &rollbackFunc{fn: func(reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
+			return reconcile.RollbackResult{}, tc.err
+		}}
+		e := newTestEnv(t, Config{Cluster: &fakeCluster{state: clusterState()}, Rollback: rb})
+		a := e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{}`), map[string]string{cluster.ForwardedHeader: "n3"})
+		wantError(t, a, tc.code, tc.status)
+		if !strings.Contains(string(a.body), strings.SplitN(tc.err.Error(), ":", 2)[0]) {
+			t.Errorf("%v: message lost: %s", tc.err, a.body)
+		}
+	}
+	// Without a rollback (or a cluster) the resource does not exist.
+	e := newTestEnv(t, Config{})
+	wantError(t, e.post("/v1/generations:rollback", `{}`), 404, "NOT_FOUND")
+}
+
+// TestRollbackForwarded: a follower forwards to the leader's HTTP address
+// with the token and the forwarded mark, and answers with the leader's
+// answer, errors included.
+func TestRollbackForwarded(t *testing.T) {
+	leaderRB := &rollbackFunc{fn: func(req reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
+		if req.Generation == 3 {
+			return reconcile.RollbackResult{}, fmt.Errorf("%w: generation 3 is INVALID", reconcile.ErrCannotRollBack)
+		}
+		return reconcile.RollbackResult{Target: 5, Commit: "c9", Generation: 9, State: raftstore.GenerationActive}, nil
+	}}
+	var seen []string
+	var mu sync.Mutex
+	leader := newTestEnv(t, Config{Cluster: &fakeCluster{state: clusterState()}, Rollback: leaderRB, Token: "tok"})
+	watched := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get(cluster.ForwardedHeader)+"|"+r.Header.Get("Authorization"))
+		mu.Unlock()
+		leader.srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(watched.Close)
+	st := clusterState()
+	n1 := st.Nodes["n1"]
+	n1.HTTPAddr = strings.TrimPrefix(watched.URL, "http://")
+	st.Nodes["n1"] = n1
+	follower := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}, Rollback: &rollbackFunc{fn: notLeader}, Token: "tok"})
+	auth := map[string]string{"Authorization": "Bearer tok"}
+	a := follower.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"generation":5}`), auth)
+	if a.code != 200 || !strings.Contains(string(a.body), `"commit":"c9"`) || !strings.Contains(string(a.body), `"state":"ACTIVE"`) {
+		t.Fatalf("forwarded rollback = %d %s", a.code, a.body)
+	}
+	if len(seen) != 1 || seen[0] != "n2|Bearer tok" {
+		t.Errorf("the leader saw %q", seen)
+	}
+	a = follower.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"generation":3}`), auth)
+	wantError(t, a, 400, "FAILED_PRECONDITION")
+	if !strings.Contains(string(a.body), "INVALID") {
+		t.Errorf("the leader's message is lost: %s", a.body)
+	}
+	// A leader that cannot be reached.
+	n1.HTTPAddr = "127.0.0.1:1"
+	st.Nodes["n1"] = n1
+	wantError(t, follower.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{}`), auth), 503, "UNAVAILABLE")
+}
+
+func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
+	st := clusterState()
+	rec, _ := json.Marshal(reconcile.SourceRecord{URL: "https://h/r.git", Error: "git fetch https://h/r.git: timeout: …",
+		Reason: "timeout", Since: ts})
+	br, _ := json.Marshal(reconcile.BranchRecord{Branch: "feature/x", HeadCommit: "b1", Revision: "feature/x@sha1:b1",
+		ChangedPolicies: []string{"web"}, Validation: reconcile.BranchValidation{Valid: true, Errors: []string{}}})
+	st.Experiments[reconcile.SourceRecordName] = raftstore.Experiment{Name: reconcile.SourceRecordName, Data: rec}
+	st.Experiments["branches/feature/x"] = raftstore.Experiment{Name: "branches/feature/x", Data: br}
+	// A follower that has no view from the leader yet still shows both.
+	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}})
+	var s struct {
+		Source      cluster.SourceStatus
+		Experiments []map[string]any
+		Policies    []struct{ Conditions []condition }
+	}
+	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/status", nil, nil).body, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.Source.Error, "timeout") || !s.Source.Time.Equal(ts) {
+		t.Errorf("source = %+v", s.Source)
+	}
+	conds := s.Policies[0].Conditions
+	if last := conds[len(conds)-1]; last.Type != condPullError || !strings.Contains(last.Message, "timeout") {
+		t.Errorf("last condition = %+v", last)
+	}
+	if len(s.Experiments) != 1 || s.Experiments[0]["name"] != "branches/feature/x" || s.Experiments[0]["kind"] != "branch" ||
+		fmt.Sprint(s.Experiments[0]["changedPolicies"]) != "[web]" {
+		t.Errorf("experiments = %v", s.Experiments)
+	}
+}

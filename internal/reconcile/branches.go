@@ -1,0 +1,114 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// maxBranches bounds how many branches the leader tracks (by name order);
+// each costs two policy loads and a validation when it or main moves.
+const maxBranches = 200
+
+// branchEntry is a computed branch record and the main commit it was
+// computed against.
+type branchEntry struct {
+	main string
+	rec  BranchRecord
+}
+
+// syncBranches records every branch other than the live one: which
+// policies differ from the live branch's head and whether its tree
+// validates. Records are recomputed only for branches whose head or main
+// moved, written only when they differ from the replicated ones, and
+// deleted when their branch is gone: an idle poll writes nothing.
+func (l *Loop) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) error {
+	want, err := l.branchRecords(t, refs)
+	if err != nil {
+		return err
+	}
+	st := l.cfg.Store.State()
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		p, err := putRecord(name, want[name])
+		if err != nil {
+			return err
+		}
+		if old, ok := st.Experiments[name]; ok && bytes.Equal(old.Data, p.Data) {
+			continue
+		}
+		if _, err := l.cfg.Store.Propose(ctx, p); err != nil {
+			return fmt.Errorf("recording %s: %w", name, err)
+		}
+		l.log.Info("branch recorded", "revision", want[name].Revision, "changed_policies", want[name].ChangedPolicies,
+			"valid", want[name].Validation.Valid)
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.Experiments)) {
+		if _, keep := want[name]; keep || !strings.HasPrefix(name, BranchRecordPrefix) {
+			continue
+		}
+		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: name}); err != nil {
+			return fmt.Errorf("deleting %s: %w", name, err)
+		}
+		l.log.Info("branch gone; record deleted", "record", name)
+	}
+	return nil
+}
+
+// branchRecords computes the wanted records, by record name.
+func (l *Loop) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRecord, error) {
+	names := slices.Sorted(maps.Keys(refs.Branches))
+	names = slices.DeleteFunc(names, func(n string) bool { return n == l.cfg.Branch })
+	if len(names) > maxBranches {
+		l.log.Warn("too many branches; tracking the first ones by name", "branches", len(names), "tracked", maxBranches)
+		names = names[:maxBranches]
+	}
+	want := make(map[string]BranchRecord, len(names))
+	for _, name := range names {
+		head := refs.Branches[name]
+		e, ok := t.branches[name]
+		if !ok || e.rec.HeadCommit != head.Hash || e.main != refs.Main.Hash {
+			rec, err := l.branchRecord(head, refs.Main)
+			if err != nil {
+				return nil, err
+			}
+			e = branchEntry{main: refs.Main.Hash, rec: rec}
+			t.branches[name] = e
+		}
+		want[BranchRecordPrefix+name] = e.rec
+	}
+	for name := range t.branches {
+		if _, ok := refs.Branches[name]; !ok {
+			delete(t.branches, name)
+		}
+	}
+	return want, nil
+}
+
+// branchRecord compares one branch with main and validates its tree.
+func (l *Loop) branchRecord(head, main gitsource.Revision) (BranchRecord, error) {
+	rec := BranchRecord{Branch: head.Ref, HeadCommit: head.Hash, Revision: head.String(),
+		ChangedPolicies: []string{}, Validation: BranchValidation{Errors: []string{}}}
+	changed, err := l.cfg.Source.ChangedPolicies(main.Hash, head.Hash)
+	if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
+		return rec, fmt.Errorf("comparing %s with %s: %w", head, main, err)
+	}
+	if changed != nil {
+		rec.ChangedPolicies = changed
+	}
+	files, problems, err := l.read(head)
+	if err != nil {
+		return rec, err
+	}
+	if problems == nil {
+		problems = l.validate(files).Problems
+	}
+	rec.Validation = BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}
+	return rec, nil
+}

@@ -1,0 +1,255 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// fakeStore applies proposals to a State with raftstore's own Applier,
+// stamping times as Store.Propose does, and signals subscribers.
+type fakeStore struct {
+	mu       sync.Mutex
+	state    *raftstore.State
+	proposed []raftstore.CommandType
+	subs     []chan struct{}
+	now      time.Time
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{state: raftstore.NewState(), now: time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)}
+}
+
+func (f *fakeStore) State() *raftstore.State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state
+}
+
+func (f *fakeStore) Subscribe() (<-chan struct{}, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	f.subs = append(f.subs, ch)
+	return ch, func() {}
+}
+
+func (f *fakeStore) Propose(_ context.Context, p raftstore.Payload) (raftstore.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(time.Second)
+	switch v := p.(type) {
+	case *raftstore.StageGeneration:
+		v.CreateTime = f.now
+	case *raftstore.ActivateGeneration:
+		v.Time = f.now
+	case *raftstore.MarkInvalid:
+		v.Time = f.now
+	case *raftstore.ReportReady:
+		v.Time = f.now
+	case *raftstore.ReportFailed:
+		v.Time = f.now
+	}
+	cmd, err := raftstore.NewCommand(p)
+	if err != nil {
+		return raftstore.Result{}, err
+	}
+	f.proposed = append(f.proposed, cmd.Type)
+	next := f.state.Clone()
+	err = (&raftstore.Applier{State: next}).Apply(cmd)
+	next.LastIndex++
+	f.state = next
+	for _, ch := range f.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	return raftstore.Result{Index: next.LastIndex}, err
+}
+
+// count returns how many commands of type t were proposed.
+func (f *fakeStore) count(t raftstore.CommandType) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, p := range f.proposed {
+		if p == t {
+			n++
+		}
+	}
+	return n
+}
+
+// total returns how many commands were proposed.
+func (f *fakeStore) total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.proposed)
+}
+
+// fixedMembers always requires the same nodes.
+type fixedMembers []string
+
+func (m fixedMembers) Required(*raftstore.State) []string { return m }
+
+// fakeRepo is an in-memory repository with git's shape: commits with a
+// first parent and a whole tree each, and branches pointing at them. It
+// implements Source.
+type fakeRepo struct {
+	mu       sync.Mutex
+	n        int
+	parent   map[string]string
+	trees    map[string]map[string][]byte
+	branches map[string]string
+	fetchErr error
+	// block, when set, makes Fetch wait for it (or ctx) first.
+	block     chan struct{}
+	pushErr   error
+	reverts   []gitsource.RevertRequest
+	fetches   int
+	lopts     policy.LoadOptions
+	filesRead int
+}
+
+var _ Source = (*fakeRepo)(nil)
+
+func newFakeRepo() *fakeRepo {
+	return &fakeRepo{parent: map[string]string{}, trees: map[string]map[string][]byte{}, branches: map[string]string{}}
+}
+
+// commit adds a commit on branch (created from main's head when new) whose
+// tree is the parent's with files applied ("" deletes), and returns it.
+func (r *fakeRepo) commit(branch string, files map[string]string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parent, ok := r.branches[branch]
+	if !ok {
+		parent = r.branches["main"]
+	}
+	tree := maps.Clone(r.trees[parent])
+	if tree == nil {
+		tree = map[string][]byte{}
+	}
+	for p, c := range files {
+		if c == "" {
+			delete(tree, p)
+		} else {
+			tree[p] = []byte(c)
+		}
+	}
+	return r.add(branch, parent, tree)
+}
+
+func (r *fakeRepo) add(branch, parent string, tree map[string][]byte) string {
+	r.n++
+	sum := sha1.Sum(fmt.Appendf(nil, "commit %d", r.n))
+	h := hex.EncodeToString(sum[:])
+	r.parent[h], r.trees[h], r.branches[branch] = parent, tree, h
+	return h
+}
+
+func (r *fakeRepo) deleteBranch(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.branches, name)
+}
+
+func (r *fakeRepo) setFetchErr(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fetchErr = err
+}
+
+func (r *fakeRepo) Fetch(ctx context.Context) (*gitsource.Refs, error) {
+	r.mu.Lock()
+	block := r.block
+	r.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, &gitsource.RemoteError{Op: "fetch", Reason: gitsource.ReasonCanceled, Msg: "canceled"}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fetches++
+	if r.fetchErr != nil {
+		return nil, r.fetchErr
+	}
+	refs := &gitsource.Refs{Branches: map[string]gitsource.Revision{}, Pulls: map[int]gitsource.Revision{}}
+	for name, h := range r.branches {
+		refs.Branches[name] = gitsource.Revision{Ref: name, Hash: h}
+	}
+	refs.Main = refs.Branches["main"]
+	return refs, nil
+}
+
+func (r *fakeRepo) Commits(from, head string, max int) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if from == head {
+		return nil, nil
+	}
+	var back []string
+	for h := head; h != "" && len(back) < max; h = r.parent[h] {
+		if h == from {
+			for i, j := 0, len(back)-1; i < j; i, j = i+1, j-1 {
+				back[i], back[j] = back[j], back[i]
+			}
+			return back, nil
+		}
+		back = append(back, h)
+	}
+	return []string{head}, nil
+}
+
+func (r *fakeRepo) Files(commit string) (map[string][]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.filesRead++
+	t, ok := r.trees[commit]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", gitsource.ErrUnknownRevision, commit)
+	}
+	return t, nil
+}
+
+func (r *fakeRepo) ChangedPolicies(from, to string) ([]string, error) {
+	a, err := r.Files(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := r.Files(to)
+	if err != nil {
+		return nil, err
+	}
+	return gitsource.ChangedPoliciesFS(gitsource.FilesFS(a), gitsource.FilesFS(b), r.lopts)
+}
+
+func (r *fakeRepo) Revert(_ context.Context, req gitsource.RevertRequest) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reverts = append(r.reverts, req)
+	if r.pushErr != nil {
+		return "", r.pushErr
+	}
+	tree, ok := r.trees[req.ToHash]
+	if !ok {
+		return "", gitsource.ErrUnknownRevision
+	}
+	head := r.branches["main"]
+	if maps.EqualFunc(tree, r.trees[head], func(a, b []byte) bool { return string(a) == string(b) }) {
+		return head, gitsource.ErrNoChange
+	}
+	return r.add("main", head, tree), nil
+}

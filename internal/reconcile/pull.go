@@ -1,0 +1,79 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// fetch is the first step of a pass: bring the clone up to date, keep the
+// outcome in memory for the cluster view, and keep the replicated
+// SourceRecord (PullError) in step: written when fetching starts failing
+// or fails differently, deleted by the first successful fetch. An idle
+// poll, failing or not, writes nothing to raft.
+//
+// It returns whether a failure is new (first, or different from the last),
+// so that a remote that stays down is logged once, not at every poll.
+func (l *Loop) fetch(ctx context.Context) (*gitsource.Refs, bool, error) {
+	if l.cfg.Source == nil {
+		return nil, l.notePull(ctx, nil, errNoSource), errNoSource
+	}
+	start := l.cfg.Now()
+	refs, err := l.cfg.Source.Fetch(ctx)
+	l.metrics.fetched(err, l.cfg.Now().Sub(start))
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err() // leadership ended mid-fetch: not the source's fault
+	}
+	return refs, l.notePull(ctx, refs, err), err
+}
+
+// notePull records the outcome of a fetch and reports whether a failure
+// is new.
+func (l *Loop) notePull(ctx context.Context, refs *gitsource.Refs, err error) bool {
+	now := l.cfg.Now()
+	l.mu.Lock()
+	fresh := err != nil && l.status.Error != err.Error()
+	if err != nil {
+		l.status = Status{Commit: l.status.Commit, Error: err.Error(), Time: now}
+	} else {
+		l.status = Status{Commit: refs.Main.Hash, Time: now}
+	}
+	last := l.status.Commit
+	l.mu.Unlock()
+	prev, had := ReadSourceRecord(l.cfg.Store.State())
+	var p raftstore.Payload
+	switch {
+	case err == nil && had:
+		p = &raftstore.DeleteExperiment{Name: SourceRecordName}
+		l.log.Info("policy repository reachable again", "revision", refs.Main.String(), "failing_since", prev.Since)
+	case err != nil && (!had || prev.Error != err.Error()):
+		rec := SourceRecord{URL: l.cfg.URL, Error: err.Error(), Reason: reasonOf(err), Since: now,
+			Revision: l.revision(last)}
+		if had {
+			rec.Since = prev.Since
+		}
+		put, perr := putRecord(SourceRecordName, rec)
+		if perr != nil {
+			l.log.Error("cannot record the pull error", "error", perr)
+			return fresh
+		}
+		p = put
+	default:
+		return fresh
+	}
+	if _, perr := l.cfg.Store.Propose(ctx, p); perr != nil && ctx.Err() == nil {
+		l.log.Warn("cannot record the policy source's state; retrying at the next pass", "error", perr)
+	}
+	return fresh
+}
+
+// reasonOf is gitsource's classification of a failed fetch.
+func reasonOf(err error) string {
+	var re *gitsource.RemoteError
+	if errors.As(err, &re) {
+		return string(re.Reason)
+	}
+	return ""
+}

@@ -1,0 +1,184 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// ErrCannotRollBack means the rollback asked for cannot be done as asked
+// (no generation before the active one, an INVALID or directory-based
+// target, nothing that would change): a human must choose another target.
+var ErrCannotRollBack = errors.New("cannot roll back")
+
+// staleRetries is how often a revert is rebuilt when main moved between
+// its fetch and its push.
+const staleRetries = 3
+
+// RollbackRequest asks for a commit on the live branch that restores the
+// policies root of an earlier generation (CONTRACT.md §5).
+type RollbackRequest struct {
+	// Generation is the generation to restore; 0 means the one that was
+	// active before the current one.
+	Generation uint64
+	// Wait bounds how long Rollback waits for the revert commit to become
+	// an active generation; 0 returns right after the push.
+	Wait time.Duration
+}
+
+// RollbackResult is what a rollback did.
+type RollbackResult struct {
+	// Target and TargetCommit are the generation restored and its commit.
+	Target       uint64
+	TargetCommit string
+	// Commit is the revert commit pushed to the live branch, Revision the
+	// same as "main@sha1:<hash>", Message its commit message.
+	Commit   string
+	Revision string
+	Message  string
+	// Generation is the generation made from Commit (0 when not recorded
+	// before the wait ended) and State its state then; Errors are its
+	// errors when it is INVALID.
+	Generation uint64
+	State      raftstore.GenerationState
+	Errors     []string
+}
+
+// Rollback writes "Revert to generation N (<sha>)" on the live branch,
+// restoring the policies root of generation N's commit, pushes it, and
+// triggers a reconcile, so that the normal path validates and promotes it
+// as a new generation (numbers keep growing). It runs only on the leader
+// (raftstore.ErrNotLeader otherwise). A refused push matches
+// gitsource.ErrPushRefused; an impossible target ErrCannotRollBack.
+func (l *Loop) Rollback(ctx context.Context, req RollbackRequest) (RollbackResult, error) {
+	if !l.leading.Load() {
+		return RollbackResult{}, fmt.Errorf("%w: this node's reconcile loop is not running", raftstore.ErrNotLeader)
+	}
+	if l.cfg.Source == nil {
+		return RollbackResult{}, fmt.Errorf("%w: %v", ErrCannotRollBack, errNoSource)
+	}
+	target, err := rollbackTarget(l.cfg.Store.State(), req.Generation)
+	if err != nil {
+		return RollbackResult{}, err
+	}
+	res := RollbackResult{Target: target.Number, TargetCommit: target.Commit,
+		Message: fmt.Sprintf("Revert to generation %d (%s)", target.Number, target.Commit)}
+	if res.Commit, err = l.revert(ctx, target, res.Message); err != nil {
+		return RollbackResult{}, err
+	}
+	res.Revision = l.revision(res.Commit)
+	l.log.Info("rollback pushed", "revision", res.Revision, "to_generation", target.Number,
+		"to_revision", l.revision(target.Commit))
+	l.Trigger()
+	if req.Wait > 0 {
+		res = l.waitForCommit(ctx, res, req.Wait)
+	}
+	return res, nil
+}
+
+// rollbackTarget picks and checks the generation to restore.
+func rollbackTarget(st *raftstore.State, n uint64) (raftstore.Generation, error) {
+	if n == 0 {
+		if n = st.Previous; n == 0 {
+			return raftstore.Generation{}, fmt.Errorf("%w: no generation was active before the active one (%d); name one to roll back to",
+				ErrCannotRollBack, st.Active)
+		}
+	}
+	g, ok := st.Generation(n)
+	switch {
+	case !ok:
+		return g, fmt.Errorf("%w: generation %d is not known (the cluster keeps the last %d)",
+			raftstore.ErrUnknownGeneration, n, raftstore.HistoryLimit)
+	case g.State == raftstore.GenerationInvalid:
+		return g, fmt.Errorf("%w: generation %d is INVALID and never served; choose a valid one", ErrCannotRollBack, n)
+	case isDirCommit(g.Commit):
+		return g, fmt.Errorf("%w: generation %d was read from a directory (%s), not from a git commit, so there is no commit to revert to",
+			ErrCannotRollBack, n, g.Commit)
+	}
+	if ref, ok := servedGeneration(st); ok && maps.Equal(ref.Etags, g.Etags) {
+		return g, fmt.Errorf("%w: generation %d has the same policies as generation %d, which the cluster serves or is promoting; nothing to roll back",
+			ErrCannotRollBack, n, ref.Number)
+	}
+	return g, nil
+}
+
+// servedGeneration is the generation whose policies main stands for: the
+// staged one, else the active one; none while the newest is INVALID (main
+// is broken, and restoring even the active generation's tree fixes it).
+func servedGeneration(st *raftstore.State) (raftstore.Generation, bool) {
+	if g, ok := st.Generation(st.Highest); ok && g.State == raftstore.GenerationInvalid {
+		return raftstore.Generation{}, false
+	}
+	if g, ok := st.StagedGeneration(); ok {
+		return g, true
+	}
+	return st.ActiveGeneration()
+}
+
+// revert writes and pushes the revert commit, rebuilding it when main
+// moved in between.
+func (l *Loop) revert(ctx context.Context, target raftstore.Generation, msg string) (string, error) {
+	var refused *gitsource.PushRefusedError
+	for attempt := 1; ; attempt++ {
+		commit, err := l.cfg.Source.Revert(ctx, gitsource.RevertRequest{ToHash: target.Commit, Message: msg, Now: l.cfg.Now()})
+		switch {
+		case err == nil:
+			return commit, nil
+		case errors.Is(err, gitsource.ErrNoChange):
+			return "", fmt.Errorf("%w: %s already holds the policies of generation %d (head %s): %w",
+				ErrCannotRollBack, l.cfg.Branch, target.Number, commit, err)
+		case errors.As(err, &refused) && refused.Stale && attempt < staleRetries:
+			continue
+		case errors.As(err, &refused) && !refused.Stale:
+			return "", fmt.Errorf("%w: the remote refused to update %s: %s. Pushing to %s may be protected: push the revert commit %s to a branch and open a pull request instead",
+				gitsource.ErrPushRefused, refused.Ref, refused.Message, l.cfg.Branch, refused.Commit)
+		case errors.Is(err, gitsource.ErrUnknownRevision):
+			return "", fmt.Errorf("%w: the commit of generation %d is not in the repository any more: %w",
+				ErrCannotRollBack, target.Number, err)
+		default:
+			return "", err
+		}
+	}
+}
+
+// waitForCommit waits until the generation made from res.Commit is no
+// longer STAGED (ACTIVE, INVALID, or superseded by a newer commit), at
+// most wait, and fills in what it saw.
+func (l *Loop) waitForCommit(ctx context.Context, res RollbackResult, wait time.Duration) RollbackResult {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	sub, unsubscribe := l.cfg.Store.Subscribe()
+	defer unsubscribe()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if g, ok := generationOf(l.cfg.Store.State(), res.Commit); ok {
+			res.Generation, res.State, res.Errors = g.Number, g.State, g.LeaderErrors
+			if g.State != raftstore.GenerationStaged {
+				return res
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return res
+		case <-sub:
+		case <-tick.C:
+		}
+	}
+}
+
+// generationOf is the newest generation made from commit.
+func generationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
+	nums := st.GenerationNumbers()
+	for i := len(nums) - 1; i >= 0; i-- {
+		if g := st.Generations[nums[i]]; g.Commit == commit {
+			return g, true
+		}
+	}
+	return raftstore.Generation{}, false
+}

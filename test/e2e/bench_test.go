@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchPushes is how many pushes each measurement makes.
+const benchPushes = 30
+
+// TestBenchMergeToActive measures merge-to-active: from `git push`
+// returning to the new generation being served by all three nodes, over
+// benchPushes pushes, with the leader polling every second and with an
+// explicit trigger (POST /v1/cluster:reconcile right after the push, the
+// poll set to one minute so that it is the trigger that acts). It prints
+// p50/p99 and asserts nothing about timings. It also reports what an idle
+// poll costs the leader (reconciler_git_fetch_duration_seconds).
+func TestBenchMergeToActive(t *testing.T) {
+	if os.Getenv(EnvBench) == "" {
+		t.Skip("measurement: set " + EnvBench + "=1")
+	}
+	for _, mode := range []struct {
+		name    string
+		poll    string
+		trigger bool
+	}{
+		{"poll 1s", "@every 1s", false},
+		{"trigger", "@every 1m", true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			repo := newUserRepo(t, gitToken)
+			c := startCluster(t, clusterOptions{URL: repo.URL, Token: gitToken, Poll: mode.poll, Timeout: "30s"})
+			c.waitServing(probeRule(0), time.Minute)
+			var took []time.Duration
+			for k := 1; k <= benchPushes; k++ {
+				if !mode.trigger {
+					// A random phase against the poll schedule: pushing right
+					// after the previous activation would lock onto it.
+					time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
+				}
+				repo.push(map[string]string{"web/policy.toml": webPolicy(k)}, fmt.Sprintf("tree %d", k))
+				start := time.Now()
+				if mode.trigger {
+					c.trigger(c.nodes[k%len(c.nodes)])
+				}
+				for {
+					if _, err := c.serving(probeRule(k)); err == nil {
+						break
+					}
+					if time.Since(start) > time.Minute {
+						t.Fatalf("push %d not active after a minute", k)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				took = append(took, time.Since(start))
+			}
+			t.Logf("merge-to-active, %s, %d pushes: %s", mode.name, benchPushes, percentiles(took))
+			t.Logf("all, in push order: %v", rounded(took))
+			for _, n := range c.nodes {
+				for _, l := range n.warnings() {
+					t.Logf("%s: %s", n.ID, l)
+				}
+			}
+			if !mode.trigger {
+				idleFetch(t, c)
+			}
+		})
+	}
+}
+
+// idleFetch reports the leader's fetch time over 20 s of idle polls.
+func idleFetch(t *testing.T, c *cluster) {
+	leader := c.leader()
+	sum0, _ := metric(leader, "reconciler_git_fetch_duration_seconds_sum")
+	n0, _ := metric(leader, "reconciler_git_fetch_duration_seconds_count")
+	time.Sleep(20 * time.Second)
+	sum1, _ := metric(leader, "reconciler_git_fetch_duration_seconds_sum")
+	n1, _ := metric(leader, "reconciler_git_fetch_duration_seconds_count")
+	if n1 > n0 {
+		t.Logf("idle polls: %d fetches, %.2f ms each on average (ref listing over HTTP with the token, nothing fetched)",
+			int(n1-n0), (sum1-sum0)/(n1-n0)*1000)
+	}
+}
+
+// percentiles formats p50, p90, p99 and max of durations.
+func percentiles(d []time.Duration) string {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(p float64) time.Duration {
+		i := int(p*float64(len(s))+0.5) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	parts := []string{}
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50", 0.50}, {"p90", 0.90}, {"p99", 0.99}} {
+		parts = append(parts, fmt.Sprintf("%s %v", p.name, at(p.q).Round(time.Millisecond)))
+	}
+	parts = append(parts, fmt.Sprintf("max %v", s[len(s)-1].Round(time.Millisecond)))
+	return strings.Join(parts, ", ")
+}
+
+func rounded(d []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(d))
+	for i, x := range d {
+		out[i] = x.Round(time.Millisecond)
+	}
+	return out
+}
