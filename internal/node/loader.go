@@ -44,7 +44,9 @@ type compiled struct {
 // the problems) to the leader, and swaps the served generation when the
 // cluster activates one. The served generation never goes down, and a
 // generation that does not compile here is never served: the node keeps
-// the one it has.
+// the one it has. Across crashes too: raftstore makes an activation
+// durable before State or Subscribe show it, so the state restored at a
+// restart is never behind a generation this node served.
 //
 // load is called once before the node serves (the restored state, no
 // leader needed); run then owns the loader.
@@ -56,29 +58,18 @@ type loader struct {
 	gens    *generations
 	log     hclog.Logger
 	metrics *nodeMetrics
-	// floor records the served generation durably; servedBefore is its
-	// content at startup, used by the first load only.
-	floor        floor
-	servedBefore served
-	started      bool
 
 	cache    map[uint64]compiled          // by generation number
 	pending  map[uint64]raftstore.Payload // reports not yet accepted
 	reported map[uint64]bool              // reports accepted (or moot)
 }
 
-// newLoader returns a loader; it reads the floor of the served
-// generation, so it must be created before the first load.
-func newLoader(l loader) (*loader, error) {
-	b, err := l.floor.load()
-	if err != nil {
-		return nil, fmt.Errorf("read the served generation: %w", err)
-	}
-	l.servedBefore = b
+// newLoader returns a loader.
+func newLoader(l loader) *loader {
 	l.cache = map[uint64]compiled{}
 	l.pending = map[uint64]raftstore.Payload{}
 	l.reported = map[uint64]bool{}
-	return &l, nil
+	return &l
 }
 
 // run follows the state until ctx ends, acting on the latest state after
@@ -113,7 +104,7 @@ func (l *loader) sync(ctx context.Context) bool {
 // served, keeping the previous generation for pinned requests.
 func (l *loader) load(st *raftstore.State) {
 	cur := l.gens.Current()
-	g, ok := l.target(st)
+	g, ok := st.ActiveGeneration()
 	if !ok || (cur != nil && g.Number <= cur.Generation) {
 		return // nothing newer: a served generation never goes down
 	}
@@ -121,10 +112,6 @@ func (l *loader) load(st *raftstore.State) {
 	if c.bundle == nil {
 		l.queue(g.Number, &raftstore.ReportFailed{Generation: g.Number, NodeID: l.nodeID, Errors: c.problems})
 		return
-	}
-	if err := l.floor.store(served{Generation: g.Number, Commit: g.Commit}); err != nil {
-		l.log.Warn("cannot record the served generation; a crash right now could restart on the previous one",
-			"generation", g.Number, "error", err)
 	}
 	next := &api.Snapshot{Generation: g.Number, Commit: g.Commit, Bundle: c.bundle}
 	l.gens.publish(next, l.previous(st, cur, g))
@@ -137,33 +124,11 @@ func (l *loader) load(st *raftstore.State) {
 		"policies", len(c.bundle.Names()))
 }
 
-// target is the generation to serve: the active one, except on the first
-// load after a restart whose restored state lags behind the generation
-// this node served before (see floor).
-func (l *loader) target(st *raftstore.State) (raftstore.Generation, bool) {
-	first := !l.started
-	l.started = true
-	if b := l.servedBefore; first && b.Generation > st.Active {
-		g, ok := st.Generation(b.Generation)
-		if ok && g.State == raftstore.GenerationStaged && g.Commit == b.Commit && g.Files != nil {
-			l.log.Info("the restored state lags behind the generation served before the restart; serving it again",
-				"generation", g.Number, "restored_active", st.Active)
-			return g, true
-		}
-		l.log.Warn("this node served a newer generation before it stopped than its restored state holds; serving the restored one until it catches up",
-			"served_before", b.Generation, "restored_active", st.Active)
-	}
-	return st.ActiveGeneration()
-}
-
 // previous returns the snapshot of the generation active before g: the one
 // served until now, or compiled from the files the state keeps for it
 // (after a restart, or when this node skipped a generation).
 func (l *loader) previous(st *raftstore.State, cur *api.Snapshot, g raftstore.Generation) *api.Snapshot {
 	n := st.Previous
-	if g.Number != st.Active {
-		n = st.Active // g is the floor's generation, not yet active in st
-	}
 	if cur != nil && cur.Generation == n {
 		return cur
 	}

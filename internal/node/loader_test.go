@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -76,12 +75,12 @@ type testLoader struct {
 	failWith error
 }
 
-func newTestLoader(t *testing.T, dir string, st *raftstore.State) *testLoader {
+func newTestLoader(t *testing.T, st *raftstore.State) *testLoader {
 	t.Helper()
 	tl := &testLoader{store: &stateStore{st: st}}
-	l, err := newLoader(loader{
+	tl.loader = newLoader(loader{
 		nodeID: "n1", store: tl.store, gens: &generations{}, log: hclog.NewNullLogger(),
-		metrics: newNodeMetrics(prometheus.NewRegistry()), floor: floor{path: filepath.Join(dir, floorFile)},
+		metrics: newNodeMetrics(prometheus.NewRegistry()),
 		compile: func(files map[string][]byte) (*engine.Bundle, []string) {
 			return reconcile.Compile(files, policy.LoadOptions{}, engine.DefaultOptions())
 		},
@@ -95,15 +94,11 @@ func newTestLoader(t *testing.T, dir string, st *raftstore.State) *testLoader {
 			return raftstore.Result{}, nil
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl.loader = l
 	return tl
 }
 
 func TestLoaderReportsAndSwaps(t *testing.T) {
-	tl := newTestLoader(t, t.TempDir(), raftstore.NewState())
+	tl := newTestLoader(t, raftstore.NewState())
 	ctx := context.Background()
 	tl.store.apply(t, stage(t, 1, 1))
 	if !tl.sync(ctx) || len(tl.reports) != 1 {
@@ -147,7 +142,7 @@ func TestLoaderReportsAndSwaps(t *testing.T) {
 // TestLoaderRefusesOtherEtags: a node that compiles a bundle with other
 // etags than the leader's must not serve it.
 func TestLoaderRefusesOtherEtags(t *testing.T) {
-	tl := newTestLoader(t, t.TempDir(), raftstore.NewState())
+	tl := newTestLoader(t, raftstore.NewState())
 	s := stage(t, 1, 1)
 	s.Etags = map[string]string{"web": "not-this-one"}
 	tl.store.apply(t, s)
@@ -155,59 +150,5 @@ func TestLoaderRefusesOtherEtags(t *testing.T) {
 	f, ok := tl.reports[0].(*raftstore.ReportFailed)
 	if !ok || !strings.Contains(f.Errors[0], "merge_default") {
 		t.Errorf("report = %#v", tl.reports[0])
-	}
-}
-
-// TestLoaderFloorBridgesARestartBehind: the node served generation 2, but
-// its restored state only has 2 STAGED (the Activate entry was applied but
-// not yet recorded as applied when it died). It serves 2 again at once,
-// with 1 as the previous generation, and never goes back to 1.
-func TestLoaderFloorBridgesARestartBehind(t *testing.T) {
-	dir := t.TempDir()
-	first := newTestLoader(t, dir, raftstore.NewState())
-	first.store.apply(t, stage(t, 1, 1), activate(1), stage(t, 2, 2))
-	lagging := first.store.State() // what the restart restores
-	first.store.apply(t, activate(2))
-	first.sync(context.Background())
-	if first.gens.Current().Generation != 2 {
-		t.Fatal("not serving 2")
-	}
-
-	restarted := newTestLoader(t, dir, lagging)
-	restarted.load(lagging)
-	if cur := restarted.gens.Current(); cur == nil || cur.Generation != 2 || restarted.gens.Get(1) == nil {
-		t.Fatalf("after the restart: current %+v, previous kept %v", cur, restarted.gens.Get(1) != nil)
-	}
-	// Later loads follow the state only: the floor applies at startup.
-	restarted.load(lagging)
-	if restarted.gens.Current().Generation != 2 {
-		t.Error("went back")
-	}
-
-	// A floor whose commit does not match the restored generation is ignored.
-	if err := (floor{path: filepath.Join(dir, floorFile)}).store(served{Generation: 2, Commit: "other"}); err != nil {
-		t.Fatal(err)
-	}
-	other := newTestLoader(t, dir, lagging)
-	other.load(lagging)
-	if cur := other.gens.Current(); cur == nil || cur.Generation != 1 {
-		t.Errorf("with a foreign floor: %+v", cur)
-	}
-}
-
-func TestFloorFile(t *testing.T) {
-	f := floor{path: filepath.Join(t.TempDir(), floorFile)}
-	if s, err := f.load(); err != nil || s.Generation != 0 {
-		t.Fatalf("empty = %+v %v", s, err)
-	}
-	if err := f.store(served{Generation: 7, Commit: "dir@sha256:abc"}); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := f.load(); err != nil || s != (served{7, "dir@sha256:abc"}) {
-		t.Errorf("load = %+v %v", s, err)
-	}
-	mustWrite(t, f.path, "garbage")
-	if _, err := f.load(); err == nil {
-		t.Error("garbage loaded")
 	}
 }

@@ -99,7 +99,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.loader, err = newLoader(loader{
+	m.loader = newLoader(loader{
 		nodeID:  cfg.Node.ID,
 		store:   m.store,
 		propose: m.cluster.Propose,
@@ -109,9 +109,8 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		gens:    &m.gens,
 		log:     m.Logger.Named(logging.Node),
 		metrics: newNodeMetrics(m.registry),
-		floor:   floor{path: filepath.Join(cfg.Node.DataDir, floorFile)},
 	})
-	return err
+	return nil
 }
 
 // self is this node's join request: who it is and where to reach it.
