@@ -82,6 +82,17 @@ type Config struct {
 	// Client sends requests forwarded to the leader (rollback); nil means
 	// a default client (each request has its own deadline).
 	Client *http.Client
+	// Experiments changes experiments where the leader loop runs; without
+	// it the experiment writes answer 404 (experiments.go).
+	Experiments Experiments
+	// Preview is the node's preview runtime: live decisions are offered to
+	// it after their answer, and it holds the merged stats; optional.
+	Preview Preview
+	// Webhook, when set ([github]), serves POST /v1/webhooks/github;
+	// Commands queues the comment commands it receives on the leader
+	// (followers forward them). See webhook.go.
+	Webhook  http.Handler
+	Commands CommandQueue
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -107,6 +118,11 @@ type Server struct {
 
 	rollbacker Rollbacker
 	fwdClient  *http.Client
+
+	experiments Experiments
+	preview     Preview
+	webhook     http.Handler
+	commands    CommandQueue
 }
 
 // New returns a Server for cfg.
@@ -123,6 +139,11 @@ func New(cfg Config) *Server {
 
 		rollbacker: cfg.Rollback,
 		fwdClient:  cfg.Client,
+
+		experiments: cfg.Experiments,
+		preview:     cfg.Preview,
+		webhook:     cfg.Webhook,
+		commands:    cfg.Commands,
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}

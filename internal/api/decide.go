@@ -42,13 +42,14 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 	writeJSON(w, http.StatusOK, buf.Bytes())
 	s.putBuf(buf)
 	s.metrics.decided(name, d.Verdict, time.Since(start))
+	s.offer(name, &d, req) // after the answer: preview never delays it
 }
 
 // mirrorRequest answers POST /v1/policies/{policy}:mirror: the request is
 // counted and handed to preview, never answered with a decision.
 func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
-	if _, err := lookup(snap, name); err != nil {
-		s.fail(w, r, err)
+	if _, err := lookup(snap, name); err != nil && !(s.preview != nil && snap != nil && s.preview.Previewing(name)) {
+		s.fail(w, r, err) // a policy not live yet is mirrored while it has ACTIVE experiments
 		return
 	}
 	req, err := s.decodeRequest(w, r, s.now())
@@ -89,4 +90,5 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapsho
 		w.WriteHeader(http.StatusForbidden)
 	}
 	s.metrics.decided(name, d.Verdict, time.Since(start))
+	s.offer(name, &d, req) // after the answer: preview never delays it
 }

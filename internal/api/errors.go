@@ -9,6 +9,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -27,6 +28,10 @@ const (
 	kindFailedPrecondition
 	kindAlreadyExists
 	kindUnauthenticated
+	// Experiments (AIP-236): stale etags and the cap.
+	kindAborted
+	kindResourceExhausted
+	kindLast = kindResourceExhausted
 )
 
 // apiError is an error whose message is safe to show to the client.
@@ -66,6 +71,8 @@ func classify(err error) (k kind, msg string) {
 		return kindTooLarge, "request body is larger than " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"
 	case errors.As(err, &remote):
 		return kindOfStatus(remote.Status), remote.Message
+	case errors.As(err, new(*preview.Error)):
+		return previewKind(err)
 	case errors.Is(err, engine.ErrUnknownPolicy):
 		return kindNotFound, err.Error()
 	case errors.Is(err, engine.ErrBadRequest):
@@ -122,7 +129,7 @@ func clusterKind(err error) (kind, bool) {
 
 // kindOfStatus maps an AIP-193 status name back to its kind.
 func kindOfStatus(status string) kind {
-	for k := kindInternal; k <= kindUnauthenticated; k++ {
+	for k := kindInternal; k <= kindLast; k++ {
 		if _, s := k.httpStatus(); s == status {
 			return k
 		}
@@ -149,6 +156,10 @@ func (k kind) httpStatus() (int, string) {
 		return http.StatusConflict, "ALREADY_EXISTS"
 	case kindUnauthenticated:
 		return http.StatusUnauthorized, "UNAUTHENTICATED"
+	case kindAborted:
+		return http.StatusConflict, "ABORTED"
+	case kindResourceExhausted:
+		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"
 	default:
 		return http.StatusInternalServerError, "INTERNAL"
 	}
@@ -206,4 +217,26 @@ func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	}
 	s.fail(w, r, fmt.Errorf("panic: %v", v))
+}
+
+// previewKind maps an experiment method's error (internal/preview) to the
+// kind with the same google.rpc.Code.
+func previewKind(err error) (kind, string) {
+	var pe *preview.Error
+	errors.As(err, &pe)
+	switch pe.Code {
+	case preview.InvalidArgument:
+		return kindInvalidArgument, pe.Msg
+	case preview.NotFound:
+		return kindNotFound, pe.Msg
+	case preview.AlreadyExists:
+		return kindAlreadyExists, pe.Msg
+	case preview.ResourceExhausted:
+		return kindResourceExhausted, pe.Msg
+	case preview.FailedPrecondition:
+		return kindFailedPrecondition, pe.Msg
+	case preview.Aborted:
+		return kindAborted, pe.Msg
+	}
+	return kindInternal, "internal error"
 }

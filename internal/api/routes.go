@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
 // Path prefixes of the routes. ServeMux wildcards must be whole path
@@ -35,6 +37,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case p == rollbackPath:
 		s.rollback(w, r)
+	case strings.HasPrefix(p, operationsPrefix):
+		s.getOperation(w, r, p[len(operationsPrefix):])
+	case p == PreviewReportPath:
+		s.reportStats(w, r)
+	case p == webhook.Path:
+		s.serveWebhook(w, r)
+	case p == WebhookCommandsPath:
+		s.enqueueCommand(w, r)
 	case strings.HasPrefix(p, generationsPath):
 		s.routeGeneration(w, r, p[len(generationsPath):])
 	case strings.HasPrefix(p, clusterPrefix):
@@ -79,6 +89,8 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 		if s.allow(w, r, http.MethodPost) {
 			s.mirrorRequest(w, r, snap, name)
 		}
+	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
+		s.routeExperiments(w, r, name, tail)
 	default:
 		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
 	}

@@ -102,6 +102,23 @@ type Preview struct {
 	MaxExperimentsPerPolicy int  `toml:"max_experiments_per_policy"`
 	// Summary is a robfig/cron spec for posting summaries.
 	Summary string `toml:"summary"`
+	// Redact lists dotted request paths (case-insensitive) replaced by
+	// "REDACTED" in the preview log, samples and summaries.
+	Redact []string `toml:"redact"`
+	// Workers evaluate experiments off the live path; 0 means
+	// GOMAXPROCS/4 (at least 1).
+	Workers int `toml:"workers"`
+	// QueueSize bounds requests waiting for the workers; past it they are
+	// dropped and counted.
+	QueueSize int `toml:"queue_size"`
+	// LogUnchangedEvery logs 1 in N unchanged decisions per experiment;
+	// 0 logs none (every changed decision is always logged).
+	LogUnchangedEvery int `toml:"log_unchanged_every"`
+	// LogMaxBytes is the size at which {data_dir}/preview.log rotates.
+	LogMaxBytes int64 `toml:"log_max_bytes"`
+	// RecordRequests is how many recent requests each node keeps to
+	// replay against an experiment when it starts; 0 disables it.
+	RecordRequests int `toml:"record_requests"`
 }
 
 // Policy is the [policy] section: how policy files are composed.
@@ -184,6 +201,11 @@ func Default() *Config {
 			AutoStart:               true,
 			MaxExperimentsPerPolicy: 10,
 			Summary:                 "@every 1m",
+			Redact:                  []string{"headers.authorization", "headers.cookie"},
+			QueueSize:               4096,
+			LogUnchangedEvery:       100,
+			LogMaxBytes:             64 << 20,
+			RecordRequests:          10_000,
 		},
 		Policy: Policy{MergeDefault: policy.StrategyFail},
 		API: API{

@@ -127,6 +127,26 @@ func (p *Preview) validate(e *errs) {
 	if strings.TrimSpace(p.Summary) == "" {
 		e.add("preview.summary", "must be a cron spec such as \"@every 1m\"")
 	}
+	for _, r := range p.Redact {
+		if strings.TrimSpace(r) == "" || strings.HasPrefix(r, ".") || strings.HasSuffix(r, ".") {
+			e.add("preview.redact", "%q must be a dotted request path such as \"headers.authorization\"", r)
+		}
+	}
+	if p.Workers < 0 || p.Workers > 1024 {
+		e.add("preview.workers", "%d must be between 0 (automatic) and 1024", p.Workers)
+	}
+	if p.QueueSize < 1 || p.QueueSize > 1<<24 {
+		e.add("preview.queue_size", "%d must be between 1 and %d", p.QueueSize, 1<<24)
+	}
+	if p.LogUnchangedEvery < 0 {
+		e.add("preview.log_unchanged_every", "%d must be 0 (none) or more", p.LogUnchangedEvery)
+	}
+	if p.LogMaxBytes < 4096 {
+		e.add("preview.log_max_bytes", "%d must be at least 4096", p.LogMaxBytes)
+	}
+	if p.RecordRequests < 0 || p.RecordRequests > 1_000_000 {
+		e.add("preview.record_requests", "%d must be between 0 (off) and 1000000", p.RecordRequests)
+	}
 }
 
 func (p *Policy) validate(e *errs) {

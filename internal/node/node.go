@@ -47,6 +47,7 @@ type Main struct {
 	cluster  *cluster.Cluster
 	loop     *reconcile.Loop
 	loader   *loader
+	preview  *previewRuntime
 	api      *api.Server
 	ln       net.Listener
 	http     *http.Server
@@ -151,6 +152,8 @@ func (m *Main) startBackground() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.bgCancel = cancel
 	m.goBackground(func() { m.loader.run(ctx) })
+	m.goBackground(func() { m.preview.run(ctx) })
+	m.goBackground(func() { m.preview.runReports(ctx, m.cluster) })
 	m.goBackground(func() { m.cluster.RunHeartbeats(ctx, m.gens.served) })
 	m.goBackground(func() { m.cluster.RunLeadership(ctx, m.store.LeaderCh(), m.lead) })
 	m.goBackground(func() {

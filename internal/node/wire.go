@@ -15,6 +15,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -66,6 +67,9 @@ func (m *Main) wire(ctx context.Context) error {
 		return err
 	}
 	m.registry.MustRegister(newRaftCollector(c.RaftState))
+	if m.preview, err = m.newPreviewRuntime(client, token, engine.DefaultOptions()); err != nil {
+		return err
+	}
 	m.api = api.New(api.Config{
 		Generations:    &m.gens,
 		Logger:         m.Logger.Named(logging.API),
@@ -76,6 +80,11 @@ func (m *Main) wire(ctx context.Context) error {
 		Token:          token,
 		Rollback:       m.loop,
 		Client:         client,
+		Experiments:    m.loop,
+		Preview:        m.preview,
+		Mirror:         m.preview,
+		Webhook:        m.webhookHandler(),
+		Commands:       m.commandQueue(),
 	})
 	return nil
 }
@@ -90,11 +99,16 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	gh, err := m.githubConfig()
+	if err != nil {
+		return err
+	}
 	m.loop, err = reconcile.New(reconcile.Config{
 		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
 		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
 		LoadOptions: lopts, EngineOptions: eopts,
-		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile),
+		Preview:  preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy},
+		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile), GitHub: gh,
 	})
 	if err != nil {
 		return err

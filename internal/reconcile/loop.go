@@ -16,6 +16,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -74,6 +75,14 @@ type Config struct {
 	Now           func() time.Time
 	CheckInterval time.Duration
 	MaxCommits    int
+	// Preview holds the [preview] settings of experiments (experiments.go).
+	Preview preview.Settings
+	// CommitWait bounds the wait of an experiment commit for its
+	// generation to be active; 0 means DefaultCommitWait.
+	CommitWait time.Duration
+	// GitHub, when set, makes open pull requests the experiments instead
+	// of branches and keeps statuses and comments on GitHub (github*.go).
+	GitHub *GitHubConfig
 }
 
 // Status is the loop's last read of its source, in the leader's memory
@@ -98,10 +107,19 @@ type Loop struct {
 	trigger chan struct{}
 	metrics *metrics
 	leading atomic.Bool
+	gh      *github // nil without [github]
 
 	mu      sync.Mutex
 	status  Status
 	waiting string // the last "waiting for" message logged
+
+	// Experiments (experiments.go): expMu serialises their changes;
+	// commits counts experiment commits pushed, so that a pass whose refs
+	// predate one skips its experiment sync; expCache holds branch trees.
+	expMu      sync.Mutex
+	commits    atomic.Uint64
+	expCacheMu sync.Mutex
+	expCache   map[string]map[string][]byte
 }
 
 // New returns a Loop, or an error if the poll spec does not parse.
@@ -127,8 +145,13 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Branch == "" {
 		cfg.Branch = gitsource.DefaultBranch
 	}
-	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1)}
+	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), expCache: map[string]map[string][]byte{}}
 	l.metrics = newMetrics(cfg.Registry)
+	gh, err := newGitHub(cfg.GitHub, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("preview.summary %q: %w", cfg.GitHub.Summary, err)
+	}
+	l.gh = gh
 	return l, nil
 }
 
@@ -159,6 +182,10 @@ type term struct {
 	cursor string
 	// branches caches each branch's record by branch name.
 	branches map[string]branchEntry
+	// pulls caches each open pull request's record by number; open is
+	// the open list (openKey) of the last complete pass.
+	pulls map[int]pullEntry
+	open  string
 }
 
 // Run reconciles on triggers, on the poll schedule and once at start, and
@@ -177,13 +204,20 @@ func (l *Loop) Run(ctx context.Context) {
 		defer wg.Done()
 		l.runPromoter(ctx)
 	}()
+	if l.gh != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.runGitHub(ctx)
+		}()
+	}
 	sched := cron.New()
 	if _, err := sched.AddFunc(l.cfg.Poll, l.Trigger); err != nil {
 		l.log.Error("git.poll does not parse; reconciling on request only", "error", err)
 	}
 	sched.Start()
 	defer sched.Stop()
-	t := &term{branches: map[string]branchEntry{}}
+	t := &term{branches: map[string]branchEntry{}, pulls: map[int]pullEntry{}}
 	l.Trigger()
 	for {
 		select {
@@ -217,6 +251,7 @@ func (l *Loop) runPromoter(ctx context.Context) {
 // record or clear PullError), skip when no ref moved, promote the live
 // branch's new commits, record the other branches.
 func (l *Loop) reconcile(ctx context.Context, t *term) {
+	epoch := l.commits.Load()
 	refs, fresh, err := l.fetch(ctx)
 	if err != nil {
 		msg := "cannot fetch the policy repository"
@@ -226,7 +261,9 @@ func (l *Loop) reconcile(ctx context.Context, t *term) {
 		l.retry(ctx, "pull_error", msg, err)
 		return
 	}
-	if t.refs != nil && sameRefs(t.refs, refs) {
+	defer l.refreshPulls()
+	open := l.openKey()
+	if t.refs != nil && sameRefs(t.refs, refs) && t.open == open {
 		l.metrics.result("unchanged")
 		l.log.Trace("unchanged", "revision", refs.Main.String())
 		return
@@ -236,11 +273,15 @@ func (l *Loop) reconcile(ctx context.Context, t *term) {
 		l.retry(ctx, "error", "cannot promote the live branch", err)
 		return
 	}
-	if err := l.syncBranches(ctx, t, refs); err != nil {
+	if err := l.syncSources(ctx, t, refs); err != nil {
 		l.retry(ctx, "error", "cannot record the branches", err)
 		return
 	}
-	t.refs = refs
+	if err := l.syncExperiments(ctx, refs, epoch); err != nil {
+		l.retry(ctx, "error", "cannot record the branch experiments", err)
+		return
+	}
+	t.refs, t.open = refs, open
 }
 
 // sameRefs reports whether two fetches saw the same branches and pulls.
@@ -313,6 +354,9 @@ func (l *Loop) promote(ctx context.Context) {
 			l.log.Warn("cannot activate the generation; retrying", "generation", g.Number, "error", err)
 		}
 		return
+	}
+	if old, ok := st.ActiveGeneration(); ok {
+		l.cascade(ctx, old, g)
 	}
 	took := l.cfg.Now().Sub(g.CreateTime)
 	l.metrics.promoted(took)

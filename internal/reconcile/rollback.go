@@ -47,6 +47,10 @@ type RollbackResult struct {
 	Generation uint64
 	State      raftstore.GenerationState
 	Errors     []string
+	// PullRequestURL is set when the push to the live branch was refused
+	// and, with [github], the revert was opened as a pull request instead
+	// (github_rollback.go); Commit is then on that pull request's branch.
+	PullRequestURL string
 }
 
 // Rollback writes "Revert to generation N (<sha>)" on the live branch,
@@ -69,6 +73,13 @@ func (l *Loop) Rollback(ctx context.Context, req RollbackRequest) (RollbackResul
 	res := RollbackResult{Target: target.Number, TargetCommit: target.Commit,
 		Message: fmt.Sprintf("Revert to generation %d (%s)", target.Number, target.Commit)}
 	if res.Commit, err = l.revert(ctx, target, res.Message); err != nil {
+		pr, opened, perr := l.revertAsPull(ctx, res, err)
+		switch {
+		case opened && perr == nil:
+			return pr, nil
+		case opened:
+			return RollbackResult{}, perr
+		}
 		return RollbackResult{}, err
 	}
 	res.Revision = l.revision(res.Commit)
@@ -135,8 +146,8 @@ func (l *Loop) revert(ctx context.Context, target raftstore.Generation, msg stri
 		case errors.As(err, &refused) && refused.Stale && attempt < staleRetries:
 			continue
 		case errors.As(err, &refused) && !refused.Stale:
-			return "", fmt.Errorf("%w: the remote refused to update %s: %s. Pushing to %s may be protected: push the revert commit %s to a branch and open a pull request instead",
-				gitsource.ErrPushRefused, refused.Ref, refused.Message, l.cfg.Branch, refused.Commit)
+			return "", &refusedError{refused: refused, msg: fmt.Sprintf("%v: the remote refused to update %s: %s. Pushing to %s may be protected: push the revert commit %s to a branch and open a pull request instead",
+				gitsource.ErrPushRefused, refused.Ref, refused.Message, l.cfg.Branch, refused.Commit)}
 		case errors.Is(err, gitsource.ErrUnknownRevision):
 			return "", fmt.Errorf("%w: the commit of generation %d is not in the repository any more: %w",
 				ErrCannotRollBack, target.Number, err)

@@ -1,0 +1,301 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
+)
+
+// Experiments changes experiments where the leader loop runs
+// (reconcile.Loop); elsewhere each method answers raftstore.ErrNotLeader
+// and the API forwards the request to the leader. Problems with a request
+// are *preview.Error.
+type Experiments interface {
+	CreateExperiment(ctx context.Context, parent, id string, in preview.Input) (*preview.Operation, error)
+	UpdateExperiment(ctx context.Context, name string, in preview.Input) (*preview.Operation, error)
+	DeleteExperiment(ctx context.Context, name, etag string) (*preview.Operation, error)
+	StartPreview(ctx context.Context, name string) (*preview.Operation, error)
+	StopPreview(ctx context.Context, name string) (*preview.Operation, error)
+	CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error)
+}
+
+var _ Experiments = (*reconcile.Loop)(nil)
+
+// Preview is the node's preview runtime (internal/node): live decisions
+// are offered to it after their answer is written, and it holds the
+// cluster's merged experiment stats.
+type Preview interface {
+	// Offer hands an answered request to preview; it never blocks.
+	Offer(policy string, d engine.Decision, req *engine.Request)
+	// Previewing reports whether policy has ACTIVE experiments.
+	Previewing(policy string) bool
+	// Stats returns the cluster's stats of every experiment version.
+	Stats() []preview.Stats
+	// Report takes a node's stats on the leader and answers the merge;
+	// raftstore.ErrNotLeader elsewhere.
+	Report(ns preview.NodeStats) ([]preview.Stats, error)
+	// Status is the shadow's state, for /v1/status.
+	Status() preview.Status
+}
+
+// PreviewReportPath is the internal endpoint where nodes send their
+// preview stats to the leader.
+const PreviewReportPath = "/v1/preview:reportStats"
+
+// PreviewReportAnswer answers a stats report: the cluster's merged stats.
+type PreviewReportAnswer struct {
+	Stats []preview.Stats `json:"stats"`
+}
+
+// Bounds of experiment writes (a commit pushes to git).
+const experimentWriteTimeout = 2 * time.Minute
+
+// routeExperiments handles "/experiments", "/experiments/{id}" and
+// "/experiments/{id}:{verb}" under /v1/policies/{policy}.
+func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, tail string) {
+	if s.cluster == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+		return
+	}
+	if !validPolicyName(pol) {
+		s.fail(w, r, errorf(kindInvalidArgument, "%q is not a policy name: [a-z][a-z0-9-]{0,62}", pol))
+		return
+	}
+	rest, ok := strings.CutPrefix(tail, "/experiments")
+	if !ok || (rest != "" && rest[0] != '/') {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	parent := "policies/" + pol
+	if rest == "" || rest == "/" {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			s.listExperiments(w, r, parent)
+		case http.MethodPost:
+			s.writeExperiment(w, r, func(ctx context.Context, raw []byte) (*preview.Operation, error) {
+				in, err := preview.ParseInput(raw)
+				if err != nil {
+					return nil, err
+				}
+				return s.experiments.CreateExperiment(ctx, parent, r.URL.Query().Get("experimentId"), in)
+			})
+		default:
+			w.Header().Set("Allow", "GET, POST")
+			s.fail(w, r, errorf(kindMethodNotAllowed, "method %s is not allowed here; use GET or POST", r.Method))
+		}
+		return
+	}
+	id, verb, _ := strings.Cut(rest[1:], ":")
+	name := parent + "/experiments/" + id
+	if _, _, err := preview.ParseName(name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch verb {
+	case "":
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			s.getExperiment(w, r, name)
+		case http.MethodPatch:
+			s.writeExperiment(w, r, func(ctx context.Context, raw []byte) (*preview.Operation, error) {
+				in, err := preview.ParseInput(raw)
+				if err != nil {
+					return nil, err
+				}
+				return s.experiments.UpdateExperiment(ctx, name, in)
+			})
+		case http.MethodDelete:
+			s.writeExperiment(w, r, func(ctx context.Context, _ []byte) (*preview.Operation, error) {
+				return s.experiments.DeleteExperiment(ctx, name, r.URL.Query().Get("etag"))
+			})
+		default:
+			w.Header().Set("Allow", "GET, PATCH, DELETE")
+			s.fail(w, r, errorf(kindMethodNotAllowed, "method %s is not allowed here; use GET, PATCH or DELETE", r.Method))
+		}
+	case "startPreview", "stopPreview", "commit":
+		if !s.allow(w, r, http.MethodPost) {
+			return
+		}
+		s.writeExperiment(w, r, func(ctx context.Context, raw []byte) (*preview.Operation, error) {
+			switch verb {
+			case "startPreview":
+				if err := decodeEmpty(raw); err != nil {
+					return nil, err
+				}
+				return s.experiments.StartPreview(ctx, name)
+			case "stopPreview":
+				if err := decodeEmpty(raw); err != nil {
+					return nil, err
+				}
+				return s.experiments.StopPreview(ctx, name)
+			}
+			var body preview.CommitRequest
+			if err := decodeStrict(raw, &body); err != nil {
+				return nil, err
+			}
+			return s.experiments.CommitExperiment(ctx, name, body)
+		})
+	default:
+		s.fail(w, r, errorf(kindNotFound, "no such method %q on experiments: use startPreview, stopPreview or commit", verb))
+	}
+}
+
+// decodeEmpty accepts {} or {"name": "..."} (AIP request messages).
+func decodeEmpty(raw []byte) error {
+	var body struct {
+		Name string `json:"name"`
+	}
+	return decodeStrict(raw, &body)
+}
+
+// readExperiments decodes the experiments of the replicated state.
+func (s *Server) readExperiments() []*preview.Experiment {
+	exps, _ := preview.FromState(s.cluster.State())
+	return exps
+}
+
+func (s *Server) mergedStats() []preview.Stats {
+	if s.preview == nil {
+		return nil
+	}
+	return s.preview.Stats()
+}
+
+func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request, name string) {
+	e, err := preview.Get(s.readExperiments(), name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, preview.ViewOf(e, s.mergedStats()))
+}
+
+// experimentList is one page of List.
+type experimentList struct {
+	Experiments   []preview.View `json:"experiments"`
+	NextPageToken string         `json:"nextPageToken,omitempty"`
+}
+
+func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
+	q := r.URL.Query()
+	size := 0
+	if v := q.Get("pageSize"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.fail(w, r, errorf(kindInvalidArgument, "pageSize %q is not a number", v))
+			return
+		}
+		size = n
+	}
+	res, err := preview.List(s.readExperiments(), preview.ListRequest{Parent: parent, PageSize: size,
+		PageToken: q.Get("pageToken"), Filter: q.Get("filter")})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stats := s.mergedStats()
+	out := experimentList{Experiments: make([]preview.View, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
+	for _, e := range res.Experiments {
+		out.Experiments = append(out.Experiments, preview.ViewOf(e, stats))
+	}
+	s.writeValue(w, r, out)
+}
+
+// writeExperiment runs a mutating experiment method: on the leader here,
+// elsewhere forwarded (once) to the leader, as rollback is. The answer is
+// the Operation.
+func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
+	run func(ctx context.Context, raw []byte) (*preview.Operation, error)) {
+	if s.experiments == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
+		return
+	}
+	if err := s.authorized(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
+		s.fail(w, r, err)
+		return
+	}
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), experimentWriteTimeout)
+	defer cancel()
+	forwarded := r.Header.Get(cluster.ForwardedHeader) != ""
+	deadline := time.Now().Add(leaderWait)
+	for {
+		op, err := run(ctx, raw)
+		switch {
+		case err == nil:
+			s.writeValue(w, r, op)
+			return
+		case !errors.Is(err, raftstore.ErrNotLeader) || forwarded:
+			s.fail(w, r, err)
+			return
+		}
+		if addr, ok := s.leaderAddr(); ok {
+			s.forward(ctx, w, r, addr, raw)
+			return
+		}
+		if time.Now().After(deadline) {
+			s.fail(w, r, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.fail(w, r, err)
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// reportStats is internal: a node's preview stats, sent to the leader.
+func (s *Server) reportStats(w http.ResponseWriter, r *http.Request) {
+	if s.cluster == nil || s.preview == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	if !s.allow(w, r, http.MethodPost) {
+		return
+	}
+	if err := s.authorized(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var ns preview.NodeStats
+	if err := json.Unmarshal(raw, &ns); err != nil {
+		s.fail(w, r, errorf(kindInvalidArgument, "request body: %v", err))
+		return
+	}
+	merged, err := s.preview.Report(ns)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, PreviewReportAnswer{Stats: merged})
+}
+
+// offer hands an answered decision to preview; called after the answer is
+// written, outside the timed part of the handler.
+func (s *Server) offer(name string, d *engine.Decision, req *engine.Request) {
+	if s.preview != nil {
+		s.preview.Offer(name, *d, req)
+	}
+}

@@ -1,0 +1,44 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+
+	"github.com/policyrollout/reconciler/internal/preview"
+)
+
+// operationsPrefix is where long-running operations are read.
+const operationsPrefix = "/v1/operations/"
+
+// getOperation answers GET /v1/operations/{id} from the replicated state,
+// so any node answers it.
+func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, id string) {
+	if s.cluster == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+		return
+	}
+	if !s.allow(w, r, http.MethodGet) {
+		return
+	}
+	id = strings.TrimPrefix(id, "operations/")
+	doc, ok := s.cluster.State().Operations[id]
+	if !ok && id != "" && r.Header.Get(cluster.ForwardedHeader) == "" {
+		// Just created on the leader, not applied here yet: ask the leader.
+		if addr, isOther := s.leaderAddr(); isOther {
+			s.forward(r.Context(), w, r, addr, nil)
+			return
+		}
+	}
+	if !ok || id == "" {
+		s.fail(w, r, errorf(kindNotFound, "operation %q not found", "operations/"+id))
+		return
+	}
+	op, err := preview.DecodeOperation(doc.Data)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, op)
+}

@@ -1,0 +1,176 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/forge"
+	"github.com/policyrollout/reconciler/internal/logging"
+	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
+	"github.com/policyrollout/reconciler/internal/webhook"
+)
+
+// GitHub wiring ([github]): the leader loop's GitHub worker gets a forge
+// client; every node serves the webhook, whose triggers and comment
+// commands reach the leader (forwarded from a follower).
+const (
+	// forgeMaxWait is the longest one GitHub call waits out a rate limit
+	// in the leader's GitHub worker; longer limits are retried by the
+	// worker after GitHub's reset, so other work goes on meanwhile.
+	forgeMaxWait = time.Second
+	// handOffTimeout bounds how long a webhook's trigger or command keeps
+	// trying to reach the leader.
+	handOffTimeout = 15 * time.Second
+)
+
+// githubConfig is the leader loop's GitHub configuration, nil without
+// [github]. The token is read from github.token_env and never logged.
+func (m *Main) githubConfig() (*reconcile.GitHubConfig, error) {
+	cfg := m.Config
+	if !cfg.GitHub.Enabled() {
+		return nil, nil
+	}
+	token := cfg.Secret(cfg.GitHub.TokenEnv)
+	if token == "" {
+		m.Logger.Named(logging.Forge).Warn("the GitHub token variable is empty; GitHub calls will fail",
+			"variable", cfg.GitHub.TokenEnv)
+	}
+	client, err := forge.New(forge.Config{Repository: cfg.GitHub.Repository, APIURL: cfg.GitHub.APIURL,
+		Token: token, Logger: m.Logger.Named(logging.Forge), MaxWait: forgeMaxWait})
+	if err != nil {
+		return nil, fmt.Errorf("[github]: %w", err)
+	}
+	stats := func() []preview.Stats {
+		if m.preview == nil {
+			return nil
+		}
+		return m.preview.Stats()
+	}
+	return &reconcile.GitHubConfig{Forge: client, Summary: cfg.Preview.Summary, Stats: stats}, nil
+}
+
+// webhookHandler is the receiver of POST /v1/webhooks/github, nil
+// without [github]. Without a secret it refuses every delivery (503).
+func (m *Main) webhookHandler() http.Handler {
+	cfg := m.Config
+	if !cfg.GitHub.Enabled() {
+		return nil
+	}
+	h := &handOff{m: m, log: m.Logger.Named(logging.Webhook), client: &http.Client{Timeout: handOffTimeout}}
+	return webhook.New(webhook.Config{
+		Secret:     []byte(cfg.Secret(cfg.GitHub.WebhookSecretEnv)),
+		Branch:     cfg.Git.Branch,
+		Repository: cfg.GitHub.Repository,
+		Trigger:    h,
+		Commands:   h,
+		Logger:     h.log,
+	})
+}
+
+// commandQueue is where comment commands are queued on this node: the
+// leader loop (which answers NOT_LEADER where it is not running).
+func (m *Main) commandQueue() api.CommandQueue {
+	if !m.Config.GitHub.Enabled() {
+		return nil
+	}
+	return m.loop
+}
+
+// handOff passes what the webhook accepted to the leader without blocking
+// the webhook's answer: a trigger through the cluster's reconcile
+// forwarding, a command through the internal enqueue endpoint.
+type handOff struct {
+	m      *Main
+	log    hclog.Logger
+	client *http.Client
+}
+
+// Trigger implements webhook.Trigger.
+func (h *handOff) Trigger(reason string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
+		defer cancel()
+		if err := h.m.cluster.Reconcile(ctx); err != nil {
+			h.log.Warn("cannot pass the webhook's trigger to the leader; the next poll catches up",
+				"reason", reason, "error", err)
+		}
+	}()
+}
+
+// Enqueue implements webhook.Commands.
+func (h *handOff) Enqueue(cmd webhook.Command) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
+		defer cancel()
+		if err := h.enqueue(ctx, cmd); err != nil {
+			h.log.Warn("cannot pass a comment command to the leader; it is dropped", "pull", cmd.PR,
+				"verb", cmd.Verb, "error", err)
+		}
+	}()
+}
+
+// enqueue queues cmd here when this node leads, else on the leader,
+// retrying while the leader changes.
+func (h *handOff) enqueue(ctx context.Context, cmd webhook.Command) error {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		err := h.m.loop.EnqueueCommand(cmd)
+		if errors.Is(err, raftstore.ErrNotLeader) {
+			err = h.post(ctx, cmd)
+		}
+		if err == nil || !errors.Is(err, raftstore.ErrNotLeader) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// post sends cmd to the leader's internal enqueue endpoint.
+func (h *handOff) post(ctx context.Context, cmd webhook.Command) error {
+	id := h.m.cluster.Leader()
+	n, ok := h.m.cluster.State().Nodes[id]
+	if id == "" || id == h.m.Config.Node.ID || !ok || n.HTTPAddr == "" {
+		return cluster.ErrNoLeader
+	}
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+api.WebhookCommandsPath, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(cluster.ForwardedHeader, h.m.Config.Node.ID)
+	if token := h.m.Config.Secret(h.m.Config.API.TokenEnv); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", cluster.ErrNoLeader, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+		return nil
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return fmt.Errorf("%w: leader %s answered %d: %s", cluster.ErrNoLeader, id, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return fmt.Errorf("leader %s answered %d: %s", id, resp.StatusCode, bytes.TrimSpace(msg))
+}

@@ -1,0 +1,588 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// The leader keeps the AIP-236 experiments (internal/preview) in the
+// replicated state: every change is decided here (times included) with the
+// pure state machine of internal/preview and proposed to raft, so followers
+// only read them. Two kinds of callers change experiments:
+//
+//   - the reconcile pass: every branch other than the live one that changes
+//     a policy is the experiment "branch-<name>" of that policy, created,
+//     updated (new head commit; AutoStart when preview.auto_start) and
+//     deleted as branches move; and a live policy deleted on main deletes
+//     its experiments (CascadeDelete) once that generation is active;
+//   - the API (create, update, delete, start/stopPreview, commit), through
+//     the methods below, each of which stores a long-running Operation.
+//
+// expMu serialises all of them, so each decision is taken on the state the
+// previous one produced.
+
+// DefaultCommitWait bounds how long the leader waits, after pushing a
+// commit's merge to the live branch, for the new generation to be active
+// before it fails the operation.
+const DefaultCommitWait = 2 * time.Minute
+
+// ErrNoCommitter means the policy source cannot write commits.
+var ErrNoCommitter = errors.New("the policy source cannot write commits")
+
+// PolicyCommitter is a Source that can replace a policy directory on the
+// live branch in one commit (gitsource.Source.CommitPolicy).
+type PolicyCommitter interface {
+	CommitPolicy(ctx context.Context, req gitsource.CommitPolicyRequest) (string, error)
+}
+
+// CommitPolicy implements PolicyCommitter, apart from history walks as
+// Revert is.
+func (g *GitSource) CommitPolicy(ctx context.Context, req gitsource.CommitPolicyRequest) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.Source.CommitPolicy(ctx, req)
+}
+
+// settings returns the [preview] settings of the state machine.
+func (l *Loop) settings() preview.Settings { return l.cfg.Preview }
+
+// experiments decodes the AIP experiments of st; bad documents are logged.
+func (l *Loop) experiments(st *raftstore.State) []*preview.Experiment {
+	exps, errs := preview.FromState(st)
+	for _, err := range errs {
+		l.log.Warn("skipping an experiment document that does not decode", "error", err)
+	}
+	return exps
+}
+
+// putExperiment proposes e.
+func (l *Loop) putExperiment(ctx context.Context, e *preview.Experiment) error {
+	p, err := e.PutPayload()
+	if err != nil {
+		return err
+	}
+	if _, err := l.cfg.Store.Propose(ctx, &p); err != nil {
+		return fmt.Errorf("storing %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// deleteExperiment proposes the delete of name and previews the
+// experiments of its policy that were waiting for room under the cap.
+func (l *Loop) deleteExperiment(ctx context.Context, name string) error {
+	p := preview.DeletePayload(name)
+	if _, err := l.cfg.Store.Propose(ctx, &p); err != nil {
+		return fmt.Errorf("deleting %s: %w", name, err)
+	}
+	pol, _, _ := preview.ParseName(name)
+	return l.rebalance(ctx, pol)
+}
+
+// rebalance previews (and, with auto_start, starts) the experiments of
+// pol that now fit under the cap.
+func (l *Loop) rebalance(ctx context.Context, pol string) error {
+	now := l.cfg.Now()
+	for _, e := range preview.Rebalance(l.experiments(l.cfg.Store.State()), pol, l.settings()) {
+		e = preview.AutoStart(e, l.settings(), now)
+		if err := l.putExperiment(ctx, e); err != nil {
+			return err
+		}
+		l.log.Info("experiment previewed: room under the cap", "experiment", e.Name)
+	}
+	return nil
+}
+
+// putOperation proposes op.
+func (l *Loop) putOperation(ctx context.Context, op *preview.Operation) error {
+	p, err := op.PutPayload()
+	if err != nil {
+		return err
+	}
+	if _, err := l.cfg.Store.Propose(ctx, &p); err != nil {
+		return fmt.Errorf("storing %s: %w", op.Name, err)
+	}
+	return nil
+}
+
+// leaderCheck answers raftstore.ErrNotLeader unless the loop runs here.
+func (l *Loop) leaderCheck() error {
+	if !l.leading.Load() {
+		return fmt.Errorf("%w: this node's reconcile loop is not running", raftstore.ErrNotLeader)
+	}
+	return nil
+}
+
+// finish stores a done operation for method m on e (the response).
+func (l *Loop) finish(ctx context.Context, m preview.Method, target string, resp *preview.Experiment,
+	now time.Time) (*preview.Operation, error) {
+	op := preview.NewOperation(preview.OperationID(m, target, now), m, target, now)
+	done, err := op.Succeed(resp, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.putOperation(ctx, done); err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// CreateExperiment creates an API experiment under parent
+// ("policies/{policy}") and, with auto_start, starts it. Problems with the
+// request are *preview.Error (INVALID_ARGUMENT, ALREADY_EXISTS,
+// RESOURCE_EXHAUSTED).
+func (l *Loop) CreateExperiment(ctx context.Context, parent, id string, in preview.Input) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	if in.Policy != nil {
+		pol := strings.TrimPrefix(parent, "policies/")
+		c := *in.Policy
+		if c.Name == "" {
+			c.Name = pol
+		}
+		if c.Name == pol {
+			if err := preview.CheckPolicy(&c, l.cfg.EngineOptions); err != nil {
+				return nil, err
+			}
+		}
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	e, err := preview.Create(l.experiments(l.cfg.Store.State()), preview.CreateRequest{Parent: parent, ExperimentID: id,
+		Policy: in.Policy, Annotations: in.Annotations, Source: preview.Source{Kind: preview.SourceAPI}},
+		l.settings(), now)
+	if err != nil {
+		return nil, err
+	}
+	e = preview.AutoStart(e, l.settings(), now)
+	if err := l.putExperiment(ctx, e); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment created", "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
+	return l.finish(ctx, preview.MethodCreate, e.Name, e, now)
+}
+
+// UpdateExperiment changes the policy and/or annotations of an experiment
+// (AIP-236 update: an ACTIVE one is suspended, then restarted with
+// auto_start).
+func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Input) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	if in.Policy != nil {
+		pol, _, err := preview.ParseName(name)
+		if err != nil {
+			return nil, err
+		}
+		c := *in.Policy
+		if c.Name == "" {
+			c.Name = pol
+		}
+		if c.Name == pol {
+			if err := preview.CheckPolicy(&c, l.cfg.EngineOptions); err != nil {
+				return nil, err
+			}
+		}
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
+	if err != nil {
+		return nil, err
+	}
+	e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
+	if err != nil {
+		return nil, err
+	}
+	e = preview.AutoStart(e, l.settings(), now)
+	if err := l.putExperiment(ctx, e); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment updated", "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
+	return l.finish(ctx, preview.MethodUpdate, e.Name, e, now)
+}
+
+// DeleteExperiment deletes an experiment (etag, when given, must match).
+func (l *Loop) DeleteExperiment(ctx context.Context, name, etag string) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
+	if err != nil {
+		return nil, err
+	}
+	e, err := preview.Delete(cur, etag)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.deleteExperiment(ctx, name); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment deleted", "experiment", name)
+	return l.finish(ctx, preview.MethodDelete, name, e, now)
+}
+
+// StartPreview starts previewing an experiment.
+func (l *Loop) StartPreview(ctx context.Context, name string) (*preview.Operation, error) {
+	return l.setPreview(ctx, name, preview.MethodStartPreview, preview.StartPreview)
+}
+
+// StopPreview stops previewing an experiment.
+func (l *Loop) StopPreview(ctx context.Context, name string) (*preview.Operation, error) {
+	return l.setPreview(ctx, name, preview.MethodStopPreview, preview.StopPreview)
+}
+
+func (l *Loop) setPreview(ctx context.Context, name string, m preview.Method,
+	fn func(*preview.Experiment, time.Time) (*preview.Experiment, error)) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
+	if err != nil {
+		return nil, err
+	}
+	e, err := fn(cur, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.putExperiment(ctx, e); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment "+string(m), "experiment", name, "etag", e.Etag)
+	return l.finish(ctx, m, name, e, now)
+}
+
+// CommitExperiment promotes an experiment to live (AIP-236 commit). The
+// checks (etag required and current, parentEtag the live etag) run first;
+// a branch or API experiment is then written to the live branch as one
+// commit replacing the policy's directory, the experiment is deleted, and
+// the returned operation (not done yet) completes when the generation made
+// from that commit is active, or fails when it is not within the commit
+// wait. A failed push changes nothing: the experiment keeps previewing and
+// the live policy stays as it was. Pull request experiments are committed
+// by merging the pull request (FAILED_PRECONDITION here).
+func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	st := l.cfg.Store.State()
+	if _, _, err := preview.ParseName(name); err != nil {
+		return nil, err
+	}
+	cur, _ := preview.Get(l.experiments(st), name)
+	pol, _, _ := preview.ParseName(name)
+	liveEtag := ""
+	if g, ok := st.ActiveGeneration(); ok {
+		liveEtag = g.Etags[pol]
+	}
+	plan, err := preview.Commit(cur, liveEtag, req)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Source.Kind == preview.SourcePullRequest {
+		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"experiment %q comes from pull request #%d: merge the pull request (or comment /reconciler commit) to commit it",
+			name, cur.Source.Number)}
+	}
+	committer, ok := l.cfg.Source.(PolicyCommitter)
+	if !ok || l.cfg.Source == nil {
+		return nil, fmt.Errorf("%w: %w", ErrCannotRollBack, ErrNoCommitter)
+	}
+	files, err := l.commitFiles(cur)
+	if err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now()
+	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
+	msg := fmt.Sprintf("Commit experiment %s (etag %s)", name, cur.Etag)
+	if cur.Source.Kind == preview.SourceBranch {
+		msg = fmt.Sprintf("Commit experiment %s from branch %s (%s)", name, cur.Source.Branch, cur.Source.HeadCommit)
+	}
+	commit, err := committer.CommitPolicy(ctx, gitsource.CommitPolicyRequest{Policy: pol, Files: files, Message: msg, Now: now})
+	if err != nil {
+		if errors.Is(err, gitsource.ErrNoChange) {
+			err = fmt.Errorf("%w: the live branch already holds this version of %s", gitsource.ErrNoChange, pol)
+		}
+		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
+		l.log.Warn("commit of experiment failed; nothing changed", "experiment", name, "error", err)
+		return nil, err
+	}
+	l.commits.Add(1)
+	if err := l.putOperation(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "revision", l.revision(commit))
+	l.Trigger()
+	go l.completeCommit(op, commit)
+	return op, nil
+}
+
+// completeCommit waits (bounded) for the generation of commit and
+// completes op.
+func (l *Loop) completeCommit(op *preview.Operation, commit string) {
+	wait := l.cfg.CommitWait
+	if wait <= 0 {
+		wait = DefaultCommitWait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
+	defer cancel()
+	res := l.waitForCommit(ctx, RollbackResult{Commit: commit}, wait)
+	now := l.cfg.Now()
+	var done *preview.Operation
+	switch {
+	case res.Generation != 0 && res.State == raftstore.GenerationActive:
+		done, _ = op.Succeed(nil, now)
+	case res.Generation != 0 && res.State == raftstore.GenerationInvalid:
+		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"commit %s made generation %d, which is INVALID: %s", commit, res.Generation, strings.Join(res.Errors, "; "))}, now)
+	default:
+		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"commit %s was pushed but its generation was not active within %s", commit, wait)}, now)
+	}
+	if done == nil {
+		return
+	}
+	if err := l.putOperation(ctx, done); err != nil {
+		l.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)
+	}
+}
+
+// commitFiles is the new content of the policy's directory: for a branch
+// experiment, the directory at the branch's head commit when it still
+// gives the experiment's etag; otherwise the experiment's policy as one
+// policy.toml (MarshalTOML loads back to the same etag). A NoOp
+// experiment of a branch that deleted the policy deletes the directory.
+func (l *Loop) commitFiles(e *preview.Experiment) (map[string][]byte, error) {
+	pol := e.PolicyName()
+	if e.Source.Kind == preview.SourceBranch && e.Source.HeadCommit != "" {
+		if all, err := l.cfg.Source.Files(e.Source.HeadCommit); err == nil {
+			files := map[string][]byte{}
+			for p, data := range all {
+				if rel, ok := strings.CutPrefix(p, pol+"/"); ok {
+					files[rel] = data
+				}
+			}
+			if len(files) == 0 && preview.IsNoOp(e.Policy) {
+				return files, nil // the branch deletes the policy
+			}
+			if p, err := policy.LoadPolicy(gitsource.FilesFS(all), pol, l.cfg.LoadOptions); err == nil && p.Etag() == e.Etag {
+				return files, nil
+			}
+		}
+	}
+	data, err := e.Policy.MarshalTOML()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"policy.toml": data}, nil
+}
+
+// branchExperiment is what one branch wants for one policy.
+type branchExperiment struct {
+	branch, head string
+	policy       *policy.Policy
+}
+
+// syncExperiments makes the "branch-<name>" experiments match the branches
+// (after syncBranches computed the records): one per changed policy that
+// loads and compiles (a NoOp for a policy the branch deletes), created,
+// updated or deleted as needed. epoch is the count of commits this leader
+// had pushed when the pass fetched: when a commit happened since, the refs
+// are stale and the next pass (already triggered) does the work.
+func (l *Loop) syncExperiments(ctx context.Context, refs *gitsource.Refs, epoch uint64) error {
+	want, err := l.wantedBranchExperiments(refs)
+	if err != nil {
+		return err
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	if l.commits.Load() != epoch {
+		return nil
+	}
+	now := l.cfg.Now()
+	exps := l.experiments(l.cfg.Store.State())
+	byName := map[string]*preview.Experiment{}
+	for _, e := range exps {
+		byName[e.Name] = e
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w := want[name]
+		cur := byName[name]
+		var next *preview.Experiment
+		switch {
+		case cur == nil:
+			e, err := preview.Create(exps, preview.CreateRequest{Parent: "policies/" + w.policy.Name, Policy: w.policy,
+				Source: preview.Source{Kind: preview.SourceBranch, Branch: w.branch, HeadCommit: w.head}}, l.settings(), now)
+			if err != nil {
+				l.log.Warn("cannot create the branch experiment", "experiment", name, "error", err)
+				continue
+			}
+			next = preview.AutoStart(e, l.settings(), now)
+			exps = append(exps, next)
+		case cur.Source.Kind != preview.SourceBranch:
+			continue // an API experiment took the name first
+		case cur.Etag != w.policy.Etag():
+			e, err := preview.Update(cur, preview.UpdateRequest{Policy: w.policy, HeadCommit: w.head}, now)
+			if err != nil {
+				l.log.Warn("cannot update the branch experiment", "experiment", name, "error", err)
+				continue
+			}
+			next = preview.AutoStart(e, l.settings(), now)
+		case cur.Source.HeadCommit != w.head:
+			c := *cur // same policy, new head: keep the preview running
+			c.Source.HeadCommit, c.UpdateTime = w.head, now
+			next = &c
+		default:
+			continue
+		}
+		if err := l.putExperiment(ctx, next); err != nil {
+			return err
+		}
+		l.log.Info("branch experiment recorded", "experiment", name, "etag", next.Etag, "head", w.head,
+			"active", next.IsActive(), "previewed", next.Previewed)
+	}
+	for _, e := range exps {
+		if _, keep := want[e.Name]; keep || e.Source.Kind != preview.SourceBranch {
+			continue
+		}
+		if byName[e.Name] == nil {
+			continue
+		}
+		if err := l.deleteExperiment(ctx, e.Name); err != nil {
+			return err
+		}
+		l.log.Info("branch gone or back to live; experiment deleted", "experiment", e.Name)
+	}
+	return nil
+}
+
+// wantedBranchExperiments computes, by experiment name, what each branch
+// wants, from the branch records of the replicated state (written by
+// syncBranches this pass) and the policies at each branch's head.
+func (l *Loop) wantedBranchExperiments(refs *gitsource.Refs) (map[string]branchExperiment, error) {
+	st := l.cfg.Store.State()
+	var liveTree map[string][]byte
+	if g, ok := servedGeneration(st); ok {
+		liveTree = g.Files
+	}
+	want := map[string]branchExperiment{}
+	for _, rec := range ReadBranchRecords(st) {
+		if rec.Branch == l.cfg.Branch || len(rec.ChangedPolicies) == 0 {
+			continue
+		}
+		if b, ok := refs.Branches[rec.Branch]; !ok || b.Hash != rec.HeadCommit {
+			continue // a record of an earlier pass
+		}
+		id, err := preview.ExperimentID(preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch}, "")
+		if err != nil {
+			continue
+		}
+		files, err := l.branchFiles(rec.HeadCommit)
+		if err != nil {
+			return nil, err
+		}
+		for _, pol := range rec.ChangedPolicies {
+			p := l.branchPolicy(files, liveTree, pol)
+			if p == nil {
+				continue
+			}
+			want[preview.ResourceName(pol, id)] = branchExperiment{branch: rec.Branch, head: rec.HeadCommit, policy: p}
+		}
+	}
+	return want, nil
+}
+
+// branchFiles reads a branch head's policies root, cached by commit.
+func (l *Loop) branchFiles(commit string) (map[string][]byte, error) {
+	l.expCacheMu.Lock()
+	defer l.expCacheMu.Unlock()
+	if f, ok := l.expCache[commit]; ok {
+		return f, nil
+	}
+	files, problems, err := l.read(gitsource.Revision{Ref: "branch", Hash: commit})
+	if err != nil {
+		return nil, err
+	}
+	if problems != nil {
+		files = map[string][]byte{}
+	}
+	if len(l.expCache) > 4*maxBranches {
+		clear(l.expCache)
+	}
+	l.expCache[commit] = files
+	return files, nil
+}
+
+// branchPolicy is the experiment policy of pol at a branch: the branch's
+// version when it loads and compiles, a NoOp of the live version when the
+// branch deletes it, nil when it cannot be previewed.
+func (l *Loop) branchPolicy(files, liveTree map[string][]byte, pol string) *policy.Policy {
+	if _, ok := files[path.Join(pol, "policy.toml")]; !ok {
+		var live *policy.Policy
+		if liveTree != nil {
+			live, _ = policy.LoadPolicy(gitsource.FilesFS(liveTree), pol, l.cfg.LoadOptions)
+		}
+		if live == nil {
+			return nil
+		}
+		return preview.NoOp(live, pol)
+	}
+	p, err := policy.LoadPolicy(gitsource.FilesFS(files), pol, l.cfg.LoadOptions)
+	if err != nil || preview.CheckPolicy(p, l.cfg.EngineOptions) != nil {
+		return nil
+	}
+	return p
+}
+
+// cascade deletes the experiments of every policy that was live in from
+// and is not in to (AIP-236: deleting a live policy deletes its
+// experiments). A live policy changed to a no-op keeps them.
+func (l *Loop) cascade(ctx context.Context, from, to raftstore.Generation) {
+	var gone []string
+	for pol := range from.Etags {
+		if _, ok := to.Etags[pol]; !ok {
+			gone = append(gone, pol)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	exps := l.experiments(l.cfg.Store.State())
+	for _, pol := range gone {
+		for _, name := range preview.CascadeDelete(exps, pol) {
+			p := preview.DeletePayload(name)
+			if _, err := l.cfg.Store.Propose(ctx, &p); err != nil {
+				l.log.Warn("cannot delete the experiment of a deleted policy", "experiment", name, "error", err)
+				continue
+			}
+			l.log.Info("live policy deleted; experiment deleted", "policy", pol, "experiment", name,
+				"generation", to.Number)
+		}
+	}
+}

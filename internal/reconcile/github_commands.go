@@ -1,0 +1,199 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/forge"
+	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/webhook"
+)
+
+// helpText answers /reconciler help (docs/github.md).
+const helpText = "Commands (first line of a comment; write, maintain or admin permission needed):\n\n" +
+	"| Command | Does |\n|---|---|\n" +
+	"| `/reconciler preview start` | start previewing this pull request's experiments on live traffic |\n" +
+	"| `/reconciler preview stop` | stop previewing (the experiments stay) |\n" +
+	"| `/reconciler status` | reply with the current summary |\n" +
+	"| `/reconciler commit` | merge this pull request at the head commit the preview was computed from |\n" +
+	"| `/reconciler help` | this list |\n"
+
+// runCommand runs one comment command on the leader: once per comment id,
+// only for users GitHub says may write, answering with a reply comment.
+// A command whose GitHub calls fail for a retryable reason is queued again
+// later; nothing else is retried (the user comments again).
+func (l *Loop) runCommand(ctx context.Context, cmd webhook.Command) {
+	g := l.gh
+	if !g.firstTime(cmd.CommentID) {
+		g.log.Debug("comment command already handled", "comment", cmd.CommentID)
+		return
+	}
+	reply, err := l.command(ctx, cmd)
+	if err == nil && reply != "" {
+		_, err = g.cfg.Forge.Comment(ctx, cmd.PR, reply)
+	}
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	if !forge.Retryable(err) {
+		g.log.Warn("comment command failed", "pull", cmd.PR, "verb", cmd.Verb, "error", err)
+		return
+	}
+	g.forget(cmd.CommentID)
+	d := g.retryDelay(err, l.cfg.Now())
+	g.log.Info("comment command delayed by GitHub; retrying", "pull", cmd.PR, "verb", cmd.Verb, "in", d, "error", err)
+	time.AfterFunc(d, func() {
+		if ctx.Err() == nil {
+			_ = l.EnqueueCommand(cmd)
+		}
+	})
+}
+
+// command authorizes and runs cmd, and returns the reply to post.
+func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error) {
+	perm, err := l.gh.cfg.Forge.Permission(ctx, cmd.User)
+	if err != nil {
+		return "", err
+	}
+	if !forge.CanWrite(perm) {
+		l.gh.log.Info("comment command refused", "pull", cmd.PR, "user", cmd.User, "permission", perm, "verb", cmd.Verb)
+		return fmt.Sprintf("@%s, sorry: only users with write, maintain or admin permission on this repository may run `/reconciler` commands (yours: %s). Nothing was done.",
+			cmd.User, perm), nil
+	}
+	l.gh.log.Info("comment command", "pull", cmd.PR, "user", cmd.User, "verb", cmd.Verb, "args", cmd.Args)
+	switch cmd.Verb {
+	case webhook.VerbHelp:
+		if cmd.Error != "" {
+			return fmt.Sprintf("@%s: %s\n\n%s", cmd.User, cmd.Error, helpText), nil
+		}
+		return helpText, nil
+	case webhook.VerbStatus:
+		rec, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
+		if !ok {
+			return notTracked(cmd.PR), nil
+		}
+		return withoutMarker(commentBody(rec, l.pullSummaries(rec))), nil
+	case webhook.VerbPreview:
+		return l.setPullPreview(ctx, cmd)
+	case webhook.VerbCommit:
+		return l.commitPull(ctx, cmd)
+	}
+	return helpText, nil
+}
+
+// setPullPreview runs preview start/stop through the same AIP methods as
+// the HTTP API (StartPreview/StopPreview) on every experiment "pr-N" of
+// the pull request, and records the state on its record for the comment.
+func (l *Loop) setPullPreview(ctx context.Context, cmd webhook.Command) (string, error) {
+	rec, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
+	if !ok {
+		return notTracked(cmd.PR), nil
+	}
+	want, method := preview.Active, l.StartPreview
+	if len(cmd.Args) > 0 && cmd.Args[0] == "stop" {
+		want, method = preview.Suspended, l.StopPreview
+	}
+	var notes []string
+	for _, name := range l.pullExperimentNames(cmd.PR) {
+		if _, err := method(ctx, name); err != nil {
+			notes = append(notes, fmt.Sprintf("- `%s`: %v", name, err))
+		}
+	}
+	if rec.Preview != string(want) {
+		rec.Preview = string(want)
+		p, err := putRecord(PullRecordPrefix+strconv.Itoa(cmd.PR), rec)
+		if err != nil {
+			return "", err
+		}
+		if _, err := l.cfg.Store.Propose(ctx, p); err != nil {
+			return fmt.Sprintf("UNAVAILABLE: could not record the preview state: %v", err), nil
+		}
+	}
+	reply := fmt.Sprintf("Preview of #%d is %s.", cmd.PR, want)
+	if len(notes) > 0 {
+		reply += "\n\n" + strings.Join(notes, "\n")
+	}
+	return reply, nil
+}
+
+// pullExperimentNames are the AIP experiments of pull request n.
+func (l *Loop) pullExperimentNames(n int) []string {
+	var out []string
+	for _, e := range l.experiments(l.cfg.Store.State()) {
+		if e.Source.Kind == preview.SourcePullRequest && e.Source.Number == n {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+// commitPull merges the pull request at the head commit its experiments
+// were computed from (GitHub's merge API with sha). A head that moved
+// (409) or a pull request GitHub will not merge (405) changes nothing.
+func (l *Loop) commitPull(ctx context.Context, cmd webhook.Command) (string, error) {
+	rec, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
+	if !ok {
+		return notTracked(cmd.PR), nil
+	}
+	if !rec.Validation.Valid {
+		return "FAILED_PRECONDITION: the pull request's policies are invalid (see `reconciler/validate`); nothing was merged.", nil
+	}
+	sha, err := l.MergePullRequest(ctx, cmd.PR, rec.HeadCommit)
+	var perr *preview.Error
+	if errors.As(err, &perr) {
+		return fmt.Sprintf("%s: %s.", perr.Code, perr.Msg), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Merged #%d at %s as %s; the merge commit is promoted as a new generation (see `reconciler/promote` on it).",
+		cmd.PR, short(rec.HeadCommit), short(sha)), nil
+}
+
+func notTracked(pr int) string {
+	return fmt.Sprintf("NOT_FOUND: #%d is not tracked yet (no open pull request into the live branch seen at the last reconcile); try again shortly.", pr)
+}
+
+// withoutMarker drops the marker line, so a reply is never taken for the
+// preview comment.
+func withoutMarker(body string) string {
+	return strings.TrimPrefix(body, forge.Marker+"\n")
+}
+
+// forget lets a command's comment id run again (after a retryable failure).
+func (g *github) forget(id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.handled, id)
+}
+
+// MergePullRequest is the commit of a pull request experiment through
+// GitHub (for CommitExperiment, the API's :commit): it merges pull request
+// n with sha = head, the commit the experiment etag was computed from, and
+// triggers a reconcile. A head that moved (HTTP 409) is a *preview.Error
+// ABORTED, a pull request GitHub will not merge (405) FAILED_PRECONDITION;
+// nothing changes then. Without [github] it is FAILED_PRECONDITION.
+func (l *Loop) MergePullRequest(ctx context.Context, n int, head string) (string, error) {
+	if l.gh == nil {
+		return "", &preview.Error{Code: preview.FailedPrecondition,
+			Msg: fmt.Sprintf("pull request #%d can only be merged on GitHub: the GitHub integration ([github]) is not configured", n)}
+	}
+	sha, err := l.gh.cfg.Forge.Merge(ctx, n, head, forge.MergeMerge)
+	switch {
+	case errors.Is(err, forge.ErrAborted):
+		return "", &preview.Error{Code: preview.Aborted,
+			Msg: fmt.Sprintf("the head of pull request #%d moved since the experiment was computed at %s; nothing was merged", n, short(head))}
+	case errors.Is(err, forge.ErrFailedPrecondition):
+		return "", &preview.Error{Code: preview.FailedPrecondition,
+			Msg: fmt.Sprintf("GitHub cannot merge pull request #%d (conflicts, required reviews or checks, or branch rules); nothing was merged", n)}
+	case err != nil:
+		return "", err
+	}
+	l.gh.log.Info("pull request merged", "pull", n, "head", head, "merge_commit", sha)
+	l.Trigger()
+	return sha, nil
+}

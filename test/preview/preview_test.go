@@ -1,0 +1,553 @@
+// Package preview_test runs the AIP-236 preview end to end with real
+// processes: a 3-node cluster of `reconciler serve` following a git
+// repository seeded from policies.example, a branch that tightens
+// edge-firewall, the sample traffic sent to every node, and the branch's
+// experiment checked against `reconciler replay` on the same files; then
+// commit with a stale and with the right etag.
+//
+//	go test -count=1 ./test/preview/
+//	RECONCILER_PREVIEW_BENCH=1 go test -count=1 -run TestPreviewOverhead -v ./test/preview/
+package preview_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/gittest"
+)
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// binary builds ./cmd/reconciler once per test run.
+func binary(t testing.TB) string {
+	t.Helper()
+	build.once.Do(func() {
+		dir, err := os.MkdirTemp("", "reconciler-preview-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "reconciler")
+		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/reconciler")
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+func moduleRoot() string {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "../.."
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+func env() []string {
+	return append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+}
+
+// proc is one `reconciler serve`.
+type proc struct {
+	id, http, raft, dir, log string
+	cmd                      *exec.Cmd
+	done                     chan struct{}
+}
+
+func (p *proc) base() string { return "http://" + p.http }
+
+func (p *proc) tail(n int) string {
+	data, _ := os.ReadFile(p.log)
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-n):], "\n")
+}
+
+func freeAddrs(t testing.TB, n int) []string {
+	var out []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+// cluster is three processes following url.
+type cluster struct {
+	t     testing.TB
+	nodes []*proc
+}
+
+func startCluster(t testing.TB, url string, extra string, n int) *cluster {
+	t.Helper()
+	bin := binary(t)
+	addrs := freeAddrs(t, 2*n)
+	root := t.TempDir()
+	c := &cluster{t: t}
+	for i := range n {
+		p := &proc{id: fmt.Sprintf("n%d", i+1), http: addrs[2*i], raft: addrs[2*i+1], dir: filepath.Join(root, fmt.Sprintf("n%d", i+1))}
+		p.log = filepath.Join(root, p.id+".log")
+		join := ""
+		if i > 0 {
+			join = fmt.Sprintf("%q", addrs[0])
+		}
+		cfg := fmt.Sprintf(`[node]
+id = %q
+data_dir = %q
+http_addr = %q
+raft_addr = %q
+bootstrap = %t
+join = [%s]
+
+[git]
+url = %q
+init_from = ""
+poll = "@every 1h"
+
+[preview]
+auto_start = true
+%s
+
+[api]
+token_env = ""
+
+[log]
+level = "info"
+format = "json"
+`, p.id, filepath.Join(p.dir, "data"), p.http, p.raft, i == 0, join, url, extra)
+		if err := os.MkdirAll(p.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(p.dir, "config.toml")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.cmd = exec.Command(bin, "serve", "--config", path)
+		p.cmd.Stdout, p.cmd.Stderr, p.cmd.Env = f, f, env()
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p.done = make(chan struct{})
+		go func(p *proc, f *os.File) { _ = p.cmd.Wait(); f.Close(); close(p.done) }(p, f)
+		c.nodes = append(c.nodes, p)
+		if i == 0 {
+			c.waitReady(p)
+		}
+	}
+	t.Cleanup(c.teardown)
+	for _, p := range c.nodes {
+		c.waitReady(p)
+	}
+	return c
+}
+
+func (c *cluster) waitReady(p *proc) {
+	c.t.Helper()
+	eventually(c.t, 60*time.Second, p.id+" ready", func() error {
+		code, body, err := do(http.MethodGet, p.base()+"/readyz", "")
+		if err == nil && code != 200 {
+			err = fmt.Errorf("readyz %d %s", code, body)
+		}
+		return err
+	})
+}
+
+func (c *cluster) teardown() {
+	for _, p := range c.nodes {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	for _, p := range c.nodes {
+		if c.t.Failed() {
+			c.t.Logf("---- tail of %s ----\n%s", p.id, p.tail(40))
+		}
+		data, _ := os.ReadFile(p.log)
+		for _, bad := range []string{"panic:", "fatal error:", "DATA RACE"} {
+			if bytes.Contains(data, []byte(bad)) {
+				c.t.Errorf("%s logged %q", p.id, bad)
+			}
+		}
+	}
+}
+
+var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+func do(method, url, body string) (int, []byte, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, data, err
+}
+
+func call(t testing.TB, method, url, body string, out any) int {
+	t.Helper()
+	code, data, err := do(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, url, err, data)
+		}
+	}
+	return code
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// exampleFiles reads policies.example (without the traffic) as repository
+// files.
+func exampleFiles(t testing.TB) map[string]string {
+	t.Helper()
+	root := filepath.Join(moduleRoot(), "policies.example")
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if strings.HasPrefix(rel, "_traffic") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// tighten adds BR and IN to the embargoed countries of edge-firewall.
+func tighten(t testing.TB, policyTOML string) string {
+	old := "['CU', 'IR', 'KP', 'SY']"
+	if !strings.Contains(policyTOML, old) {
+		t.Fatalf("edge-firewall no longer has %s", old)
+	}
+	return strings.Replace(policyTOML, old, "['CU', 'IR', 'KP', 'SY', 'BR', 'IN']", 1)
+}
+
+func trafficLines(t testing.TB) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(moduleRoot(), "policies.example", "_traffic", "sample.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if s := strings.TrimSpace(sc.Text()); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// send posts every line to p's :evaluate with some concurrency.
+func send(t testing.TB, p *proc, policy string, lines []string, workers int) {
+	t.Helper()
+	ch := make(chan string)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l := range ch {
+				code, body, err := do(http.MethodPost, p.base()+"/v1/policies/"+policy+":evaluate", l)
+				if err == nil && code != 200 {
+					err = fmt.Errorf("HTTP %d: %s", code, body)
+				}
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, l := range lines {
+		ch <- l
+	}
+	close(ch)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+type counts struct {
+	Evaluated   uint64 `json:"evaluated"`
+	Unchanged   uint64 `json:"unchanged"`
+	AllowToDeny uint64 `json:"allowToDeny"`
+	DenyToAllow uint64 `json:"denyToAllow"`
+	RuleChanged uint64 `json:"ruleChanged"`
+	Errors      uint64 `json:"errors"`
+	Dropped     uint64 `json:"dropped"`
+}
+
+type experiment struct {
+	Name            string `json:"name"`
+	Etag            string `json:"etag"`
+	PreviewMetadata *struct {
+		State     string `json:"state"`
+		LogPrefix string `json:"logPrefix"`
+	} `json:"previewMetadata"`
+	Stats *struct {
+		counts
+		Transitions []map[string]any `json:"transitions"`
+		Nodes       []struct {
+			Node      string `json:"node"`
+			Evaluated uint64 `json:"evaluated"`
+		} `json:"nodes"`
+	} `json:"stats"`
+}
+
+// replayExpected runs `reconciler replay --format json` on the same files.
+func replayExpected(t testing.TB, files map[string]string, tightened string) counts {
+	t.Helper()
+	root := t.TempDir()
+	live, exp := filepath.Join(root, "live"), filepath.Join(root, "exp")
+	for _, dir := range []string{live, exp} {
+		for p, content := range files {
+			if p == "edge-firewall/policy.toml" && dir == exp {
+				content = tightened
+			}
+			full := filepath.Join(dir, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd := exec.Command(binary(t), "replay", "--live", filepath.Join(live, "edge-firewall"),
+		"--experiment", filepath.Join(exp, "edge-firewall"),
+		"--traffic", filepath.Join(moduleRoot(), "policies.example", "_traffic", "sample.jsonl"), "--format", "json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	var res []struct {
+		Stats counts `json:"stats"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
+		t.Fatalf("replay output: %v %s", err, out)
+	}
+	return res[0].Stats
+}
+
+func TestPreviewEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	files := exampleFiles(t)
+	tightened := tighten(t, files["edge-firewall/policy.toml"])
+	want := replayExpected(t, files, tightened)
+	if want.AllowToDeny == 0 {
+		t.Fatalf("the tightened rule changes nothing in the sample traffic: %+v", want)
+	}
+
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.InitRepo("policies", files)
+	url := srv.RepoPath("policies")
+	work := srv.Clone(url)
+	c := startCluster(t, url, "queue_size = 100000\nrecord_requests = 0", 3)
+	n1 := c.nodes[0]
+
+	srv.CreateBranch(work, "tighten-geo")
+	head := srv.Commit(work, map[string]string{"edge-firewall/policy.toml": tightened}, "block BR and IN")
+	srv.Push(work, "tighten-geo")
+	srv.Checkout(work, "main")
+	call(t, http.MethodPost, c.nodes[1].base()+"/v1/cluster:reconcile", "{}", nil)
+
+	expURL := "/v1/policies/edge-firewall/experiments/branch-tighten-geo"
+	var exp experiment
+	eventually(t, 30*time.Second, "the branch experiment ACTIVE", func() error {
+		code := call(t, http.MethodGet, n1.base()+expURL, "", &exp)
+		if code != 200 || exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "ACTIVE" {
+			return fmt.Errorf("HTTP %d %+v", code, exp)
+		}
+		return nil
+	})
+	// Every node installs experiments within its poll interval (200ms)
+	// after applying; the stats heartbeat shows a node's cell once it has
+	// one. Wait for all three to report the version with zero counts.
+	eventually(t, 30*time.Second, "every node previewing", func() error {
+		call(t, http.MethodGet, n1.base()+expURL, "", &exp)
+		if exp.Stats == nil || len(exp.Stats.Nodes) != 3 {
+			return fmt.Errorf("stats = %+v", exp.Stats)
+		}
+		return nil
+	})
+
+	lines := trafficLines(t)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, p := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); send(t, p, "edge-firewall", lines, 8) }()
+	}
+	wg.Wait()
+	t.Logf("sent %d requests to each of 3 nodes in %v", len(lines), time.Since(start).Round(time.Millisecond))
+
+	for _, p := range c.nodes { // stats read on every node agree
+		eventually(t, 30*time.Second, "merged stats on "+p.id, func() error {
+			call(t, http.MethodGet, p.base()+expURL, "", &exp)
+			s := exp.Stats
+			if s == nil || s.Evaluated != 3*uint64(len(lines)) || s.AllowToDeny != 3*want.AllowToDeny ||
+				s.DenyToAllow != 3*want.DenyToAllow || s.RuleChanged != 3*want.RuleChanged || s.Dropped != 0 {
+				return fmt.Errorf("stats = %+v, want 3 x %+v", s, want)
+			}
+			return nil
+		})
+	}
+	t.Logf("experiment stats (3 nodes): allowToDeny=%d denyToAllow=%d ruleChanged=%d (replay: %d/%d/%d per node)",
+		exp.Stats.AllowToDeny, exp.Stats.DenyToAllow, exp.Stats.RuleChanged, want.AllowToDeny, want.DenyToAllow, want.RuleChanged)
+
+	// The preview log of every node: prefix, both etags, the redacted request.
+	for _, p := range c.nodes {
+		data, err := os.ReadFile(filepath.Join(p.dir, "data", "preview.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := 0
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var line map[string]any
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatalf("%s: bad log line %q", p.id, l)
+			}
+			if !strings.HasPrefix(fmt.Sprint(line["msg"]), "PolicyPreviewLog") || line["experiment_etag"] != exp.Etag ||
+				line["live_etag"] == "" || line["live_etag"] == nil {
+				t.Fatalf("%s: log line %v", p.id, line)
+			}
+			if line["changed"] == true {
+				changed++
+			}
+		}
+		if wantChanged := int(want.AllowToDeny + want.DenyToAllow + want.RuleChanged); changed != wantChanged {
+			t.Errorf("%s logged %d changed decisions, want %d", p.id, changed, wantChanged)
+		}
+	}
+
+	// Commit with a stale etag: ABORTED, nothing changes.
+	var probe struct {
+		Etag       string `json:"etag"`
+		Generation uint64 `json:"generation"`
+	}
+	call(t, http.MethodPost, n1.base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+	liveEtag, gen := probe.Etag, probe.Generation
+	var e struct{ Error struct{ Status string } }
+	if code := call(t, http.MethodPost, c.nodes[2].base()+expURL+":commit", `{"etag":"0000"}`, &e); code != 409 || e.Error.Status != "ABORTED" {
+		t.Fatalf("stale commit: %d %+v", code, e)
+	}
+	if code := call(t, http.MethodPost, c.nodes[2].base()+expURL+":commit",
+		fmt.Sprintf(`{"etag":%q,"parentEtag":"0000"}`, exp.Etag), &e); code != 409 || e.Error.Status != "ABORTED" {
+		t.Fatalf("stale parentEtag: %d %+v", code, e)
+	}
+	if h := srv.Head("policies", "main"); h == head {
+		t.Fatal("main moved to the branch")
+	}
+	if code := call(t, http.MethodGet, n1.base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
+		t.Fatalf("after failed commits: %d %+v", code, exp)
+	}
+
+	// Commit with the right etags, from a follower.
+	var op struct {
+		Name  string         `json:"name"`
+		Done  bool           `json:"done"`
+		Error map[string]any `json:"error"`
+	}
+	if code := call(t, http.MethodPost, c.nodes[2].base()+expURL+":commit",
+		fmt.Sprintf(`{"etag":%q,"parentEtag":%q}`, exp.Etag, liveEtag), &op); code != 200 {
+		t.Fatalf("commit: %d %+v", code, op)
+	}
+	eventually(t, 60*time.Second, "the commit operation", func() error {
+		call(t, http.MethodGet, c.nodes[1].base()+"/v1/"+op.Name, "", &op)
+		if !op.Done {
+			return fmt.Errorf("%+v", op)
+		}
+		return nil
+	})
+	if op.Error != nil {
+		t.Fatalf("commit failed: %v", op.Error)
+	}
+	for _, p := range c.nodes {
+		call(t, http.MethodPost, p.base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+		if probe.Etag != exp.Etag || probe.Generation <= gen {
+			t.Errorf("%s serves %+v after the commit, want etag %s", p.id, probe, exp.Etag)
+		}
+		if code := call(t, http.MethodGet, p.base()+expURL, "", &e); code != 404 {
+			t.Errorf("%s: experiment still there: %d", p.id, code)
+		}
+	}
+	if code := call(t, http.MethodPost, n1.base()+expURL+":commit", fmt.Sprintf(`{"etag":%q}`, exp.Etag), &e); code != 404 {
+		t.Errorf("second commit: %d %+v", code, e)
+	}
+}
