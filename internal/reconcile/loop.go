@@ -116,8 +116,11 @@ type Loop struct {
 	// Experiments (experiments.go): expMu serialises their changes;
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its experiment sync; expCache holds branch trees.
-	expMu      sync.Mutex
-	commits    atomic.Uint64
+	expMu   sync.Mutex
+	commits atomic.Uint64
+	// passes counts finished reconcile passes, so tests can wait for one
+	// instead of sleeping.
+	passes     atomic.Uint64
 	expCacheMu sync.Mutex
 	expCache   map[string]map[string][]byte
 }
@@ -251,6 +254,7 @@ func (l *Loop) runPromoter(ctx context.Context) {
 // record or clear PullError), skip when no ref moved, promote the live
 // branch's new commits, record the other branches.
 func (l *Loop) reconcile(ctx context.Context, t *term) {
+	defer l.passes.Add(1)
 	epoch := l.commits.Load()
 	refs, fresh, err := l.fetch(ctx)
 	if err != nil {

@@ -94,19 +94,17 @@ func gen(t *testing.T, s *fakeStore, n uint64) raftstore.Generation {
 	return g
 }
 
-// settle triggers the loop and waits until a pass has run.
-func settle(t *testing.T, l *Loop, repo *fakeRepo) {
+// settle triggers the loop and waits until a pass that began after the
+// trigger has finished (its proposals included). Two passes are awaited
+// because a pass already running when Trigger is called may have fetched
+// before the test's change.
+func settle(t *testing.T, l *Loop, _ *fakeRepo) {
 	t.Helper()
-	repo.mu.Lock()
-	before := repo.fetches
-	repo.mu.Unlock()
+	before := l.passes.Load()
 	l.Trigger()
-	eventually(t, "a pass", func() bool {
-		repo.mu.Lock()
-		defer repo.mu.Unlock()
-		return repo.fetches > before
-	})
-	time.Sleep(20 * time.Millisecond) // the pass proposes after its fetch
+	eventually(t, "a pass", func() bool { return l.passes.Load() >= before+1 })
+	l.Trigger()
+	eventually(t, "a second pass", func() bool { return l.passes.Load() >= before+2 })
 }
 
 func TestLoopStagesThenActivatesWhenAllReady(t *testing.T) {
