@@ -26,6 +26,7 @@ type rollbackAnswer struct {
 	Generation       uint64   `json:"generation"`
 	State            string   `json:"state"`
 	Errors           []string `json:"errors"`
+	PullRequestURL   string   `json:"pullRequestUrl"`
 }
 
 // rollback implements `reconciler rollback [--server URL] [--to N]
@@ -118,6 +119,12 @@ func postRollback(ctx context.Context, base string, to uint64, wait time.Duratio
 
 // printRollback says what was pushed and what became of it.
 func printRollback(w io.Writer, r *rollbackAnswer, wait time.Duration) {
+	if r.PullRequestURL != "" {
+		fmt.Fprintf(w, "Pushing to the live branch was refused; opened the pull request %s: %q (%s)\n",
+			r.PullRequestURL, r.Message, orDash(r.Revision))
+		fmt.Fprintln(w, "Merging it promotes the revert as a new generation; follow it with `reconciler status`.")
+		return
+	}
 	fmt.Fprintf(w, "Pushed %s: %q\n", orDash(r.Revision), r.Message)
 	switch {
 	case r.State == "ACTIVE":

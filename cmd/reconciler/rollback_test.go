@@ -56,6 +56,17 @@ func TestRollbackCommand(t *testing.T) {
 	}
 }
 
+func TestRollbackCommandOpenedPullRequest(t *testing.T) {
+	srv, _ := rollbackServer(t, 200, `{"targetGeneration":4,"targetCommit":"aaaa","commit":"bbbb",
+"revision":"reconciler/revert-generation-4-bbbb@sha1:bbbb","message":"Revert to generation 4 (aaaa)",
+"pullRequestUrl":"https://github.com/o/r/pull/9"}`)
+	code, stdout, _ := cli(t, "", "rollback", "--server", srv.URL)
+	if code != exitCheck || !strings.Contains(stdout, "opened the pull request https://github.com/o/r/pull/9") ||
+		strings.Contains(stdout, "Pushed") {
+		t.Errorf("pull request = %d %q", code, stdout)
+	}
+}
+
 func TestRollbackCommandFailures(t *testing.T) {
 	invalid, _ := rollbackServer(t, 200, `{"commit":"bbbb","revision":"main@sha1:bbbb","message":"Revert to generation 4 (aaaa)",
 "generation":7,"state":"INVALID","errors":["web/policy.toml:3: boom"]}`)

@@ -166,15 +166,26 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 }
 
 // experimentView is what the table shows of an experiment: the leader's
-// branch records (kind "branch") have all of it.
+// branch records (kind "branch") and the AIP-236 experiments (kind
+// "experiment", with etag, state, previewed and source).
 type experimentView struct {
 	Name            string   `json:"name"`
+	Kind            string   `json:"kind"`
 	HeadCommit      string   `json:"headCommit"`
 	ChangedPolicies []string `json:"changedPolicies"`
 	Validation      *struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
 	} `json:"validation"`
+	Etag      string `json:"etag"`
+	State     string `json:"state"`
+	Previewed bool   `json:"previewed"`
+	Source    *struct {
+		Kind       string `json:"kind"`
+		Number     int    `json:"number"`
+		Branch     string `json:"branch"`
+		HeadCommit string `json:"headCommit"`
+	} `json:"source"`
 }
 
 func printExperiments(w io.Writer, exps []json.RawMessage) {
@@ -183,10 +194,22 @@ func printExperiments(w io.Writer, exps []json.RawMessage) {
 		return
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "  NAME\tHEAD\tCHANGED POLICIES\tVALID")
+	fmt.Fprintln(tw, "  NAME\tSOURCE\tHEAD\tCHANGED POLICIES\tETAG\tSTATE\tVALID")
 	for _, raw := range exps {
 		var e experimentView
 		if json.Unmarshal(raw, &e) != nil {
+			continue
+		}
+		if e.Kind == "experiment" {
+			src, head := "-", ""
+			if e.Source != nil {
+				src, head = experimentSource(e.Source.Kind, e.Source.Number, e.Source.Branch), e.Source.HeadCommit
+			}
+			state := orDash(e.State)
+			if !e.Previewed {
+				state += " (not previewed)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t-\n", e.Name, src, orDash(shortHash(head)), orDash(e.Etag), state)
 			continue
 		}
 		changed, valid := strings.Join(e.ChangedPolicies, ","), "-"
@@ -199,9 +222,21 @@ func printExperiments(w io.Writer, exps []json.RawMessage) {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Name, orDash(shortHash(e.HeadCommit)), orDash(changed), valid)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t-\t-\t%s\n", e.Name, orDash(e.Kind), orDash(shortHash(e.HeadCommit)), orDash(changed), valid)
 	}
 	tw.Flush()
+}
+
+// experimentSource names what an AIP experiment comes from:
+// "pull_request #7", "branch feature/x" or "api".
+func experimentSource(kind string, number int, branch string) string {
+	switch {
+	case kind == "pull_request" && number != 0:
+		return fmt.Sprintf("%s #%d", kind, number)
+	case kind == "branch" && branch != "":
+		return kind + " " + branch
+	}
+	return orDash(kind)
 }
 
 // shortHash shortens a commit hash for a table.

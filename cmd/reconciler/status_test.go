@@ -31,6 +31,24 @@ const statusFixture = `{"nodeId":"n2","leader":"n1","raftState":"Follower","acti
  {"id":"n1","raftAddr":"127.0.0.1:8300","httpAddr":"127.0.0.1:8181","group":"default","subgroup":"default","state":"ACTIVE","voter":true,"leader":true,"reachable":true,"lastHeartbeat":"2026-01-02T15:04:09.5Z","generation":2,"joinTime":"2026-01-02T15:00:00Z"},
  {"id":"n4","raftAddr":"127.0.0.1:8303","httpAddr":"127.0.0.1:8184","group":"default","subgroup":"default","state":"ACTIVE","voter":false,"leader":false,"reachable":false,"generation":1,"joinTime":"2026-01-02T15:00:00Z"}]}`
 
+func TestStatusExperimentsTable(t *testing.T) {
+	exps := []json.RawMessage{
+		json.RawMessage(`{"name":"branches/feature/x","kind":"branch","headCommit":"b1","changedPolicies":["web"],"validation":{"valid":false,"errors":["web/policy.toml:3: boom"]}}`),
+		json.RawMessage(`{"name":"policies/web/experiments/mine","kind":"experiment","etag":"e1","previewed":false,"source":{"kind":"api"}}`),
+		json.RawMessage(`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`),
+	}
+	var out bytes.Buffer
+	printExperiments(&out, exps)
+	want := `  NAME                           SOURCE           HEAD          CHANGED POLICIES  ETAG  STATE              VALID
+  branches/feature/x             branch           b1            web               -     -                  no: web/policy.toml:3: boom
+  policies/web/experiments/mine  api              -             -                 e1    - (not previewed)  -
+  policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE             -
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 func TestStatusText(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/status" {

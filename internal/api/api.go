@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/preview"
 )
 
 // Snapshot is one generation as the API serves it: immutable once
@@ -88,6 +89,9 @@ type Config struct {
 	// Preview is the node's preview runtime: live decisions are offered to
 	// it after their answer, and it holds the merged stats; optional.
 	Preview Preview
+	// Thresholds judge the experiments' stats by policy
+	// ([preview.thresholds]): a GET shows the verdict as "summary".
+	Thresholds preview.ThresholdSet
 	// Webhook, when set ([github]), serves POST /v1/webhooks/github;
 	// Commands queues the comment commands it receives on the leader
 	// (followers forward them). See webhook.go.
@@ -121,6 +125,7 @@ type Server struct {
 
 	experiments Experiments
 	preview     Preview
+	thresholds  preview.ThresholdSet
 	webhook     http.Handler
 	commands    CommandQueue
 }
@@ -142,6 +147,7 @@ func New(cfg Config) *Server {
 
 		experiments: cfg.Experiments,
 		preview:     cfg.Preview,
+		thresholds:  cfg.Thresholds,
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
 	}

@@ -177,7 +177,7 @@ func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request, name stri
 		s.fail(w, r, err)
 		return
 	}
-	s.writeValue(w, r, preview.ViewOf(e, s.mergedStats()))
+	s.writeValue(w, r, preview.ViewWith(e, s.mergedStats(), s.thresholds.For(e.PolicyName())))
 }
 
 // experimentList is one page of List.
@@ -206,7 +206,7 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 	stats := s.mergedStats()
 	out := experimentList{Experiments: make([]preview.View, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
 	for _, e := range res.Experiments {
-		out.Experiments = append(out.Experiments, preview.ViewOf(e, stats))
+		out.Experiments = append(out.Experiments, preview.ViewWith(e, stats, s.thresholds.For(e.PolicyName())))
 	}
 	s.writeValue(w, r, out)
 }

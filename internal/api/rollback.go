@@ -58,6 +58,10 @@ type rollbackResource struct {
 	Generation uint64   `json:"generation,omitempty"`
 	State      string   `json:"state,omitempty"`
 	Errors     []string `json:"errors,omitempty"`
+	// PullRequestURL is the revert pull request opened when the push to
+	// the live branch was refused ([github]); Commit is then on its
+	// branch and no generation is made until it is merged.
+	PullRequestURL string `json:"pullRequestUrl,omitempty"`
 }
 
 // rollback answers POST /v1/generations:rollback (CONTRACT.md §2, §5): the
@@ -143,7 +147,8 @@ func (s *Server) runRollback(w http.ResponseWriter, r *http.Request, raw []byte,
 
 func toRollbackResource(res reconcile.RollbackResult) rollbackResource {
 	out := rollbackResource{TargetGeneration: res.Target, TargetCommit: res.TargetCommit, Commit: res.Commit,
-		Revision: res.Revision, Message: res.Message, Generation: res.Generation, Errors: res.Errors}
+		Revision: res.Revision, Message: res.Message, Generation: res.Generation, Errors: res.Errors,
+		PullRequestURL: res.PullRequestURL}
 	if res.Generation != 0 {
 		out.State = contractState(res.State)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -38,7 +39,8 @@ func notLeader(reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
 func TestRollbackOnTheLeader(t *testing.T) {
 	rb := &rollbackFunc{fn: func(req reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
 		return reconcile.RollbackResult{Target: 5, TargetCommit: "c5", Commit: "c9", Revision: "main@sha1:c9",
-			Message: "Revert to generation 5 (c5)", Generation: 9, State: raftstore.GenerationRetired}, nil
+			Message: "Revert to generation 5 (c5)", Generation: 9, State: raftstore.GenerationRetired,
+			PullRequestURL: "https://github.com/o/r/pull/3"}, nil
 	}}
 	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: clusterState()}, Rollback: rb, Token: "tok"})
 	wantError(t, e.post("/v1/generations:rollback", `{}`), http.StatusUnauthorized, "UNAUTHENTICATED")
@@ -52,7 +54,8 @@ func TestRollbackOnTheLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.TargetGeneration != 5 || res.Commit != "c9" || res.Generation != 9 || res.State != "SUPERSEDED" ||
-		res.Message != "Revert to generation 5 (c5)" || res.Revision != "main@sha1:c9" {
+		res.Message != "Revert to generation 5 (c5)" || res.Revision != "main@sha1:c9" ||
+		!strings.Contains(string(a.body), `"pullRequestUrl":"https://github.com/o/r/pull/3"`) {
 		t.Errorf("answer = %s", a.body)
 	}
 	if got := rb.calls[0]; got.Generation != 5 || got.Wait != 2500*time.Millisecond {
@@ -148,6 +151,18 @@ func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
 		ChangedPolicies: []string{"web"}, Validation: reconcile.BranchValidation{Valid: true, Errors: []string{}}})
 	st.Experiments[reconcile.SourceRecordName] = raftstore.Experiment{Name: reconcile.SourceRecordName, Data: rec}
 	st.Experiments["branches/feature/x"] = raftstore.Experiment{Name: "branches/feature/x", Data: br}
+	for _, x := range []*preview.Experiment{
+		{Name: "policies/web/experiments/pr-7", Etag: "e7", Previewed: true,
+			PreviewMetadata: &preview.Metadata{State: preview.Active},
+			Source:          preview.Source{Kind: preview.SourcePullRequest, Number: 7, HeadCommit: "h7"}},
+		{Name: "policies/web/experiments/mine", Etag: "e1", Source: preview.Source{Kind: preview.SourceAPI}},
+	} {
+		p, err := x.PutPayload()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Experiments[p.Name] = raftstore.Experiment{Name: p.Name, Data: p.Data}
+	}
 	// A follower that has no view from the leader yet still shows both.
 	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}})
 	var s struct {
@@ -165,8 +180,17 @@ func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
 	if last := conds[len(conds)-1]; last.Type != condPullError || !strings.Contains(last.Message, "timeout") {
 		t.Errorf("last condition = %+v", last)
 	}
-	if len(s.Experiments) != 1 || s.Experiments[0]["name"] != "branches/feature/x" || s.Experiments[0]["kind"] != "branch" ||
+	if len(s.Experiments) != 3 || s.Experiments[0]["name"] != "branches/feature/x" || s.Experiments[0]["kind"] != "branch" ||
 		fmt.Sprint(s.Experiments[0]["changedPolicies"]) != "[web]" {
-		t.Errorf("experiments = %v", s.Experiments)
+		t.Fatalf("experiments = %v", s.Experiments)
+	}
+	mine, pr := s.Experiments[1], s.Experiments[2]
+	if mine["name"] != "policies/web/experiments/mine" || mine["kind"] != "experiment" || mine["etag"] != "e1" ||
+		mine["previewed"] != false || mine["state"] != nil || fmt.Sprint(mine["source"]) != "map[kind:api]" {
+		t.Errorf("api experiment = %v", mine)
+	}
+	if pr["name"] != "policies/web/experiments/pr-7" || pr["state"] != "ACTIVE" || pr["previewed"] != true ||
+		fmt.Sprint(pr["source"]) != "map[headCommit:h7 kind:pull_request number:7]" {
+		t.Errorf("pull request experiment = %v", pr)
 	}
 }

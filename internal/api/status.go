@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -70,7 +71,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	res := statusResource{
 		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
 		ActiveGeneration: st.Active, Source: v.Source,
-		Policies: conditions(st, v), Experiments: branchExperiments(st), Nodes: s.nodeResources(st, v),
+		Policies: conditions(st, v), Experiments: append(branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
 	}
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit = g.Commit
@@ -104,6 +105,47 @@ func branchExperiments(st *raftstore.State) []json.RawMessage {
 			reconcile.BranchRecord
 		}{name, "branch", recs[name]})
 		if err == nil {
+			out = append(out, data)
+		}
+	}
+	return out
+}
+
+// experimentStatus is one AIP-236 experiment in /v1/status (kind
+// "experiment"): its name, etag, preview state (absent before the first
+// startPreview), whether it is previewed (false over the cap) and what it
+// comes from.
+type experimentStatus struct {
+	Name      string        `json:"name"`
+	Kind      string        `json:"kind"`
+	Etag      string        `json:"etag"`
+	State     preview.State `json:"state,omitempty"`
+	Previewed bool          `json:"previewed"`
+	Source    statusSource  `json:"source"`
+}
+
+// statusSource is what an experiment comes from.
+type statusSource struct {
+	Kind       preview.SourceKind `json:"kind"`
+	Number     int                `json:"number,omitempty"`
+	Branch     string             `json:"branch,omitempty"`
+	HeadCommit string             `json:"headCommit,omitempty"`
+}
+
+// aipExperiments renders the AIP-236 experiments of the replicated state
+// ("policies/{policy}/experiments/{id}"), by name.
+func aipExperiments(st *raftstore.State) []json.RawMessage {
+	exps, _ := preview.FromState(st)
+	slices.SortFunc(exps, func(a, b *preview.Experiment) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]json.RawMessage, 0, len(exps))
+	for _, e := range exps {
+		es := experimentStatus{Name: e.Name, Kind: "experiment", Etag: e.Etag, Previewed: e.Previewed,
+			Source: statusSource{Kind: e.Source.Kind, Number: e.Source.Number, Branch: e.Source.Branch,
+				HeadCommit: e.Source.HeadCommit}}
+		if e.PreviewMetadata != nil {
+			es.State = e.PreviewMetadata.State
+		}
+		if data, err := json.Marshal(es); err == nil {
 			out = append(out, data)
 		}
 	}

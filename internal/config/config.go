@@ -119,6 +119,35 @@ type Preview struct {
 	// RecordRequests is how many recent requests each node keeps to
 	// replay against an experiment when it starts; 0 disables it.
 	RecordRequests int `toml:"record_requests"`
+	// Thresholds mark an experiment's summary failing (and the pull
+	// request's reconciler/preview status failure), by policy name; "*"
+	// applies to every policy, and a policy's own table overrides it key
+	// by key.
+	Thresholds map[string]Thresholds `toml:"thresholds"`
+}
+
+// Thresholds is one [preview.thresholds.<policy>] table: the largest
+// share (0 to 1) of evaluated live-mirrored requests whose decision an
+// experiment may change; absent or 0 means no limit.
+type Thresholds struct {
+	MaxAllowToDenyRatio *float64 `toml:"max_allow_to_deny_ratio"`
+	MaxDenyToAllowRatio *float64 `toml:"max_deny_to_allow_ratio"`
+}
+
+// ThresholdsFor returns the limits of policy ("*" when it has no table of
+// its own, key by key), each 0 when off.
+func (p Preview) ThresholdsFor(policy string) (maxAllowToDeny, maxDenyToAllow float64) {
+	pick := func(get func(Thresholds) *float64) float64 {
+		if t, ok := p.Thresholds[policy]; ok && get(t) != nil {
+			return *get(t)
+		}
+		if t, ok := p.Thresholds["*"]; ok && get(t) != nil {
+			return *get(t)
+		}
+		return 0
+	}
+	return pick(func(t Thresholds) *float64 { return t.MaxAllowToDenyRatio }),
+		pick(func(t Thresholds) *float64 { return t.MaxDenyToAllowRatio })
 }
 
 // Policy is the [policy] section: how policy files are composed.

@@ -303,3 +303,35 @@ func TestGitTokenAndTimeout(t *testing.T) {
 		t.Error("no init_from seeds")
 	}
 }
+
+func TestPreviewThresholds(t *testing.T) {
+	c, err := Parse([]byte(`[preview.thresholds."*"]
+max_allow_to_deny_ratio = 0.01
+max_deny_to_allow_ratio = 0.2
+
+[preview.thresholds.web]
+max_deny_to_allow_ratio = 0
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, d := c.Preview.ThresholdsFor("web"); a != 0.01 || d != 0 {
+		t.Errorf("web = %v %v", a, d)
+	}
+	if a, d := c.Preview.ThresholdsFor("api"); a != 0.01 || d != 0.2 {
+		t.Errorf("api = %v %v", a, d)
+	}
+	if a, d := Default().Preview.ThresholdsFor("web"); a != 0 || d != 0 {
+		t.Errorf("default = %v %v", a, d)
+	}
+	for in, want := range map[string]string{
+		"[preview.thresholds.web]\nmax_allow_to_deny = 0.1\n":        `unknown key "preview.thresholds.web.max_allow_to_deny"`,
+		"[preview.thresholds.web]\nmax_allow_to_deny_ratio = 1.5\n":  "preview.thresholds.web.max_allow_to_deny_ratio: 1.5 must be between 0 (off) and 1",
+		"[preview.thresholds.\"*\"]\nmax_deny_to_allow_ratio = -1\n": "preview.thresholds.*.max_deny_to_allow_ratio",
+		"[preview.thresholds.Web]\nmax_deny_to_allow_ratio = 0.1\n":  `preview.thresholds.Web: "Web" must be "*" or a policy name`,
+	} {
+		if _, err := Parse([]byte(in), ""); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", in, err, want)
+		}
+	}
+}

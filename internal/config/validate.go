@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +149,21 @@ func (p *Preview) validate(e *errs) {
 	if p.RecordRequests < 0 || p.RecordRequests > 1_000_000 {
 		e.add("preview.record_requests", "%d must be between 0 (off) and 1000000", p.RecordRequests)
 	}
+	for _, name := range slices.Sorted(maps.Keys(p.Thresholds)) {
+		key := "preview.thresholds." + name
+		if name != "*" && !isPolicyName(name) {
+			e.add(key, "%q must be \"*\" or a policy name ([a-z][a-z0-9-]{0,62})", name)
+		}
+		t := p.Thresholds[name]
+		for _, r := range []struct {
+			k string
+			v *float64
+		}{{"max_allow_to_deny_ratio", t.MaxAllowToDenyRatio}, {"max_deny_to_allow_ratio", t.MaxDenyToAllowRatio}} {
+			if r.v != nil && !(*r.v >= 0 && *r.v <= 1) {
+				e.add(key+"."+r.k, "%v must be between 0 (off) and 1", *r.v)
+			}
+		}
+	}
 }
 
 func (p *Policy) validate(e *errs) {
@@ -257,6 +274,19 @@ func hasDotDot(p string) bool {
 
 // isName reports whether s is 1-63 ASCII letters, digits, '.', '_' or '-',
 // starting with a letter or digit: safe in paths, metrics and raft ids.
+// isPolicyName reports whether s is a policy directory name.
+func isPolicyName(s string) bool {
+	if s == "" || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 func isName(s string) bool {
 	if s == "" || len(s) > 63 || !isAlnum(s[0]) {
 		return false

@@ -14,6 +14,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -58,7 +59,8 @@ func (m *Main) githubConfig() (*reconcile.GitHubConfig, error) {
 		}
 		return m.preview.Stats()
 	}
-	return &reconcile.GitHubConfig{Forge: client, Summary: cfg.Preview.Summary, Stats: stats}, nil
+	return &reconcile.GitHubConfig{Forge: client, Summary: cfg.Preview.Summary, Stats: stats,
+		Thresholds: previewThresholds(cfg.Preview)}, nil
 }
 
 // webhookHandler is the receiver of POST /v1/webhooks/github, nil
@@ -173,4 +175,24 @@ func (h *handOff) post(ctx context.Context, cmd webhook.Command) error {
 		return fmt.Errorf("%w: leader %s answered %d: %s", cluster.ErrNoLeader, id, resp.StatusCode, bytes.TrimSpace(msg))
 	}
 	return fmt.Errorf("leader %s answered %d: %s", id, resp.StatusCode, bytes.TrimSpace(msg))
+}
+
+// previewThresholds turns [preview.thresholds] into the thresholds of
+// each named policy and "*" (0 means no limit).
+func previewThresholds(p config.Preview) preview.ThresholdSet {
+	if len(p.Thresholds) == 0 {
+		return nil
+	}
+	limit := func(v float64) *float64 {
+		if v <= 0 {
+			return nil
+		}
+		return &v
+	}
+	out := preview.ThresholdSet{}
+	for name := range p.Thresholds {
+		a, d := p.ThresholdsFor(name)
+		out[name] = preview.Thresholds{MaxAllowToDenyRatio: limit(a), MaxDenyToAllowRatio: limit(d)}
+	}
+	return out
 }

@@ -83,6 +83,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Experiments:    m.loop,
 		Preview:        m.preview,
 		Mirror:         m.preview,
+		Thresholds:     previewThresholds(cfg.Preview),
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
 	})

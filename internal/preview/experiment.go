@@ -216,10 +216,21 @@ func IsNoOp(p *policy.Policy) bool {
 }
 
 // View is an experiment as the API shows it: the resource and, beside it,
-// the stats of its current version (CONTRACT §4 `stats`).
+// the stats of its current version (CONTRACT §4 `stats`) and, when
+// thresholds are configured for its policy, the judgement of those stats.
 type View struct {
 	*Experiment
-	Stats *Stats `json:"stats,omitempty"`
+	Stats   *Stats   `json:"stats,omitempty"`
+	Summary *Verdict `json:"summary,omitempty"`
+}
+
+// Verdict is how an experiment's stats compare with its policy's
+// thresholds ([preview.thresholds]): Failing with a one-line Reason when a
+// ratio is over its limit (Thresholds.Check).
+type Verdict struct {
+	Thresholds Thresholds `json:"thresholds"`
+	Failing    bool       `json:"failing"`
+	Reason     string     `json:"reason,omitempty"`
 }
 
 // ViewOf pairs e with its entry in merged (see Merge), if any.
@@ -231,5 +242,20 @@ func ViewOf(e *Experiment, merged []Stats) View {
 			v.Stats = &s
 		}
 	}
+	return v
+}
+
+// ViewWith is ViewOf judged against th (no Summary when th sets no limit).
+func ViewWith(e *Experiment, merged []Stats, th Thresholds) View {
+	v := ViewOf(e, merged)
+	if th.IsZero() {
+		return v
+	}
+	var st Stats
+	if v.Stats != nil {
+		st = *v.Stats
+	}
+	failing, reason := th.Check(st)
+	v.Summary = &Verdict{Thresholds: th, Failing: failing, Reason: reason}
 	return v
 }

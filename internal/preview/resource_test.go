@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/engine"
@@ -197,5 +198,24 @@ func TestViewCarriesStats(t *testing.T) {
 	}
 	if _, ok := jsonMap(t, preview.ViewOf(e, nil))["stats"]; ok {
 		t.Fatal("stats rendered without any")
+	}
+}
+
+func TestViewWithThresholds(t *testing.T) {
+	e := create(t, nil, "x", webPolicy())
+	limit := 0.1
+	set := preview.ThresholdSet{"*": {MaxDenyToAllowRatio: &limit}, "other": {}}
+	if set.For("other").IsZero() != true || set.For("web").MaxDenyToAllowRatio == nil {
+		t.Fatalf("For: %+v %+v", set.For("other"), set.For("web"))
+	}
+	st := []preview.Stats{{Experiment: e.Name, ExperimentEtag: e.Etag,
+		Tally: preview.Tally{Counts: preview.Counts{Evaluated: 10, DenyToAllow: 2}}}}
+	m := jsonMap(t, preview.ViewWith(e, st, set.For(e.PolicyName())))
+	sum, _ := m["summary"].(map[string]any)
+	if sum == nil || sum["failing"] != true || !strings.Contains(sum["reason"].(string), "max_deny_to_allow_ratio 0.1") {
+		t.Fatalf("view JSON %v", m)
+	}
+	if _, ok := jsonMap(t, preview.ViewWith(e, st, set.For("other")))["summary"]; ok {
+		t.Fatal("summary rendered without thresholds")
 	}
 }

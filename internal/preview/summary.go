@@ -25,6 +25,24 @@ type Thresholds struct {
 	MaxDenyToAllowRatio *float64 `json:"max_deny_to_allow_ratio,omitempty" toml:"max_deny_to_allow_ratio"`
 }
 
+// IsZero reports whether t sets no limit.
+func (t Thresholds) IsZero() bool {
+	return t.MaxAllowToDenyRatio == nil && t.MaxDenyToAllowRatio == nil
+}
+
+// ThresholdSet holds the thresholds of each policy by name; the entry "*"
+// applies to policies without their own ([preview.thresholds] in
+// config.toml, already merged key by key with "*").
+type ThresholdSet map[string]Thresholds
+
+// For returns the thresholds of policy (a bare name such as "web").
+func (s ThresholdSet) For(policy string) Thresholds {
+	if t, ok := s[policy]; ok {
+		return t
+	}
+	return s["*"]
+}
+
 // Check judges stats: on live traffic when there is some, else on the
 // replayed traffic. It returns a one-line reason when failing.
 func (t Thresholds) Check(st Stats) (failing bool, reason string) {

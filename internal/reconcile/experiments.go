@@ -278,8 +278,8 @@ func (l *Loop) setPreview(ctx context.Context, name string, m preview.Method,
 // the returned operation (not done yet) completes when the generation made
 // from that commit is active, or fails when it is not within the commit
 // wait. A failed push changes nothing: the experiment keeps previewing and
-// the live policy stays as it was. Pull request experiments are committed
-// by merging the pull request (FAILED_PRECONDITION here).
+// the live policy stays as it was. A pull request experiment is committed
+// by merging its pull request (commitPullExperiment).
 func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error) {
 	if err := l.leaderCheck(); err != nil {
 		return nil, err
@@ -301,9 +301,7 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 		return nil, err
 	}
 	if cur.Source.Kind == preview.SourcePullRequest {
-		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
-			"experiment %q comes from pull request #%d: merge the pull request (or comment /reconciler commit) to commit it",
-			name, cur.Source.Number)}
+		return l.commitPullExperiment(ctx, cur, plan)
 	}
 	committer, ok := l.cfg.Source.(PolicyCommitter)
 	if !ok || l.cfg.Source == nil {
@@ -338,6 +336,39 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 	l.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "revision", l.revision(commit))
 	l.Trigger()
 	go l.completeCommit(op, commit)
+	return op, nil
+}
+
+// commitPullExperiment commits a pull request experiment as
+// `/reconciler commit` does: GitHub merges pull request N at the head
+// commit the experiment's etag was computed from (MergePullRequest). A
+// head that moved is ABORTED, a pull request GitHub will not merge (or an
+// invalid tree, or no [github]) FAILED_PRECONDITION; nothing changes then.
+// Otherwise the experiment is deleted and the operation completes when
+// the generation of the merge commit is active. Called with expMu held.
+func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment, plan preview.CommitPlan) (*preview.Operation, error) {
+	n, name := cur.Source.Number, cur.Name
+	if rec, ok := ReadPullRecords(l.cfg.Store.State())[n]; ok && rec.HeadCommit == cur.Source.HeadCommit && !rec.Validation.Valid {
+		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"the policies of pull request #%d are invalid (see reconciler/validate); nothing was merged", n)}
+	}
+	now := l.cfg.Now()
+	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
+	sha, err := l.MergePullRequest(ctx, n, cur.Source.HeadCommit)
+	if err != nil {
+		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
+		l.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
+		return nil, err
+	}
+	if err := l.putOperation(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment committed by merging its pull request", "experiment", name, "etag", cur.Etag,
+		"pull", n, "head", cur.Source.HeadCommit, "merge_commit", sha)
+	go l.completeCommit(op, sha)
 	return op, nil
 }
 

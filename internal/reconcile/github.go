@@ -44,10 +44,11 @@ type GitHubConfig struct {
 	// GitHub does not say (default 5s).
 	RetryAfter time.Duration
 	// Stats returns the cluster's merged preview stats (the leader's
-	// preview runtime); nil shows none. Thresholds judge them for the
-	// reconciler/preview status.
+	// preview runtime); nil shows none. Thresholds judge them, by policy
+	// ([preview.thresholds]), for the summaries and the reconciler/preview
+	// status.
 	Stats      func() []preview.Stats
-	Thresholds preview.Thresholds
+	Thresholds preview.ThresholdSet
 }
 
 // Defaults of the GitHub worker.

@@ -113,7 +113,7 @@ func (l *Loop) pullSummaries(rec PullRecord) []preview.Summary {
 	out := make([]preview.Summary, 0, len(rec.ChangedPolicies))
 	for _, name := range rec.ChangedPolicies {
 		if e, ok := exps[name]; ok {
-			s := preview.Summarize(e, rec.LiveEtags[name], merged, l.gh.cfg.Thresholds)
+			s := preview.Summarize(e, rec.LiveEtags[name], merged, l.gh.cfg.Thresholds.For(name))
 			s.Source.URL = rec.URL
 			out = append(out, s)
 			continue

@@ -5,12 +5,15 @@
 package github_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
 )
@@ -141,6 +144,81 @@ func TestPullRequestLifecycle(t *testing.T) {
 	}
 	s := e.waitStatus(merge, forge.ContextPromote, forge.StateSuccess)
 	t.Logf("promote status on the merge commit: %q", s.Description)
+
+	// A second pull request, committed through the HTTP API (on a
+	// follower, forwarded to the leader) as /reconciler commit does.
+	n2, head4 := e.openPull("deny-public", webPolicy("/admin", "/secret", "/private", "/public"))
+	e.waitStatus(head4, forge.ContextPreview, forge.StateSuccess)
+	exp := fmt.Sprintf("/v1/policies/web/experiments/pr-%d", n2)
+	var got struct {
+		Name   string `json:"name"`
+		Etag   string `json:"etag"`
+		Source struct {
+			HeadCommit string `json:"headCommit"`
+		} `json:"source"`
+	}
+	eventually(t, "the experiment at the new head", func() error {
+		if err := getJSON("http://"+e.nodes[1].Addr()+exp, &got); err != nil {
+			return err
+		}
+		if got.Source.HeadCommit != head4 {
+			return fmt.Errorf("experiment %+v", got)
+		}
+		return nil
+	})
+	commit := func(etag string) (int, []byte) {
+		resp, err := http.Post("http://"+e.nodes[1].Addr()+exp+":commit", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"etag":%q}`, etag)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, data
+	}
+	// A stale etag, then a head GitHub moved: ABORTED, nothing merged.
+	if code, body := commit(`"stale"`); code != http.StatusConflict || !strings.Contains(string(body), "ABORTED") {
+		t.Fatalf("stale etag: %d %s", code, body)
+	}
+	e.repo.UpdatePull(n2, func(p *githubemu.Pull) { p.HeadSHA = strings.Repeat("b", 40) })
+	if code, body := commit(got.Etag); code != http.StatusConflict || !strings.Contains(string(body), "ABORTED") {
+		t.Fatalf("moved head: %d %s", code, body)
+	}
+	if p, _ := e.repo.Pull(n2); p.Merged {
+		t.Fatal("merged although the head moved")
+	}
+	e.repo.UpdatePull(n2, func(p *githubemu.Pull) { p.HeadSHA = head4 })
+	code, body := commit(got.Etag)
+	if code != http.StatusOK {
+		t.Fatalf("commit: %d %s", code, body)
+	}
+	var op struct {
+		Name  string          `json:"name"`
+		Done  bool            `json:"done"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &op); err != nil || op.Name == "" {
+		t.Fatalf("operation %s: %v", body, err)
+	}
+	if p, _ := e.repo.Pull(n2); !p.Merged {
+		t.Fatal("the commit did not merge the pull request")
+	}
+	eventually(t, "the commit operation done", func() error {
+		if err := getJSON("http://"+e.nodes[2].Addr()+"/v1/"+op.Name, &op); err != nil {
+			return err
+		}
+		if !op.Done {
+			return fmt.Errorf("not done")
+		}
+		return nil
+	})
+	if len(op.Error) != 0 {
+		t.Fatalf("commit operation failed: %s", op.Error)
+	}
+	e.allActive(3)
+	if got := e.decide(0, "/public"); got != "DENY" {
+		t.Fatalf("after the API commit: /public is %s", got)
+	}
 }
 
 // etagIn finds the experiment etag the comment shows.
@@ -153,4 +231,59 @@ func etagIn(t *testing.T, body string) string {
 	}
 	t.Fatalf("no experiment etag in the comment:\n%s", body)
 	return ""
+}
+
+// [preview.thresholds]: an experiment changing more live-mirrored
+// decisions than its policy allows shows a failing summary on the API and
+// sets reconciler/preview to failure with the one-line reason.
+func TestPreviewThresholdFailsPullRequest(t *testing.T) {
+	e := newEnvWith(t, func(c *config.Config) {
+		off, strict := 0.0, 0.2
+		c.Preview.Thresholds = map[string]config.Thresholds{
+			"*":   {MaxAllowToDenyRatio: &off},
+			"web": {MaxAllowToDenyRatio: &strict},
+		}
+	})
+	n, head := e.openPull("deny-admin", webPolicy("/admin"))
+	e.waitStatus(head, forge.ContextPreview, forge.StateSuccess)
+	exp := fmt.Sprintf("http://%s/v1/policies/web/experiments/pr-%d", e.nodes[1].Addr(), n)
+	var v struct {
+		Source  struct{ HeadCommit string } `json:"source"`
+		Stats   *struct{ Evaluated, AllowToDeny uint64 }
+		Summary *struct {
+			Failing bool
+			Reason  string
+		} `json:"summary"`
+	}
+	eventually(t, "the experiment previewing the head", func() error {
+		if err := getJSON(exp, &v); err != nil {
+			return err
+		}
+		if v.Source.HeadCommit != head || v.Summary == nil || v.Summary.Failing {
+			return fmt.Errorf("experiment %+v", v)
+		}
+		return nil
+	})
+	// Half of the mirrored requests turn ALLOW→DENY: over 0.2.
+	for i := range e.nodes {
+		for _, p := range []string{"/admin", "/", "/admin", "/x"} {
+			if got := e.decide(i, p); got != "ALLOW" {
+				t.Fatalf("live decision on %s changed: %s", p, got)
+			}
+		}
+	}
+	s := e.waitStatus(head, forge.ContextPreview, forge.StateFailure)
+	if !strings.Contains(s.Description, "ALLOW→DENY") || !strings.Contains(s.Description, "max_allow_to_deny_ratio 0.2") ||
+		strings.Contains(s.Description, "\n") {
+		t.Fatalf("reconciler/preview description %q", s.Description)
+	}
+	eventually(t, "a failing summary on the API", func() error {
+		if err := getJSON(exp, &v); err != nil {
+			return err
+		}
+		if v.Summary == nil || !v.Summary.Failing || !strings.Contains(v.Summary.Reason, "max_allow_to_deny_ratio") {
+			return fmt.Errorf("experiment %+v", v)
+		}
+		return nil
+	})
 }

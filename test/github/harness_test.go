@@ -53,12 +53,16 @@ type env struct {
 	api   string // the emulator behind gitHubFront
 	nodes []*node.Main
 	via   int // the node later webhooks go to
+	edit  func(*config.Config)
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with every node's config changed by edit.
+func newEnvWith(t *testing.T, edit func(*config.Config)) *env {
 	t.Setenv("E2E_GITHUB_TOKEN", ghToken)
 	t.Setenv("E2E_GITHUB_SECRET", ghSecret)
-	e := &env{t: t, git: gittest.NewServer(t, gittest.Options{}), via: 2}
+	e := &env{t: t, git: gittest.NewServer(t, gittest.Options{}), via: 2, edit: edit}
 	e.url = e.git.InitRepo("policies", map[string]string{"web/policy.toml": webPolicy("")})
 	e.work = e.git.Clone(e.url)
 	e.emu = githubemu.New(githubemu.Options{Token: ghToken, WebhookSecret: ghSecret})
@@ -92,6 +96,9 @@ func (e *env) start(id string) {
 	cfg.GitHub = config.GitHub{Repository: repoName, APIURL: e.api + "/api/v3/", TokenEnv: "E2E_GITHUB_TOKEN",
 		WebhookSecretEnv: "E2E_GITHUB_SECRET"}
 	cfg.Preview.Summary = "@every 1s"
+	if e.edit != nil {
+		e.edit(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -35,14 +35,18 @@ func TestRollbackOpensPullRequestWhenPushRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("rollback: HTTP %d: %s", resp.StatusCode, data)
 	}
-	var res struct{ Commit, Revision, Message string }
+	var res struct {
+		Commit, Revision, Message string
+		PullRequestURL            string `json:"pullRequestUrl"`
+	}
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("Revert to generation 1 (%s)", gen1)
 	var found bool
 	for _, p := range e.repo.Pulls() {
-		if p.Title == want && p.State == "open" && p.BaseRef == "main" && p.HeadSHA == res.Commit {
+		if p.Title == want && p.State == "open" && p.BaseRef == "main" && p.HeadSHA == res.Commit &&
+			strings.HasSuffix(res.PullRequestURL, fmt.Sprintf("/pull/%d", p.Number)) {
 			found = true
 		}
 	}
