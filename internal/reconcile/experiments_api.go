@@ -1,0 +1,334 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// The experiment methods of the API (create, update, delete,
+// start/stopPreview, commit); each stores a long-running Operation.
+
+// leaderCheck answers raftstore.ErrNotLeader unless the loop runs here.
+func (l *Loop) leaderCheck() error {
+	if !l.leading.Load() {
+		return fmt.Errorf("%w: this node's reconcile loop is not running", raftstore.ErrNotLeader)
+	}
+	return nil
+}
+
+// finish stores a done operation for method m on e (the response).
+func (l *Loop) finish(ctx context.Context, m preview.Method, target string, resp *preview.Experiment,
+	now time.Time) (*preview.Operation, error) {
+	op := preview.NewOperation(preview.OperationID(m, target, now), m, target, now)
+	done, err := op.Succeed(resp, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.putOperation(ctx, done); err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// CreateExperiment creates an API experiment under parent
+// ("policies/{policy}") and, with auto_start, starts it. Problems with the
+// request are *preview.Error (INVALID_ARGUMENT, ALREADY_EXISTS,
+// RESOURCE_EXHAUSTED).
+func (l *Loop) CreateExperiment(ctx context.Context, parent, id string, in preview.Input) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	if in.Policy != nil {
+		pol := strings.TrimPrefix(parent, "policies/")
+		c := *in.Policy
+		if c.Name == "" {
+			c.Name = pol
+		}
+		if c.Name == pol {
+			if err := preview.CheckPolicy(&c, l.cfg.EngineOptions); err != nil {
+				return nil, err
+			}
+		}
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	e, err := preview.Create(l.experiments(l.cfg.Store.State()), preview.CreateRequest{Parent: parent, ExperimentID: id,
+		Policy: in.Policy, Annotations: in.Annotations, Source: preview.Source{Kind: preview.SourceAPI}},
+		l.settings(), now)
+	if err != nil {
+		return nil, err
+	}
+	e = preview.AutoStart(e, l.settings(), now)
+	if err := l.putExperiment(ctx, e); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment created", "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
+	return l.finish(ctx, preview.MethodCreate, e.Name, e, now)
+}
+
+// UpdateExperiment changes the policy and/or annotations of an experiment
+// (AIP-236 update: an ACTIVE one is suspended, then restarted with
+// auto_start).
+func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Input) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	if in.Policy != nil {
+		pol, _, err := preview.ParseName(name)
+		if err != nil {
+			return nil, err
+		}
+		c := *in.Policy
+		if c.Name == "" {
+			c.Name = pol
+		}
+		if c.Name == pol {
+			if err := preview.CheckPolicy(&c, l.cfg.EngineOptions); err != nil {
+				return nil, err
+			}
+		}
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
+	if err != nil {
+		return nil, err
+	}
+	e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
+	if err != nil {
+		return nil, err
+	}
+	e = preview.AutoStart(e, l.settings(), now)
+	if err := l.putExperiment(ctx, e); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment updated", "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
+	return l.finish(ctx, preview.MethodUpdate, e.Name, e, now)
+}
+
+// DeleteExperiment deletes an experiment (etag, when given, must match).
+func (l *Loop) DeleteExperiment(ctx context.Context, name, etag string) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
+	if err != nil {
+		return nil, err
+	}
+	e, err := preview.Delete(cur, etag)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.deleteExperiment(ctx, name); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment deleted", "experiment", name)
+	return l.finish(ctx, preview.MethodDelete, name, e, now)
+}
+
+// StartPreview starts previewing an experiment.
+func (l *Loop) StartPreview(ctx context.Context, name string) (*preview.Operation, error) {
+	return l.setPreview(ctx, name, preview.MethodStartPreview, preview.StartPreview)
+}
+
+// StopPreview stops previewing an experiment.
+func (l *Loop) StopPreview(ctx context.Context, name string) (*preview.Operation, error) {
+	return l.setPreview(ctx, name, preview.MethodStopPreview, preview.StopPreview)
+}
+
+func (l *Loop) setPreview(ctx context.Context, name string, m preview.Method,
+	fn func(*preview.Experiment, time.Time) (*preview.Experiment, error)) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	now := l.cfg.Now()
+	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
+	if err != nil {
+		return nil, err
+	}
+	e, err := fn(cur, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.putExperiment(ctx, e); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment "+string(m), "experiment", name, "etag", e.Etag)
+	return l.finish(ctx, m, name, e, now)
+}
+
+// CommitExperiment promotes an experiment to live (AIP-236 commit). The
+// checks (etag required and current, parentEtag the live etag) run first;
+// a branch or API experiment is then written to the live branch as one
+// commit replacing the policy's directory, the experiment is deleted, and
+// the returned operation (not done yet) completes when the generation made
+// from that commit is active, or fails when it is not within the commit
+// wait. A failed push changes nothing: the experiment keeps previewing and
+// the live policy stays as it was. A pull request experiment is committed
+// by merging its pull request (commitPullExperiment).
+func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error) {
+	if err := l.leaderCheck(); err != nil {
+		return nil, err
+	}
+	l.expMu.Lock()
+	defer l.expMu.Unlock()
+	st := l.cfg.Store.State()
+	if _, _, err := preview.ParseName(name); err != nil {
+		return nil, err
+	}
+	cur, _ := preview.Get(l.experiments(st), name)
+	pol, _, _ := preview.ParseName(name)
+	liveEtag := ""
+	if g, ok := st.ActiveGeneration(); ok {
+		liveEtag = g.Etags[pol]
+	}
+	plan, err := preview.Commit(cur, liveEtag, req)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Source.Kind == preview.SourcePullRequest {
+		return l.commitPullExperiment(ctx, cur, plan)
+	}
+	committer, ok := l.cfg.Source.(PolicyCommitter)
+	if !ok || l.cfg.Source == nil {
+		return nil, fmt.Errorf("%w: %w", ErrCannotRollBack, ErrNoCommitter)
+	}
+	files, err := l.commitFiles(cur)
+	if err != nil {
+		return nil, err
+	}
+	now := l.cfg.Now()
+	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
+	msg := fmt.Sprintf("Commit experiment %s (etag %s)", name, cur.Etag)
+	if cur.Source.Kind == preview.SourceBranch {
+		msg = fmt.Sprintf("Commit experiment %s from branch %s (%s)", name, cur.Source.Branch, cur.Source.HeadCommit)
+	}
+	commit, err := committer.CommitPolicy(ctx, gitsource.CommitPolicyRequest{Policy: pol, Files: files, Message: msg, Now: now})
+	if err != nil {
+		if errors.Is(err, gitsource.ErrNoChange) {
+			err = fmt.Errorf("%w: the live branch already holds this version of %s", gitsource.ErrNoChange, pol)
+		}
+		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
+		l.log.Warn("commit of experiment failed; nothing changed", "experiment", name, "error", err)
+		return nil, err
+	}
+	l.commits.Add(1)
+	if err := l.putOperation(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "revision", l.revision(commit))
+	l.Trigger()
+	go l.completeCommit(op, commit)
+	return op, nil
+}
+
+// commitPullExperiment commits a pull request experiment as
+// `/reconciler commit` does: GitHub merges pull request N at the head
+// commit the experiment's etag was computed from (MergePullRequest). A
+// head that moved is ABORTED, a pull request GitHub will not merge (or an
+// invalid tree, or no [github]) FAILED_PRECONDITION; nothing changes then.
+// Otherwise the experiment is deleted and the operation completes when
+// the generation of the merge commit is active. Called with expMu held.
+func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment, plan preview.CommitPlan) (*preview.Operation, error) {
+	n, name := cur.Source.Number, cur.Name
+	if rec, ok := ReadPullRecords(l.cfg.Store.State())[n]; ok && rec.HeadCommit == cur.Source.HeadCommit && !rec.Validation.Valid {
+		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"the policies of pull request #%d are invalid (see reconciler/validate); nothing was merged", n)}
+	}
+	now := l.cfg.Now()
+	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
+	sha, err := l.MergePullRequest(ctx, n, cur.Source.HeadCommit)
+	if err != nil {
+		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
+		l.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
+		return nil, err
+	}
+	if err := l.putOperation(ctx, op); err != nil {
+		return nil, err
+	}
+	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+		return nil, err
+	}
+	l.log.Info("experiment committed by merging its pull request", "experiment", name, "etag", cur.Etag,
+		"pull", n, "head", cur.Source.HeadCommit, "merge_commit", sha)
+	go l.completeCommit(op, sha)
+	return op, nil
+}
+
+// completeCommit waits (bounded) for the generation of commit and
+// completes op.
+func (l *Loop) completeCommit(op *preview.Operation, commit string) {
+	wait := l.cfg.CommitWait
+	if wait <= 0 {
+		wait = DefaultCommitWait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
+	defer cancel()
+	res := l.waitForCommit(ctx, RollbackResult{Commit: commit}, wait)
+	now := l.cfg.Now()
+	var done *preview.Operation
+	switch {
+	case res.Generation != 0 && res.State == raftstore.GenerationActive:
+		done, _ = op.Succeed(nil, now)
+	case res.Generation != 0 && res.State == raftstore.GenerationInvalid:
+		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"commit %s made generation %d, which is INVALID: %s", commit, res.Generation, strings.Join(res.Errors, "; "))}, now)
+	default:
+		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"commit %s was pushed but its generation was not active within %s", commit, wait)}, now)
+	}
+	if done == nil {
+		return
+	}
+	if err := l.putOperation(ctx, done); err != nil {
+		l.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)
+	}
+}
+
+// commitFiles is the new content of the policy's directory: for a branch
+// experiment, the directory at the branch's head commit when it still
+// gives the experiment's etag; otherwise the experiment's policy as one
+// policy.toml (MarshalTOML loads back to the same etag). A NoOp
+// experiment of a branch that deleted the policy deletes the directory.
+func (l *Loop) commitFiles(e *preview.Experiment) (map[string][]byte, error) {
+	pol := e.PolicyName()
+	if e.Source.Kind == preview.SourceBranch && e.Source.HeadCommit != "" {
+		if all, err := l.cfg.Source.Files(e.Source.HeadCommit); err == nil {
+			files := map[string][]byte{}
+			for p, data := range all {
+				if rel, ok := strings.CutPrefix(p, pol+"/"); ok {
+					files[rel] = data
+				}
+			}
+			if len(files) == 0 && preview.IsNoOp(e.Policy) {
+				return files, nil // the branch deletes the policy
+			}
+			if p, err := policy.LoadPolicy(gitsource.FilesFS(all), pol, l.cfg.LoadOptions); err == nil && p.Etag() == e.Etag {
+				return files, nil
+			}
+		}
+	}
+	data, err := e.Policy.MarshalTOML()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"policy.toml": data}, nil
+}
