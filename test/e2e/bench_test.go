@@ -62,7 +62,7 @@ func TestBenchMergeToActive(t *testing.T) {
 			t.Logf("merge-to-active, %s, %d pushes: %s", mode.name, benchPushes, percentiles(took))
 			t.Logf("all, in push order: %v", rounded(took))
 			for _, n := range c.nodes {
-				for _, l := range n.warnings() {
+				for _, l := range n.Warnings() {
 					t.Logf("%s: %s", n.ID, l)
 				}
 			}

@@ -9,15 +9,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 func TestMain(m *testing.M) {
 	os.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
 	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	code := m.Run()
-	if build.dir != "" {
-		_ = os.RemoveAll(build.dir)
-	}
+	harness.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -266,7 +266,7 @@ func mapsKeys(m map[uint64]bool) func(func(uint64) bool) {
 // its output; a failure fails the test.
 func rollbackCLI(t *testing.T, n *node, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"rollback", "--server", n.HTTPAddr, "--wait", "30s"}, args...)...)
+	cmd := exec.Command(harness.Binary(t), append([]string{"rollback", "--server", n.HTTPAddr, "--wait", "30s"}, args...)...)
 	cmd.Env = childEnv(gitToken)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -339,7 +339,7 @@ func TestRemoteDownOrSlow(t *testing.T) {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	if err := eventually(timeout, f); err != nil {
+	if err := harness.Eventually(timeout, f); err != nil {
 		t.Fatalf("%s: not after %v: %v", what, timeout, err)
 	}
 }

@@ -1,21 +1,16 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // Environment variables of the package.
@@ -26,113 +21,12 @@ const (
 	tokenEnv = "E2E_GIT_TOKEN"
 )
 
-var build struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-// binary builds ./cmd/reconciler once per test run.
-func binary(t testing.TB) string {
-	t.Helper()
-	build.once.Do(func() {
-		build.dir, build.err = os.MkdirTemp("", "reconciler-e2e-")
-		if build.err != nil {
-			return
-		}
-		build.path = filepath.Join(build.dir, "reconciler")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", build.path, "./cmd/reconciler")
-		cmd.Dir = moduleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
-}
-
-func moduleRoot() string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "../.."
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
+// node is one `reconciler serve` process.
+type node = harness.Node
 
 // childEnv is the environment of every process the tests start: no git
 // configuration of the developer's, and the git token.
-func childEnv(token string) []string {
-	return append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-		tokenEnv+"="+token)
-}
-
-// node is one `reconciler serve` process.
-type node struct {
-	ID, HTTPAddr, RaftAddr, Dir string
-	args                        []string
-	log                         string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (n *node) base() string { return "http://" + n.HTTPAddr }
-
-// start runs the node; the kernel kills it if the test process dies.
-func (n *node) start(bin, token string) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	f, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(bin, n.args...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childEnv(token)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return err
-	}
-	n.cmd, n.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { _ = cmd.Wait(); f.Close(); close(done) }(n.done)
-	return nil
-}
-
-// kill ends the process this test started (by its pid) and waits for it.
-func (n *node) kill() {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
-
-// warnings are the node's log lines at warn or error level.
-func (n *node) warnings() []string {
-	data, _ := os.ReadFile(n.log)
-	var out []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.Contains(l, `"@level":"warn"`) || strings.Contains(l, `"@level":"error"`) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func (n *node) tail(lines int) string {
-	data, _ := os.ReadFile(n.log)
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-lines):], "\n")
-}
+func childEnv(token string) []string { return harness.ChildEnv(tokenEnv + "=" + token) }
 
 // clusterOptions shape a cluster's config.
 type clusterOptions struct {
@@ -145,7 +39,6 @@ type clusterOptions struct {
 // cluster is three nodes following one repository.
 type cluster struct {
 	t     testing.TB
-	bin   string
 	opts  clusterOptions
 	nodes []*node
 }
@@ -154,112 +47,26 @@ type cluster struct {
 // until all three serve a first generation.
 func startCluster(t testing.TB, opts clusterOptions) *cluster {
 	t.Helper()
-	c := &cluster{t: t, bin: binary(t), opts: opts}
-	addrs := freeAddrs(t, 6)
-	root := t.TempDir()
-	for i := range 3 {
-		n := &node{ID: fmt.Sprintf("n%d", i+1), HTTPAddr: addrs[2*i], RaftAddr: addrs[2*i+1],
-			Dir: filepath.Join(root, fmt.Sprintf("n%d", i+1))}
-		n.log = filepath.Join(root, n.ID+".log")
-		c.configure(n, i == 0, addrs[0])
-		c.nodes = append(c.nodes, n)
-	}
-	t.Cleanup(c.teardown)
-	for i, n := range c.nodes {
-		if err := n.start(c.bin, opts.Token); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			c.waitReady(n)
-		}
-	}
-	for _, n := range c.nodes {
-		c.waitReady(n)
-	}
-	return c
-}
-
-func (c *cluster) configure(n *node, bootstrap bool, first string) {
-	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
-		c.t.Fatal(err)
-	}
-	join := ""
-	if !bootstrap {
-		join = fmt.Sprintf("%q", first)
-	}
-	apiToken := `""`
-	if c.opts.APIToken != "" {
-		apiToken = `"E2E_API_TOKEN"`
-	}
-	cfg := fmt.Sprintf(`[node]
-id = %q
-data_dir = %q
-http_addr = %q
-raft_addr = %q
-bootstrap = %t
-join = [%s]
-
-[git]
-url = %q
-init_from = ""
-poll = %q
-timeout = %q
-token_env = %q
-
-[api]
-token_env = %s
-
-[log]
-level = "info"
-format = "json"
-`, n.ID, filepath.Join(n.Dir, "data"), n.HTTPAddr, n.RaftAddr, bootstrap, join, c.opts.URL, c.opts.Poll,
-		c.opts.Timeout, tokenEnv, apiToken)
-	path := filepath.Join(n.Dir, "config.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		c.t.Fatal(err)
-	}
-	n.args = []string{"serve", "--config", path}
-}
-
-func (c *cluster) waitReady(n *node) {
-	c.t.Helper()
-	err := eventually(60*time.Second, func() error {
-		code, _, err := get(n.base() + "/readyz")
-		if err == nil && code != 200 {
-			err = fmt.Errorf("readyz %d", code)
-		}
-		return err
-	})
-	if err != nil {
-		c.t.Fatalf("%s not ready: %v\n%s", n.ID, err, n.tail(40))
-	}
-}
-
-// teardown kills every node, and prints their logs when the test failed.
-func (c *cluster) teardown() {
-	for _, n := range c.nodes {
-		n.kill()
-	}
-	if c.t.Failed() || os.Getenv(EnvLogs) != "" {
-		for _, n := range c.nodes {
-			c.t.Logf("---- tail of %s ----\n%s", n.ID, n.tail(60))
-		}
-	}
-	for _, n := range c.nodes {
-		data, _ := os.ReadFile(n.log)
-		for _, bad := range []string{"panic:", "fatal error:", "WARNING: DATA RACE"} {
-			if bytes.Contains(data, []byte(bad)) {
-				c.t.Errorf("%s logged %q", n.ID, bad)
+	hc := harness.StartCluster(t, harness.ClusterOptions{
+		Size: 3,
+		Env:  []string{tokenEnv + "=" + opts.Token},
+		Configure: func(cfg *harness.Config) {
+			cfg.GitURL, cfg.Poll, cfg.Timeout, cfg.TokenEnv = opts.URL, opts.Poll, opts.Timeout, tokenEnv
+			if opts.APIToken != "" {
+				cfg.APITokenEnv = "E2E_API_TOKEN"
 			}
-		}
-	}
+		},
+		TailLines:  60,
+		AlwaysLogs: os.Getenv(EnvLogs) != "",
+	})
+	return &cluster{t: t, opts: opts, nodes: hc.Nodes}
 }
 
 // leader is the node all nodes agree leads.
 func (c *cluster) leader() *node {
 	c.t.Helper()
 	var leader *node
-	err := eventually(30*time.Second, func() error {
+	err := harness.Eventually(30*time.Second, func() error {
 		var id string
 		for _, n := range c.nodes {
 			s, err := status(n)
@@ -289,7 +96,7 @@ func (c *cluster) leader() *node {
 func (c *cluster) waitServing(want string, timeout time.Duration) uint64 {
 	c.t.Helper()
 	var gen uint64
-	err := eventually(timeout, func() error {
+	err := harness.Eventually(timeout, func() error {
 		var err error
 		gen, err = c.serving(want)
 		return err
@@ -322,11 +129,11 @@ func (c *cluster) serving(want string) (uint64, error) {
 // trigger asks any node to reconcile now (followers forward).
 func (c *cluster) trigger(n *node) {
 	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, n.base()+"/v1/cluster:reconcile", strings.NewReader("{}"))
+	req, _ := http.NewRequest(http.MethodPost, n.Base()+"/v1/cluster:reconcile", strings.NewReader("{}"))
 	if c.opts.APIToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.APIToken)
 	}
-	resp, err := client.Do(req)
+	resp, err := client.HTTP.Do(req)
 	if err != nil {
 		c.t.Fatalf("reconcile via %s: %v", n.ID, err)
 	}
@@ -337,28 +144,11 @@ func (c *cluster) trigger(n *node) {
 	}
 }
 
-var client = &http.Client{Timeout: 10 * time.Second}
+var client = harness.NewClient(10*time.Second, 0)
 
-func get(url string) (int, []byte, error) {
-	resp, err := client.Get(url)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, err
-}
+func get(url string) (int, []byte, error) { return client.Get(url) }
 
-func getJSON(url string, v any) error {
-	code, body, err := get(url)
-	if err != nil {
-		return err
-	}
-	if code != 200 {
-		return fmt.Errorf("GET %s: %d %s", url, code, body)
-	}
-	return json.Unmarshal(body, v)
-}
+func getJSON(url string, v any) error { return client.GetJSON(url, v) }
 
 // statusAnswer is the part of GET /v1/status the tests read.
 type statusAnswer struct {
@@ -380,7 +170,7 @@ type statusAnswer struct {
 
 func status(n *node) (*statusAnswer, error) {
 	var s statusAnswer
-	return &s, getJSON(n.base()+"/v1/status", &s)
+	return &s, getJSON(n.Base()+"/v1/status", &s)
 }
 
 // pullError returns the PullError message n shows on the policy web.
@@ -407,7 +197,7 @@ type generationAnswer struct {
 
 func generations(n *node) (map[string][]generationAnswer, error) {
 	var list struct{ Generations []generationAnswer }
-	if err := getJSON(n.base()+"/v1/generations", &list); err != nil {
+	if err := getJSON(n.Base()+"/v1/generations", &list); err != nil {
 		return nil, err
 	}
 	byCommit := map[string][]generationAnswer{}
@@ -427,7 +217,7 @@ type decision struct {
 // probe asks n for the decision of the probe request.
 func probe(n *node) (decision, error) {
 	var d decision
-	resp, err := client.Post(n.base()+"/v1/policies/web:evaluate", "application/json",
+	resp, err := client.HTTP.Post(n.Base()+"/v1/policies/web:evaluate", "application/json",
 		strings.NewReader(`{"method":"GET","path":"/probe"}`))
 	if err != nil {
 		return d, fmt.Errorf("%s: %w", n.ID, err)
@@ -442,7 +232,7 @@ func probe(n *node) (decision, error) {
 
 // metric reads one unlabelled series from n's /metrics.
 func metric(n *node, name string) (float64, error) {
-	_, body, err := get(n.base() + "/metrics")
+	_, body, err := get(n.Base() + "/metrics")
 	if err != nil {
 		return 0, err
 	}
@@ -454,31 +244,4 @@ func metric(n *node, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s: no series %s", n.ID, name)
-}
-
-// eventually calls f every 20 ms until it returns nil or timeout passed.
-func eventually(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// freeAddrs returns n distinct free 127.0.0.1 addresses.
-func freeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out
 }

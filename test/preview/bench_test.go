@@ -59,9 +59,9 @@ func TestPreviewOverhead(t *testing.T) {
 		queue = "4096"
 	}
 	c := startCluster(t, srv.RepoPath("policies"), "queue_size = "+queue, 1)
-	n := c.nodes[0]
+	n := c.Nodes[0]
 	eventually(t, 30*time.Second, "bench live", func() error {
-		code, body, err := do(http.MethodPost, n.base()+"/v1/policies/bench:evaluate", `{"path":"/svc001/x","method":"GET"}`)
+		code, body, err := do(http.MethodPost, n.Base()+"/v1/policies/bench:evaluate", `{"path":"/svc001/x","method":"GET"}`)
 		if err == nil && code != 200 {
 			err = fmt.Errorf("%d %s", code, body)
 		}
@@ -71,13 +71,13 @@ func TestPreviewOverhead(t *testing.T) {
 	for _, want := range []int{0, 1, 5, 10} {
 		for ; active < want; active++ {
 			body := `{"policy":{"name":"bench","default_action":"allow","rules":` + rulesJSON(active) + `}}`
-			if code := call(t, http.MethodPost, n.base()+fmt.Sprintf("/v1/policies/bench/experiments?experimentId=e%d", active), body, nil); code != 200 {
+			if code := call(t, http.MethodPost, n.Base()+fmt.Sprintf("/v1/policies/bench/experiments?experimentId=e%d", active), body, nil); code != 200 {
 				t.Fatalf("create experiment: %d", code)
 			}
 		}
 		time.Sleep(500 * time.Millisecond) // installed within the runtime's 200ms poll
-		p50, p99, rps, total := load(t, n.base(), 32, 3*time.Second)
-		dropped := droppedTotal(t, n.base())
+		p50, p99, rps, total := load(t, n.Base(), 32, 3*time.Second)
+		dropped := droppedTotal(t, n.Base())
 		fmt.Printf("ACTIVE experiments=%2d  requests=%7d  throughput=%8.0f req/s  p50=%7s  p99=%7s  dropped(sum over experiments)=%d\n",
 			want, total, rps, p50, p99, dropped)
 	}

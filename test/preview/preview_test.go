@@ -11,219 +11,39 @@ package preview_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
-var build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// binary builds ./cmd/reconciler once per test run.
-func binary(t testing.TB) string {
+// startCluster starts n nodes following url with auto-started previews;
+// extra is more of the [preview] section.
+func startCluster(t testing.TB, url string, extra string, n int) *harness.Cluster {
 	t.Helper()
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "reconciler-preview-")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.path = filepath.Join(dir, "reconciler")
-		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/reconciler")
-		cmd.Dir = moduleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
-}
-
-func moduleRoot() string {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "../.."
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
-func env() []string {
-	return append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
-}
-
-// proc is one `reconciler serve`.
-type proc struct {
-	id, http, raft, dir, log string
-	cmd                      *exec.Cmd
-	done                     chan struct{}
-}
-
-func (p *proc) base() string { return "http://" + p.http }
-
-func (p *proc) tail(n int) string {
-	data, _ := os.ReadFile(p.log)
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-n):], "\n")
-}
-
-func freeAddrs(t testing.TB, n int) []string {
-	var out []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
-}
-
-// cluster is three processes following url.
-type cluster struct {
-	t     testing.TB
-	nodes []*proc
-}
-
-func startCluster(t testing.TB, url string, extra string, n int) *cluster {
-	t.Helper()
-	bin := binary(t)
-	addrs := freeAddrs(t, 2*n)
-	root := t.TempDir()
-	c := &cluster{t: t}
-	for i := range n {
-		p := &proc{id: fmt.Sprintf("n%d", i+1), http: addrs[2*i], raft: addrs[2*i+1], dir: filepath.Join(root, fmt.Sprintf("n%d", i+1))}
-		p.log = filepath.Join(root, p.id+".log")
-		join := ""
-		if i > 0 {
-			join = fmt.Sprintf("%q", addrs[0])
-		}
-		cfg := fmt.Sprintf(`[node]
-id = %q
-data_dir = %q
-http_addr = %q
-raft_addr = %q
-bootstrap = %t
-join = [%s]
-
-[git]
-url = %q
-init_from = ""
-poll = "@every 1h"
-
-[preview]
-auto_start = true
-%s
-
-[api]
-token_env = ""
-
-[log]
-level = "info"
-format = "json"
-`, p.id, filepath.Join(p.dir, "data"), p.http, p.raft, i == 0, join, url, extra)
-		if err := os.MkdirAll(p.dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(p.dir, "config.toml")
-		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Create(p.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.cmd = exec.Command(bin, "serve", "--config", path)
-		p.cmd.Stdout, p.cmd.Stderr, p.cmd.Env = f, f, env()
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p.done = make(chan struct{})
-		go func(p *proc, f *os.File) { _ = p.cmd.Wait(); f.Close(); close(p.done) }(p, f)
-		c.nodes = append(c.nodes, p)
-		if i == 0 {
-			c.waitReady(p)
-		}
-	}
-	t.Cleanup(c.teardown)
-	for _, p := range c.nodes {
-		c.waitReady(p)
-	}
-	return c
-}
-
-func (c *cluster) waitReady(p *proc) {
-	c.t.Helper()
-	eventually(c.t, 60*time.Second, p.id+" ready", func() error {
-		code, body, err := do(http.MethodGet, p.base()+"/readyz", "")
-		if err == nil && code != 200 {
-			err = fmt.Errorf("readyz %d %s", code, body)
-		}
-		return err
+	return harness.StartCluster(t, harness.ClusterOptions{
+		Size: n,
+		Configure: func(cfg *harness.Config) {
+			cfg.GitURL, cfg.Poll = url, "@every 1h"
+			cfg.Extra = "[preview]\nauto_start = true\n" + extra
+		},
 	})
 }
 
-func (c *cluster) teardown() {
-	for _, p := range c.nodes {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	for _, p := range c.nodes {
-		if c.t.Failed() {
-			c.t.Logf("---- tail of %s ----\n%s", p.id, p.tail(40))
-		}
-		data, _ := os.ReadFile(p.log)
-		for _, bad := range []string{"panic:", "fatal error:", "DATA RACE"} {
-			if bytes.Contains(data, []byte(bad)) {
-				c.t.Errorf("%s logged %q", p.id, bad)
-			}
-		}
-	}
-}
+// client is shared by the concurrent senders.
+var client = harness.NewClient(30*time.Second, 64)
 
-var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-
-func do(method, url, body string) (int, []byte, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
-}
+func do(method, url, body string) (int, []byte, error) { return client.Do(method, url, body) }
 
 func call(t testing.TB, method, url, body string, out any) int {
 	t.Helper()
@@ -241,16 +61,8 @@ func call(t testing.TB, method, url, body string, out any) int {
 
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := harness.Eventually(timeout, cond); err != nil {
+		t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
 	}
 }
 
@@ -258,7 +70,7 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 // files.
 func exampleFiles(t testing.TB) map[string]string {
 	t.Helper()
-	root := filepath.Join(moduleRoot(), "policies.example")
+	root := filepath.Join(harness.ModuleRoot(), "policies.example")
 	files := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -289,7 +101,7 @@ func tighten(t testing.TB, policyTOML string) string {
 
 func trafficLines(t testing.TB) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(moduleRoot(), "policies.example", "_traffic", "sample.jsonl"))
+	f, err := os.Open(filepath.Join(harness.ModuleRoot(), "policies.example", "_traffic", "sample.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +118,7 @@ func trafficLines(t testing.TB) []string {
 }
 
 // send posts every line to p's :evaluate with some concurrency.
-func send(t testing.TB, p *proc, policy string, lines []string, workers int) {
+func send(t testing.TB, p *harness.Node, policy string, lines []string, workers int) {
 	t.Helper()
 	ch := make(chan string)
 	var wg sync.WaitGroup
@@ -316,7 +128,7 @@ func send(t testing.TB, p *proc, policy string, lines []string, workers int) {
 		go func() {
 			defer wg.Done()
 			for l := range ch {
-				code, body, err := do(http.MethodPost, p.base()+"/v1/policies/"+policy+":evaluate", l)
+				code, body, err := do(http.MethodPost, p.Base()+"/v1/policies/"+policy+":evaluate", l)
 				if err == nil && code != 200 {
 					err = fmt.Errorf("HTTP %d: %s", code, body)
 				}
@@ -387,9 +199,9 @@ func replayExpected(t testing.TB, files map[string]string, tightened string) cou
 			}
 		}
 	}
-	cmd := exec.Command(binary(t), "replay", "--live", filepath.Join(live, "edge-firewall"),
+	cmd := exec.Command(harness.Binary(t), "replay", "--live", filepath.Join(live, "edge-firewall"),
 		"--experiment", filepath.Join(exp, "edge-firewall"),
-		"--traffic", filepath.Join(moduleRoot(), "policies.example", "_traffic", "sample.jsonl"), "--format", "json")
+		"--traffic", filepath.Join(harness.ModuleRoot(), "policies.example", "_traffic", "sample.jsonl"), "--format", "json")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, out)
@@ -401,6 +213,12 @@ func replayExpected(t testing.TB, files map[string]string, tightened string) cou
 		t.Fatalf("replay output: %v %s", err, out)
 	}
 	return res[0].Stats
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.RemoveBinary()
+	os.Exit(code)
 }
 
 func TestPreviewEndToEnd(t *testing.T) {
@@ -419,18 +237,18 @@ func TestPreviewEndToEnd(t *testing.T) {
 	url := srv.RepoPath("policies")
 	work := srv.Clone(url)
 	c := startCluster(t, url, "queue_size = 100000\nrecord_requests = 0", 3)
-	n1 := c.nodes[0]
+	n1 := c.Nodes[0]
 
 	srv.CreateBranch(work, "tighten-geo")
 	head := srv.Commit(work, map[string]string{"edge-firewall/policy.toml": tightened}, "block BR and IN")
 	srv.Push(work, "tighten-geo")
 	srv.Checkout(work, "main")
-	call(t, http.MethodPost, c.nodes[1].base()+"/v1/cluster:reconcile", "{}", nil)
+	call(t, http.MethodPost, c.Nodes[1].Base()+"/v1/cluster:reconcile", "{}", nil)
 
 	expURL := "/v1/policies/edge-firewall/experiments/branch-tighten-geo"
 	var exp experiment
 	eventually(t, 30*time.Second, "the branch experiment ACTIVE", func() error {
-		code := call(t, http.MethodGet, n1.base()+expURL, "", &exp)
+		code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
 		if code != 200 || exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "ACTIVE" {
 			return fmt.Errorf("HTTP %d %+v", code, exp)
 		}
@@ -440,7 +258,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 	// after applying; the stats heartbeat shows a node's cell once it has
 	// one. Wait for all three to report the version with zero counts.
 	eventually(t, 30*time.Second, "every node previewing", func() error {
-		call(t, http.MethodGet, n1.base()+expURL, "", &exp)
+		call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
 		if exp.Stats == nil || len(exp.Stats.Nodes) != 3 {
 			return fmt.Errorf("stats = %+v", exp.Stats)
 		}
@@ -450,16 +268,16 @@ func TestPreviewEndToEnd(t *testing.T) {
 	lines := trafficLines(t)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes {
 		wg.Add(1)
 		go func() { defer wg.Done(); send(t, p, "edge-firewall", lines, 8) }()
 	}
 	wg.Wait()
 	t.Logf("sent %d requests to each of 3 nodes in %v", len(lines), time.Since(start).Round(time.Millisecond))
 
-	for _, p := range c.nodes { // stats read on every node agree
-		eventually(t, 30*time.Second, "merged stats on "+p.id, func() error {
-			call(t, http.MethodGet, p.base()+expURL, "", &exp)
+	for _, p := range c.Nodes { // stats read on every node agree
+		eventually(t, 30*time.Second, "merged stats on "+p.ID, func() error {
+			call(t, http.MethodGet, p.Base()+expURL, "", &exp)
 			s := exp.Stats
 			if s == nil || s.Evaluated != 3*uint64(len(lines)) || s.AllowToDeny != 3*want.AllowToDeny ||
 				s.DenyToAllow != 3*want.DenyToAllow || s.RuleChanged != 3*want.RuleChanged || s.Dropped != 0 {
@@ -472,8 +290,8 @@ func TestPreviewEndToEnd(t *testing.T) {
 		exp.Stats.AllowToDeny, exp.Stats.DenyToAllow, exp.Stats.RuleChanged, want.AllowToDeny, want.DenyToAllow, want.RuleChanged)
 
 	// The preview log of every node: prefix, both etags, the redacted request.
-	for _, p := range c.nodes {
-		data, err := os.ReadFile(filepath.Join(p.dir, "data", "preview.log"))
+	for _, p := range c.Nodes {
+		data, err := os.ReadFile(filepath.Join(p.Dir, "data", "preview.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -481,18 +299,18 @@ func TestPreviewEndToEnd(t *testing.T) {
 		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 			var line map[string]any
 			if err := json.Unmarshal([]byte(l), &line); err != nil {
-				t.Fatalf("%s: bad log line %q", p.id, l)
+				t.Fatalf("%s: bad log line %q", p.ID, l)
 			}
 			if !strings.HasPrefix(fmt.Sprint(line["msg"]), "PolicyPreviewLog") || line["experiment_etag"] != exp.Etag ||
 				line["live_etag"] == "" || line["live_etag"] == nil {
-				t.Fatalf("%s: log line %v", p.id, line)
+				t.Fatalf("%s: log line %v", p.ID, line)
 			}
 			if line["changed"] == true {
 				changed++
 			}
 		}
 		if wantChanged := int(want.AllowToDeny + want.DenyToAllow + want.RuleChanged); changed != wantChanged {
-			t.Errorf("%s logged %d changed decisions, want %d", p.id, changed, wantChanged)
+			t.Errorf("%s logged %d changed decisions, want %d", p.ID, changed, wantChanged)
 		}
 	}
 
@@ -501,20 +319,20 @@ func TestPreviewEndToEnd(t *testing.T) {
 		Etag       string `json:"etag"`
 		Generation uint64 `json:"generation"`
 	}
-	call(t, http.MethodPost, n1.base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+	call(t, http.MethodPost, n1.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
 	liveEtag, gen := probe.Etag, probe.Generation
 	var e struct{ Error struct{ Status string } }
-	if code := call(t, http.MethodPost, c.nodes[2].base()+expURL+":commit", `{"etag":"0000"}`, &e); code != 409 || e.Error.Status != "ABORTED" {
+	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit", `{"etag":"0000"}`, &e); code != 409 || e.Error.Status != "ABORTED" {
 		t.Fatalf("stale commit: %d %+v", code, e)
 	}
-	if code := call(t, http.MethodPost, c.nodes[2].base()+expURL+":commit",
+	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
 		fmt.Sprintf(`{"etag":%q,"parentEtag":"0000"}`, exp.Etag), &e); code != 409 || e.Error.Status != "ABORTED" {
 		t.Fatalf("stale parentEtag: %d %+v", code, e)
 	}
 	if h := srv.Head("policies", "main"); h == head {
 		t.Fatal("main moved to the branch")
 	}
-	if code := call(t, http.MethodGet, n1.base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
+	if code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
 		t.Fatalf("after failed commits: %d %+v", code, exp)
 	}
 
@@ -524,12 +342,12 @@ func TestPreviewEndToEnd(t *testing.T) {
 		Done  bool           `json:"done"`
 		Error map[string]any `json:"error"`
 	}
-	if code := call(t, http.MethodPost, c.nodes[2].base()+expURL+":commit",
+	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
 		fmt.Sprintf(`{"etag":%q,"parentEtag":%q}`, exp.Etag, liveEtag), &op); code != 200 {
 		t.Fatalf("commit: %d %+v", code, op)
 	}
 	eventually(t, 60*time.Second, "the commit operation", func() error {
-		call(t, http.MethodGet, c.nodes[1].base()+"/v1/"+op.Name, "", &op)
+		call(t, http.MethodGet, c.Nodes[1].Base()+"/v1/"+op.Name, "", &op)
 		if !op.Done {
 			return fmt.Errorf("%+v", op)
 		}
@@ -538,16 +356,16 @@ func TestPreviewEndToEnd(t *testing.T) {
 	if op.Error != nil {
 		t.Fatalf("commit failed: %v", op.Error)
 	}
-	for _, p := range c.nodes {
-		call(t, http.MethodPost, p.base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+	for _, p := range c.Nodes {
+		call(t, http.MethodPost, p.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
 		if probe.Etag != exp.Etag || probe.Generation <= gen {
-			t.Errorf("%s serves %+v after the commit, want etag %s", p.id, probe, exp.Etag)
+			t.Errorf("%s serves %+v after the commit, want etag %s", p.ID, probe, exp.Etag)
 		}
-		if code := call(t, http.MethodGet, p.base()+expURL, "", &e); code != 404 {
-			t.Errorf("%s: experiment still there: %d", p.id, code)
+		if code := call(t, http.MethodGet, p.Base()+expURL, "", &e); code != 404 {
+			t.Errorf("%s: experiment still there: %d", p.ID, code)
 		}
 	}
-	if code := call(t, http.MethodPost, n1.base()+expURL+":commit", fmt.Sprintf(`{"etag":%q}`, exp.Etag), &e); code != 404 {
+	if code := call(t, http.MethodPost, n1.Base()+expURL+":commit", fmt.Sprintf(`{"etag":%q}`, exp.Etag), &e); code != 404 {
 		t.Errorf("second commit: %d %+v", code, e)
 	}
 }
