@@ -6,9 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // maxForwardedAnswer bounds what is read of the leader's answer.
@@ -42,7 +43,7 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	resp, err := s.fwdClient.Do(req)
 	if err != nil {
-		s.fail(w, r, errorf(kindUnavailable, "forwarding to the leader at %s failed: %v", addr, transportCause(err)))
+		s.fail(w, r, errorf(kindUnavailable, "forwarding to the leader at %s failed: %v", addr, cluster.TransportCause(err)))
 		return
 	}
 	defer resp.Body.Close()
@@ -58,12 +59,37 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	_, _ = w.Write(data)
 }
 
-// transportCause drops the "Post URL:" that net/http puts around transport
-// errors; the message names the address already.
-func transportCause(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
+// leaderOnly runs work only the leader can do: here when this node leads,
+// and otherwise forwarded (once) to the leader, waiting up to leaderWait
+// for one to exist. It writes the answer: run's value, its error, or the
+// leader's answer. raw is the request body sent on when forwarding.
+func (s *Server) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
+	run func(context.Context) (any, error)) {
+	forwarded := r.Header.Get(cluster.ForwardedHeader) != ""
+	deadline := time.Now().Add(leaderWait)
+	for {
+		v, err := run(ctx)
+		switch {
+		case err == nil:
+			s.writeValue(w, r, v)
+			return
+		case !errors.Is(err, raftstore.ErrNotLeader) || forwarded:
+			s.fail(w, r, err)
+			return
+		}
+		if addr, ok := s.leaderAddr(); ok {
+			s.forward(ctx, w, r, addr, raw)
+			return
+		}
+		if time.Now().After(deadline) {
+			s.fail(w, r, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.fail(w, r, err)
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return err
 }

@@ -2,13 +2,10 @@ package api
 
 import (
 	"context"
-	"errors"
 	"math"
 	"net/http"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/cluster"
-	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -116,33 +113,13 @@ func (b rollbackBody) request() (reconcile.RollbackRequest, error) {
 func (s *Server) runRollback(w http.ResponseWriter, r *http.Request, raw []byte, req reconcile.RollbackRequest) {
 	ctx, cancel := context.WithTimeout(r.Context(), req.Wait+rollbackGitBudget)
 	defer cancel()
-	forwarded := r.Header.Get(cluster.ForwardedHeader) != ""
-	deadline := time.Now().Add(leaderWait)
-	for {
+	s.leaderOnly(ctx, w, r, raw, func(ctx context.Context) (any, error) {
 		res, err := s.rollbacker.Rollback(ctx, req)
-		switch {
-		case err == nil:
-			s.writeValue(w, r, toRollbackResource(res))
-			return
-		case !errors.Is(err, raftstore.ErrNotLeader) || forwarded:
-			s.fail(w, r, err)
-			return
+		if err != nil {
+			return nil, err
 		}
-		if addr, ok := s.leaderAddr(); ok {
-			s.forward(ctx, w, r, addr, raw)
-			return
-		}
-		if time.Now().After(deadline) {
-			s.fail(w, r, err)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			s.fail(w, r, err)
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return toRollbackResource(res), nil
+	})
 }
 
 func toRollbackResource(res reconcile.RollbackResult) rollbackResource {

@@ -104,7 +104,7 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s%s: %v", ErrForward, addr, path, transportCause(err))
+		return fmt.Errorf("%w: %s%s: %v", ErrForward, addr, path, TransportCause(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
@@ -123,9 +123,9 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 	return nil
 }
 
-// transportCause drops the URL that net/http puts around transport errors;
-// the caller names the address itself.
-func transportCause(err error) error {
+// TransportCause drops the URL that net/http puts around transport errors
+// ("Post URL: ..."); the caller names the address itself.
+func TransportCause(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err
