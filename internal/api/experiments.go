@@ -2,17 +2,13 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/preview"
-	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -39,22 +35,11 @@ type Preview interface {
 	Offer(policy string, d engine.Decision, req *engine.Request)
 	// Previewing reports whether policy has ACTIVE experiments.
 	Previewing(policy string) bool
-	// Stats returns the cluster's stats of every experiment version.
+	// Stats returns the cluster's stats of every experiment version (merged
+	// on the leader from the stats every node sends with its heartbeat).
 	Stats() []preview.Stats
-	// Report takes a node's stats on the leader and answers the merge;
-	// raftstore.ErrNotLeader elsewhere.
-	Report(ns preview.NodeStats) ([]preview.Stats, error)
 	// Status is the shadow's state, for /v1/status.
 	Status() preview.Status
-}
-
-// PreviewReportPath is the internal endpoint where nodes send their
-// preview stats to the leader.
-const PreviewReportPath = "/v1/preview:reportStats"
-
-// PreviewReportAnswer answers a stats report: the cluster's merged stats.
-type PreviewReportAnswer struct {
-	Stats []preview.Stats `json:"stats"`
 }
 
 // Bounds of experiment writes (a commit pushes to git).
@@ -232,64 +217,9 @@ func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), experimentWriteTimeout)
 	defer cancel()
-	forwarded := r.Header.Get(cluster.ForwardedHeader) != ""
-	deadline := time.Now().Add(leaderWait)
-	for {
-		op, err := run(ctx, raw)
-		switch {
-		case err == nil:
-			s.writeValue(w, r, op)
-			return
-		case !errors.Is(err, raftstore.ErrNotLeader) || forwarded:
-			s.fail(w, r, err)
-			return
-		}
-		if addr, ok := s.leaderAddr(); ok {
-			s.forward(ctx, w, r, addr, raw)
-			return
-		}
-		if time.Now().After(deadline) {
-			s.fail(w, r, err)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			s.fail(w, r, err)
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// reportStats is internal: a node's preview stats, sent to the leader.
-func (s *Server) reportStats(w http.ResponseWriter, r *http.Request) {
-	if s.cluster == nil || s.preview == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
-		return
-	}
-	if !s.allow(w, r, http.MethodPost) {
-		return
-	}
-	if err := s.authorized(r); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	raw, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var ns preview.NodeStats
-	if err := json.Unmarshal(raw, &ns); err != nil {
-		s.fail(w, r, errorf(kindInvalidArgument, "request body: %v", err))
-		return
-	}
-	merged, err := s.preview.Report(ns)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.writeValue(w, r, PreviewReportAnswer{Stats: merged})
+	s.leaderOnly(ctx, w, r, raw, func(ctx context.Context) (any, error) {
+		return run(ctx, raw)
+	})
 }
 
 // offer hands an answered decision to preview; called after the answer is

@@ -39,8 +39,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.rollback(w, r)
 	case strings.HasPrefix(p, operationsPrefix):
 		s.getOperation(w, r, p[len(operationsPrefix):])
-	case p == PreviewReportPath:
-		s.reportStats(w, r)
 	case p == webhook.Path:
 		s.serveWebhook(w, r)
 	case p == WebhookCommandsPath:

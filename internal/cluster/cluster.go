@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -91,6 +94,11 @@ type Cluster struct {
 	fwd   *forwarder
 	hb    *heartbeats
 	view  viewHolder
+	pb    atomic.Pointer[Piggyback]
+
+	mergeMu  sync.Mutex // guards the cached piggyback merge
+	mergeAt  time.Time
+	mergeVal json.RawMessage
 }
 
 // New returns a Cluster for cfg.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,13 +19,14 @@ type heartbeats struct {
 	now    func() time.Time
 	window time.Duration
 
-	mu    sync.Mutex
-	since time.Time // when this node last became leader
-	seen  map[string]NodeView
+	mu       sync.Mutex
+	since    time.Time // when this node last became leader
+	seen     map[string]NodeView
+	payloads map[string]json.RawMessage // the last Heartbeat.Payload of each node
 }
 
 func newHeartbeats(now func() time.Time, window time.Duration) *heartbeats {
-	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}}
+	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}, payloads: map[string]json.RawMessage{}}
 }
 
 // reset starts a leadership term with no heartbeats heard.
@@ -33,12 +35,33 @@ func (h *heartbeats) reset() {
 	defer h.mu.Unlock()
 	h.since = h.now()
 	h.seen = map[string]NodeView{}
+	h.payloads = map[string]json.RawMessage{}
 }
 
-func (h *heartbeats) record(id string, generation uint64) {
+func (h *heartbeats) record(hb Heartbeat) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen[id] = NodeView{LastHeartbeat: h.now(), Generation: generation}
+	h.seen[hb.ID] = NodeView{LastHeartbeat: h.now(), Generation: hb.Generation}
+	if hb.Payload != nil {
+		h.payloads[hb.ID] = hb.Payload
+	}
+}
+
+// payloadsWithin copies the payloads of the nodes heard from within ttl,
+// dropping the others: a node that stopped beating stops counting.
+func (h *heartbeats) payloadsWithin(ttl time.Duration) map[string]json.RawMessage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	out := make(map[string]json.RawMessage, len(h.payloads))
+	for id, p := range h.payloads {
+		if now.Sub(h.seen[id].LastHeartbeat) > ttl {
+			delete(h.payloads, id)
+			continue
+		}
+		out[id] = p
+	}
+	return out
 }
 
 // settled reports whether this leader has led for a whole reachability
@@ -90,7 +113,7 @@ func (c *Cluster) Heartbeat(ctx context.Context, hb Heartbeat) (View, error) {
 			return fmt.Errorf("%w: %s sent a heartbeat but is not registered: join it first",
 				raftstore.ErrUnknownNode, hb.ID)
 		}
-		c.hb.record(hb.ID, hb.Generation)
+		c.hb.record(hb)
 		v = c.leaderView()
 		return nil
 	})
@@ -103,7 +126,24 @@ func (c *Cluster) leaderView() View {
 	if c.cfg.Source != nil {
 		v.Source = c.cfg.Source()
 	}
+	if pb := c.piggyback(); pb != nil {
+		v.Payload = c.merged(pb)
+	}
 	return v
+}
+
+// merged returns the piggyback merge, recomputed at most every half
+// heartbeat interval: the leader answers one heartbeat per node per
+// interval, and merging all payloads for each would grow with the square
+// of the cluster size.
+func (c *Cluster) merged(pb Piggyback) json.RawMessage {
+	c.mergeMu.Lock()
+	defer c.mergeMu.Unlock()
+	now := c.cfg.Now()
+	if c.mergeAt.IsZero() || now.Sub(c.mergeAt) >= c.cfg.HeartbeatInterval/2 || now.Before(c.mergeAt) {
+		c.mergeVal, c.mergeAt = pb.Merge(c.hb.payloadsWithin(PayloadTTL)), now
+	}
+	return c.mergeVal
 }
 
 // View returns the leader's view: built now on the leader, the last one
@@ -156,13 +196,21 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 func (c *Cluster) beat(ctx context.Context, served uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.HeartbeatInterval)
 	defer cancel()
-	v, err := c.Heartbeat(ctx, Heartbeat{ID: c.cfg.NodeID, Generation: served})
+	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served}
+	pb := c.piggyback()
+	if pb != nil {
+		hb.Payload = pb.Outgoing()
+	}
+	v, err := c.Heartbeat(ctx, hb)
 	if err != nil {
 		c.log.Debug("heartbeat not delivered", "error", err)
 		return
 	}
 	if !c.store.IsLeader() {
 		c.view.p.Store(&v)
+	}
+	if pb != nil && v.Payload != nil {
+		pb.Adopt(v.Payload)
 	}
 }
 

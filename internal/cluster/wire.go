@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -66,6 +67,8 @@ type Heartbeat struct {
 	ID string `json:"id"`
 	// Generation is the generation the node answers decisions from.
 	Generation uint64 `json:"generation"`
+	// Payload is what a Piggyback subsystem sends along (preview stats).
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // View is the leader's picture of the cluster that is not in the raft log:
@@ -80,6 +83,8 @@ type View struct {
 	Nodes map[string]NodeView `json:"nodes"`
 	// Source is the leader's last read of the policy source.
 	Source SourceStatus `json:"source"`
+	// Payload is the Piggyback subsystem's merge of every node's payload.
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // NodeView is one node's last heartbeat as the leader received it.

@@ -153,7 +153,6 @@ func (m *Main) startBackground() {
 	m.bgCancel = cancel
 	m.goBackground(func() { m.loader.run(ctx) })
 	m.goBackground(func() { m.preview.run(ctx) })
-	m.goBackground(func() { m.preview.runReports(ctx, m.cluster) })
 	m.goBackground(func() { m.cluster.RunHeartbeats(ctx, m.gens.served) })
 	m.goBackground(func() { m.cluster.RunLeadership(ctx, m.store.LeaderCh(), m.lead) })
 	m.goBackground(func() {

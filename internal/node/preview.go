@@ -1,15 +1,11 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -30,20 +26,15 @@ const (
 	// previewPoll is how often the runtime re-checks the served generation
 	// (the loader publishes it on its own goroutine) and the state.
 	previewPoll = 200 * time.Millisecond
-	// statsInterval is how often a node sends its preview stats to the
-	// leader (a stats heartbeat beside the cluster's heartbeat).
-	statsInterval = time.Second
-	// statsStale drops a node's stats from the merge when it has not
-	// reported for this long.
-	statsStale = 2 * time.Minute
 )
 
 // previewRuntime is one node's preview (internal/preview): a Shadow fed
 // after each live decision and by :mirror, the experiments of the
 // replicated state compiled off the raft path, the preview log in
-// {data_dir}/preview.log, and the stats: every node sends its NodeStats to
-// the leader, which merges them and answers with the merge, so every node
-// can show the cluster's stats of an experiment.
+// {data_dir}/preview.log, and the stats: they ride on the cluster
+// heartbeats (cluster.Piggyback): every node sends its NodeStats, the leader
+// merges them and answers with the merge, so every node can show the
+// cluster's stats of an experiment.
 type previewRuntime struct {
 	nodeID   string
 	store    *raftstore.Store
@@ -51,8 +42,6 @@ type previewRuntime struct {
 	shadow   *preview.Shadow
 	compiler *preview.Compiler
 	logFile  *preview.RotatingFile
-	client   *http.Client
-	token    string
 	log      hclog.Logger
 
 	lastSnap  *api.Snapshot
@@ -61,22 +50,16 @@ type previewRuntime struct {
 	seed      maphash.Seed
 	compileMu sync.Mutex
 
-	mu      sync.Mutex
-	reports map[string]nodeReport // leader: last stats of each node
-	merged  atomic.Pointer[[]preview.Stats]
-}
-
-type nodeReport struct {
-	stats preview.NodeStats
-	at    time.Time
+	merged atomic.Pointer[[]preview.Stats] // the last merge adopted from a heartbeat
 }
 
 var _ api.Preview = (*previewRuntime)(nil)
 var _ api.Mirror = (*previewRuntime)(nil)
+var _ cluster.Piggyback = (*previewRuntime)(nil)
 
 // newPreviewRuntime builds the runtime from [preview]; the shadow starts
 // with start.
-func (m *Main) newPreviewRuntime(client *http.Client, token string, eopts engine.Options) (*previewRuntime, error) {
+func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) {
 	cfg := m.Config.Preview
 	log := m.Logger.Named("preview")
 	f, err := preview.OpenRotating(m.Config.Node.DataDir+"/preview.log", cfg.LogMaxBytes, 5)
@@ -97,8 +80,7 @@ func (m *Main) newPreviewRuntime(client *http.Client, token string, eopts engine
 	})
 	return &previewRuntime{
 		nodeID: m.Config.Node.ID, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
-		compiler: preview.NewCompiler(eopts), client: client, token: token, log: log,
-		seed: maphash.MakeSeed(), reports: map[string]nodeReport{},
+		compiler: preview.NewCompiler(eopts), log: log, seed: maphash.MakeSeed(),
 	}, nil
 }
 
@@ -214,113 +196,52 @@ func (p *previewRuntime) Previewing(policyName string) bool { return p.shadow.Pr
 // Status implements api.Preview.
 func (p *previewRuntime) Status() preview.Status { return p.shadow.Status() }
 
-// Stats implements api.Preview: the cluster's merged stats, computed here
-// on the leader, else the leader's last answer to this node's report.
+// Stats implements api.Preview: the cluster's merged stats as the last
+// heartbeat brought them (at most one heartbeat interval old), or this
+// node's own before the first.
 func (p *previewRuntime) Stats() []preview.Stats {
-	if p.store.IsLeader() {
-		p.record(p.shadow.NodeStats())
-		return p.mergeReports()
-	}
 	if m := p.merged.Load(); m != nil {
 		return *m
 	}
 	return preview.Merge(p.shadow.NodeStats())
 }
 
-// Report implements api.Preview: on the leader, a node's stats.
-func (p *previewRuntime) Report(ns preview.NodeStats) ([]preview.Stats, error) {
-	if !p.store.IsLeader() {
-		return nil, fmt.Errorf("%w: stats go to the leader", raftstore.ErrNotLeader)
+// Outgoing implements cluster.Piggyback: this node's stats.
+func (p *previewRuntime) Outgoing() json.RawMessage {
+	b, err := json.Marshal(p.shadow.NodeStats())
+	if err != nil {
+		p.log.Warn("preview stats do not encode", "error", err)
+		return nil
 	}
-	if ns.Node == "" {
-		return nil, errors.New("node is required")
-	}
-	p.record(ns)
-	return p.mergeReports(), nil
+	return b
 }
 
-func (p *previewRuntime) record(ns preview.NodeStats) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.reports[ns.Node] = nodeReport{stats: ns, at: time.Now()}
-}
-
-func (p *previewRuntime) mergeReports() []preview.Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	var all []preview.NodeStats
-	for id, r := range p.reports {
-		if now.Sub(r.at) > statsStale {
-			delete(p.reports, id)
+// Merge implements cluster.Piggyback on the leader: every node's stats
+// merged per experiment, with per-node coverage.
+func (p *previewRuntime) Merge(payloads map[string]json.RawMessage) json.RawMessage {
+	all := make([]preview.NodeStats, 0, len(payloads))
+	for id, raw := range payloads {
+		var ns preview.NodeStats
+		if err := json.Unmarshal(raw, &ns); err != nil || ns.Node != id {
+			p.log.Warn("dropping preview stats that do not decode", "node", id, "error", err)
 			continue
 		}
-		all = append(all, r.stats)
+		all = append(all, ns)
 	}
-	return preview.Merge(all...)
+	b, err := json.Marshal(preview.Merge(all...))
+	if err != nil {
+		p.log.Warn("merged preview stats do not encode", "error", err)
+		return nil
+	}
+	return b
 }
 
-// runReports sends this node's stats to the leader every statsInterval
-// and keeps the merged answer.
-func (p *previewRuntime) runReports(ctx context.Context, c *cluster.Cluster) {
-	t := time.NewTicker(statsInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if p.store.IsLeader() {
-			p.record(p.shadow.NodeStats())
-			m := p.mergeReports()
-			p.merged.Store(&m)
-			continue
-		}
-		if err := p.report(ctx, c); err != nil {
-			p.log.Debug("preview stats not delivered", "error", err)
-		}
+// Adopt implements cluster.Piggyback: keep the leader's merge.
+func (p *previewRuntime) Adopt(merged json.RawMessage) {
+	var stats []preview.Stats
+	if err := json.Unmarshal(merged, &stats); err != nil {
+		p.log.Warn("merged preview stats from the leader do not decode", "error", err)
+		return
 	}
-}
-
-// report POSTs this node's stats to the leader.
-func (p *previewRuntime) report(ctx context.Context, c *cluster.Cluster) error {
-	id := c.Leader()
-	n, ok := c.State().Nodes[id]
-	if id == "" || !ok || n.HTTPAddr == "" {
-		return errors.New("no leader address known")
-	}
-	body, err := json.Marshal(p.shadow.NodeStats())
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*statsInterval)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+api.PreviewReportPath, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(cluster.ForwardedHeader, p.nodeID)
-	if p.token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.token)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("leader answered %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
-	var out api.PreviewReportAnswer
-	if err := json.Unmarshal(data, &out); err != nil {
-		return err
-	}
-	p.merged.Store(&out.Stats)
-	return nil
+	p.merged.Store(&stats)
 }

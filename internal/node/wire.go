@@ -67,9 +67,10 @@ func (m *Main) wire(ctx context.Context) error {
 		return err
 	}
 	m.registry.MustRegister(newRaftCollector(c.RaftState))
-	if m.preview, err = m.newPreviewRuntime(client, token, engine.DefaultOptions()); err != nil {
+	if m.preview, err = m.newPreviewRuntime(engine.DefaultOptions()); err != nil {
 		return err
 	}
+	c.SetPiggyback(m.preview) // preview stats ride on the heartbeats
 	m.api = api.New(api.Config{
 		Generations:    &m.gens,
 		Logger:         m.Logger.Named(logging.API),
