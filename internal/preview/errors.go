@@ -18,6 +18,7 @@ const (
 	ResourceExhausted  Code = 8
 	FailedPrecondition Code = 9
 	Aborted            Code = 10
+	Unavailable        Code = 14
 )
 
 // String returns the google.rpc.Code name, as AIP-193's `status` field
@@ -36,6 +37,8 @@ func (c Code) String() string {
 		return "FAILED_PRECONDITION"
 	case Aborted:
 		return "ABORTED"
+	case Unavailable:
+		return "UNAVAILABLE"
 	}
 	return fmt.Sprintf("CODE_%d", int(c))
 }
@@ -51,6 +54,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusConflict
 	case ResourceExhausted:
 		return http.StatusTooManyRequests
+	case Unavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -202,6 +202,10 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 		return nil, err
 	}
 	if cur.Source.Kind == preview.SourcePullRequest {
+		if l.merging[name] {
+			return nil, &preview.Error{Code: preview.Aborted, Msg: fmt.Sprintf(
+				"a commit of %s is in progress (GitHub is merging its pull request)", name)}
+		}
 		return l.commitPullExperiment(ctx, cur, plan)
 	}
 	committer, ok := l.cfg.Source.(PolicyCommitter)
@@ -246,7 +250,13 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 // head that moved is ABORTED, a pull request GitHub will not merge (or an
 // invalid tree, or no [github]) FAILED_PRECONDITION; nothing changes then.
 // Otherwise the experiment is deleted and the operation completes when
-// the generation of the merge commit is active. Called with expMu held.
+// the generation of the merge commit is active.
+//
+// Called with expMu held, which it releases while GitHub merges: a slow or
+// rate-limited GitHub must not hold up the reconcile pass (and with it
+// promotion) or the other experiments. GitHub's sha check keeps the merge
+// to the previewed head whatever changes meanwhile; merging marks the
+// experiment so a second commit is refused until this one is over.
 func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment, plan preview.CommitPlan) (*preview.Operation, error) {
 	n, name := cur.Source.Number, cur.Name
 	if rec, ok := ReadPullRecords(l.cfg.Store.State())[n]; ok && rec.HeadCommit == cur.Source.HeadCommit && !rec.Validation.Valid {
@@ -255,7 +265,14 @@ func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment
 	}
 	now := l.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
+	if l.merging == nil {
+		l.merging = map[string]bool{}
+	}
+	l.merging[name] = true
+	l.expMu.Unlock()
 	sha, err := l.MergePullRequest(ctx, n, cur.Source.HeadCommit)
+	l.expMu.Lock()
+	delete(l.merging, name)
 	if err != nil {
 		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
 		l.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)

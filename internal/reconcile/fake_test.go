@@ -110,6 +110,7 @@ type fakeRepo struct {
 	parent   map[string]string
 	trees    map[string]map[string][]byte
 	branches map[string]string
+	pulls    map[int]string // refs/pull/N/head
 	fetchErr error
 	// block, when set, makes Fetch wait for it (or ctx) first.
 	block     chan struct{}
@@ -191,6 +192,9 @@ func (r *fakeRepo) Fetch(ctx context.Context) (*gitsource.Refs, error) {
 		refs.Branches[name] = gitsource.Revision{Ref: name, Hash: h}
 	}
 	refs.Main = refs.Branches["main"]
+	for n, h := range r.pulls {
+		refs.Pulls[n] = gitsource.Revision{Ref: fmt.Sprintf("refs/pull/%d/head", n), Hash: h}
+	}
 	return refs, nil
 }
 

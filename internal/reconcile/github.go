@@ -56,10 +56,17 @@ const (
 	defaultGitHubRetry = 5 * time.Second
 	// commandQueue bounds the comment commands waiting on the leader.
 	commandQueue = 64
-	// rememberCommands is how many handled comment ids are kept, so that a
-	// command redelivered to another node is not run twice.
+	// rememberCommands is how many handled comment ids the leader keeps in
+	// memory (the replicated claims, github_claims.go, outlive it).
 	rememberCommands = 1024
 )
+
+// queuedCommand is a comment command waiting for the GitHub worker;
+// retry marks one queued again after a retryable failure, already claimed.
+type queuedCommand struct {
+	cmd   webhook.Command
+	retry bool
+}
 
 // ErrCommandQueueFull means the leader has too many comment commands
 // waiting; the command is dropped (the user may comment again).
@@ -71,10 +78,14 @@ var ErrCommandQueueFull = errors.New("reconcile: comment command queue is full")
 type github struct {
 	cfg      GitHubConfig
 	log      hclog.Logger
-	commands chan webhook.Command
+	commands chan queuedCommand
 	kick     chan struct{}
 	// relistAll asks the worker to list the open pull requests again.
 	relistAll atomic.Bool
+
+	// pullMu serialises the read-modify-writes of pull request records
+	// (the reconcile pass's writePulls, the commands' preview state).
+	pullMu sync.Mutex
 
 	mu      sync.Mutex
 	open    []forge.PullRequest // nil until first listed
@@ -95,7 +106,7 @@ func newGitHub(cfg *GitHubConfig, log hclog.Logger) (*github, error) {
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = defaultGitHubRetry
 	}
-	return &github{cfg: *cfg, log: log.Named("github"), commands: make(chan webhook.Command, commandQueue),
+	return &github{cfg: *cfg, log: log.Named("github"), commands: make(chan queuedCommand, commandQueue),
 		kick: make(chan struct{}, 1), handled: map[int64]bool{}}, nil
 }
 
@@ -146,7 +157,7 @@ func (l *Loop) EnqueueCommand(cmd webhook.Command) error {
 		return errNotLeading
 	}
 	select {
-	case l.gh.commands <- cmd:
+	case l.gh.commands <- queuedCommand{cmd: cmd}:
 		l.gh.wake()
 		return nil
 	default:

@@ -24,13 +24,27 @@ const helpText = "Commands (first line of a comment; write, maintain or admin pe
 
 // runCommand runs one comment command on the leader: once per comment id,
 // only for users GitHub says may write, answering with a reply comment.
-// A command whose GitHub calls fail for a retryable reason is queued again
-// later; nothing else is retried (the user comments again).
-func (l *Loop) runCommand(ctx context.Context, cmd webhook.Command) {
-	g := l.gh
-	if !g.firstTime(cmd.CommentID) {
-		g.log.Debug("comment command already handled", "comment", cmd.CommentID)
-		return
+// "Once" holds across leaders: the command is claimed in the replicated
+// state first (claimCommand). A command whose GitHub calls fail for a
+// retryable reason is queued again later (retry: its claim is this
+// leader's); nothing else is retried (the user comments again).
+func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
+	g, cmd := l.gh, q.cmd
+	if !q.retry {
+		if !g.firstTime(cmd.CommentID) {
+			g.log.Debug("comment command already handled", "comment", cmd.CommentID)
+			return
+		}
+		fresh, err := l.claimCommand(ctx, cmd)
+		if err != nil {
+			g.forget(cmd.CommentID)
+			g.log.Warn("cannot record the comment command; not run", "pull", cmd.PR, "verb", cmd.Verb, "error", err)
+			return
+		}
+		if !fresh {
+			g.log.Info("comment command already handled by a previous leader", "pull", cmd.PR, "comment", cmd.CommentID)
+			return
+		}
 	}
 	reply, err := l.command(ctx, cmd)
 	if err == nil && reply != "" {
@@ -43,12 +57,17 @@ func (l *Loop) runCommand(ctx context.Context, cmd webhook.Command) {
 		g.log.Warn("comment command failed", "pull", cmd.PR, "verb", cmd.Verb, "error", err)
 		return
 	}
-	g.forget(cmd.CommentID)
 	d := g.retryDelay(err, l.cfg.Now())
 	g.log.Info("comment command delayed by GitHub; retrying", "pull", cmd.PR, "verb", cmd.Verb, "in", d, "error", err)
 	time.AfterFunc(d, func() {
-		if ctx.Err() == nil {
-			_ = l.EnqueueCommand(cmd)
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case g.commands <- queuedCommand{cmd: cmd, retry: true}:
+			g.wake()
+		default:
+			g.log.Warn("comment command queue full; retry dropped", "pull", cmd.PR, "verb", cmd.Verb)
 		}
 	})
 }
@@ -89,7 +108,7 @@ func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error)
 // the HTTP API (StartPreview/StopPreview) on every experiment "pr-N" of
 // the pull request, and records the state on its record for the comment.
 func (l *Loop) setPullPreview(ctx context.Context, cmd webhook.Command) (string, error) {
-	rec, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
+	_, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
 	if !ok {
 		return notTracked(cmd.PR), nil
 	}
@@ -103,21 +122,32 @@ func (l *Loop) setPullPreview(ctx context.Context, cmd webhook.Command) (string,
 			notes = append(notes, fmt.Sprintf("- `%s`: %v", name, err))
 		}
 	}
-	if rec.Preview != string(want) {
-		rec.Preview = string(want)
-		p, err := putRecord(PullRecordPrefix+strconv.Itoa(cmd.PR), rec)
-		if err != nil {
-			return "", err
-		}
-		if _, err := l.cfg.Store.Propose(ctx, p); err != nil {
-			return fmt.Sprintf("UNAVAILABLE: could not record the preview state: %v", err), nil
-		}
+	if err := l.setPullPreviewState(ctx, cmd.PR, want); err != nil {
+		return fmt.Sprintf("UNAVAILABLE: could not record the preview state: %v", err), nil
 	}
 	reply := fmt.Sprintf("Preview of #%d is %s.", cmd.PR, want)
 	if len(notes) > 0 {
 		reply += "\n\n" + strings.Join(notes, "\n")
 	}
 	return reply, nil
+}
+
+// setPullPreviewState records the preview state of pull request n on its
+// record (read and written under pullMu, as writePulls does).
+func (l *Loop) setPullPreviewState(ctx context.Context, n int, want preview.State) error {
+	l.gh.pullMu.Lock()
+	defer l.gh.pullMu.Unlock()
+	rec, ok := ReadPullRecords(l.cfg.Store.State())[n]
+	if !ok || rec.Preview == string(want) {
+		return nil
+	}
+	rec.Preview = string(want)
+	p, err := putRecord(PullRecordPrefix+strconv.Itoa(n), rec)
+	if err != nil {
+		return err
+	}
+	_, err = l.cfg.Store.Propose(ctx, p)
+	return err
 }
 
 // pullExperimentNames are the AIP experiments of pull request n.
@@ -164,7 +194,8 @@ func withoutMarker(body string) string {
 	return strings.TrimPrefix(body, forge.Marker+"\n")
 }
 
-// forget lets a command's comment id run again (after a retryable failure).
+// forget lets a command's comment id run again (its claim could not be
+// recorded).
 func (g *github) forget(id int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -89,8 +89,6 @@ func (l *Loop) syncPulls(ctx context.Context, t *term, refs *gitsource.Refs) err
 	if !listed {
 		return nil
 	}
-	st := l.cfg.Store.State()
-	old := ReadPullRecords(st)
 	want := map[int]PullRecord{}
 	for _, p := range open {
 		if len(want) == maxPulls {
@@ -105,16 +103,25 @@ func (l *Loop) syncPulls(ctx context.Context, t *term, refs *gitsource.Refs) err
 		if err != nil {
 			return err
 		}
-		if prev, ok := old[p.Number]; ok && prev.Preview != "" {
-			rec.Preview = prev.Preview
-		}
 		want[p.Number] = rec
 	}
-	return l.writePulls(ctx, st, want)
+	return l.writePulls(ctx, want)
 }
 
 // writePulls proposes the records that changed and deletes the gone ones.
-func (l *Loop) writePulls(ctx context.Context, st *raftstore.State, want map[int]PullRecord) error {
+// It keeps each record's preview state as the comment commands set it:
+// under pullMu, read from the state current then, so a command's change
+// made while the records were computed is not overwritten.
+func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
+	l.gh.pullMu.Lock()
+	defer l.gh.pullMu.Unlock()
+	st := l.cfg.Store.State()
+	for n, prev := range ReadPullRecords(st) {
+		if rec, ok := want[n]; ok && prev.Preview != "" {
+			rec.Preview = prev.Preview
+			want[n] = rec
+		}
+	}
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		name := PullRecordPrefix + strconv.Itoa(n)
 		p, err := putRecord(name, want[n])
@@ -130,6 +137,7 @@ func (l *Loop) writePulls(ctx context.Context, st *raftstore.State, want map[int
 		l.log.Info("pull request recorded", "pull", n, "head", want[n].HeadCommit,
 			"changed_policies", want[n].ChangedPolicies, "valid", want[n].Validation.Valid)
 	}
+	closed := map[int]bool{}
 	for n := range ReadPullRecords(st) {
 		if _, keep := want[n]; keep {
 			continue
@@ -138,7 +146,11 @@ func (l *Loop) writePulls(ctx context.Context, st *raftstore.State, want map[int
 		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: name}); err != nil {
 			return fmt.Errorf("deleting %s: %w", name, err)
 		}
+		closed[n] = true
 		l.log.Info("pull request closed; record deleted", "pull", n)
+	}
+	if len(closed) > 0 {
+		l.pruneCommandRecords(ctx, closed)
 	}
 	return nil
 }

@@ -57,8 +57,8 @@ func (l *Loop) runGitHub(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case cmd := <-g.commands:
-			l.runCommand(ctx, cmd)
+		case q := <-g.commands:
+			l.runCommand(ctx, q)
 		case <-g.kick:
 		case <-sub:
 		case <-timer.C:

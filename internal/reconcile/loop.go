@@ -117,6 +117,7 @@ type Loop struct {
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its experiment sync; expCache holds branch trees.
 	expMu   sync.Mutex
+	merging map[string]bool // pull request experiments being merged, under expMu
 	commits atomic.Uint64
 	// passes counts finished reconcile passes, so tests can wait for one
 	// instead of sleeping.
@@ -189,6 +190,8 @@ type term struct {
 	// the open list (openKey) of the last complete pass.
 	pulls map[int]pullEntry
 	open  string
+	// pruned is when pruneOperations last scanned.
+	pruned time.Time
 }
 
 // Run reconciles on triggers, on the poll schedule and once at start, and
@@ -255,6 +258,7 @@ func (l *Loop) runPromoter(ctx context.Context) {
 // branch's new commits, record the other branches.
 func (l *Loop) reconcile(ctx context.Context, t *term) {
 	defer l.passes.Add(1)
+	l.pruneOperations(ctx, t)
 	epoch := l.commits.Load()
 	refs, fresh, err := l.fetch(ctx)
 	if err != nil {

@@ -1,0 +1,91 @@
+package reconcile
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// Long-running operations live in the replicated state; the leader keeps
+// them bounded (docs/api.md, "Operations").
+const (
+	// OperationRetention is how long a done operation stays readable.
+	OperationRetention = 24 * time.Hour
+	// MaxDoneOperations bounds the done operations kept; the oldest go first.
+	MaxDoneOperations = 1000
+	// pruneEvery spaces the leader's scans of the operations.
+	pruneEvery = time.Minute
+	// orphanGrace is added to the commit wait before an operation left
+	// running by a leader that stopped is failed.
+	orphanGrace = time.Minute
+)
+
+// pruneOperations, at most once per pruneEvery per term, deletes done
+// operations older than OperationRetention and the oldest beyond
+// MaxDoneOperations, and completes, as failed, operations nobody will
+// complete: only a commit waits for its generation, in a goroutine of the
+// leader that started it, so one still running long after the commit wait
+// was left behind by a leader that stopped. Failures wait for the next scan.
+func (l *Loop) pruneOperations(ctx context.Context, t *term) {
+	now := l.cfg.Now()
+	if !t.pruned.IsZero() && now.Sub(t.pruned) < pruneEvery {
+		return
+	}
+	t.pruned = now
+	wait := l.cfg.CommitWait
+	if wait <= 0 {
+		wait = DefaultCommitWait
+	}
+	type doneOp struct {
+		id  string
+		end time.Time
+	}
+	var done []doneOp
+	var drop []string
+	for id, doc := range l.cfg.Store.State().Operations {
+		op, err := preview.DecodeOperation(doc.Data)
+		if err != nil {
+			drop = append(drop, id) // unreadable: nobody can use it
+			continue
+		}
+		switch {
+		case op.Done && now.Sub(op.Metadata.EndTime) > OperationRetention:
+			drop = append(drop, id)
+		case op.Done:
+			done = append(done, doneOp{id, op.Metadata.EndTime})
+		case now.Sub(op.Metadata.CreateTime) > wait+orphanGrace:
+			failed := op.Fail(&preview.Error{Code: preview.Unavailable, Msg: "the leader running this operation " +
+				"stopped before it completed; GET /v1/status shows whether its generation is active"}, now)
+			if err := l.putOperation(ctx, failed); err != nil {
+				l.log.Debug("cannot complete an orphaned operation; later", "operation", op.Name, "error", err)
+				return
+			}
+			l.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
+		}
+	}
+	if excess := len(done) - MaxDoneOperations; excess > 0 {
+		slices.SortFunc(done, func(a, b doneOp) int {
+			if c := a.end.Compare(b.end); c != 0 {
+				return c
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		for _, d := range done[:excess] {
+			drop = append(drop, d.id)
+		}
+	}
+	slices.Sort(drop)
+	for _, id := range drop {
+		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteOperation{ID: id}); err != nil {
+			l.log.Debug("cannot delete an operation; later", "operation", id, "error", err)
+			return
+		}
+	}
+	if len(drop) > 0 {
+		l.log.Debug("operations pruned", "deleted", len(drop))
+	}
+}
