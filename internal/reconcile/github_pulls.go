@@ -71,11 +71,13 @@ type pullEntry struct {
 	rec  PullRecord
 }
 
-// openKey identifies the open pull request list for the skip check.
+// openListKey identifies the open pull request list for the skip check:
+// numbers, heads and bases (a base edited away from the live branch ends
+// the experiment though no ref moved).
 func openListKey(open []forge.PullRequest) string {
 	var b strings.Builder
 	for _, p := range open {
-		fmt.Fprintf(&b, "%d@%s;", p.Number, p.HeadSHA)
+		fmt.Fprintf(&b, "%d@%s>%s;", p.Number, p.HeadSHA, p.BaseRef)
 	}
 	return b.String()
 }

@@ -355,3 +355,53 @@ func TestPruneOperations(t *testing.T) {
 		t.Fatalf("%d deletes, want 6", store.count(raftstore.TypeDeleteOperation))
 	}
 }
+
+// Experiments pr-N follow the pull request: opened → created, base edited
+// away from the live branch → deleted, base edited back (or reopened) →
+// created again, closed → deleted with its record.
+func TestPullExperimentFollowsBaseAndState(t *testing.T) {
+	store, repo, fg := newFakeStore(), newFakeRepo(), newFakeForge()
+	repo.commit("main", webPolicy("v1"))
+	head := repo.commit("pr-branch", webPolicy("v2"))
+	repo.pulls = map[int]string{5: head}
+	open := forge.PullRequest{Number: 5, Title: "v2", HeadSHA: head, BaseRef: "main", State: "open", Author: "alice"}
+	setPulls := func(ps ...forge.PullRequest) {
+		fg.mu.Lock()
+		fg.pulls = ps
+		fg.mu.Unlock()
+	}
+	setPulls(open)
+	l := ghLoop(t, store, repo, fg, nil)
+	runLoop(t, l)
+	eventually(t, "generation 1 staged", func() bool { _, ok := store.State().Generation(1); return ok })
+	ready(t, store, 1, "n1")
+	has := func() (exp, rec bool) {
+		st := store.State()
+		_, rec = ReadPullRecords(st)[5]
+		for _, e := range l.experiments(st) {
+			if e.Name == "policies/web/experiments/pr-5" {
+				exp = true
+			}
+		}
+		return exp, rec
+	}
+	want := func(what string, exp, rec bool) {
+		t.Helper()
+		eventually(t, what, func() bool {
+			l.Trigger()
+			e, r := has()
+			return e == exp && r == rec
+		})
+	}
+	want("opened: experiment and record", true, true)
+	retargeted := open
+	retargeted.BaseRef = "release"
+	setPulls(retargeted)
+	want("base edited away: both gone", false, false)
+	setPulls(open)
+	want("base edited back: both again", true, true)
+	setPulls()
+	want("closed: both gone", false, false)
+	setPulls(open)
+	want("reopened: both again", true, true)
+}
