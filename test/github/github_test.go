@@ -1,19 +1,17 @@
 // Package github_test runs the GitHub integration end to end: a real git
 // server (internal/gittest), the GitHub emulator (internal/githubemu) whose
-// merges push to that server, and a three-node cluster of in-process
-// node.Main daemons with [github] configured.
+// merges push to that server, and a three-node cluster of real
+// `reconciler serve` processes (test/harness) with [github] configured.
 package github_test
 
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
 )
@@ -53,6 +51,16 @@ func TestPullRequestLifecycle(t *testing.T) {
 		}
 		return nil
 	})
+	// The update suspended the experiment (stop_time) and auto-start
+	// started it again (a later start_time): logs of the versions stay apart.
+	e.waitCycledThroughSuspended(fmt.Sprintf("/v1/policies/web/experiments/pr-%d", n), head2)
+
+	// Mutations need the [api] token, also on GitHub's experiments.
+	code, body, err := anonymous.Do(http.MethodPost,
+		e.nodes[1].Base()+fmt.Sprintf("/v1/policies/web/experiments/pr-%d:stopPreview", n), "{}")
+	if err != nil || code != http.StatusUnauthorized {
+		t.Fatalf("stopPreview without the token: %d %s %v", code, body, err)
+	}
 
 	// A webhook with a bad signature: 401, and nothing happens.
 	before := len(e.repo.Comments(n))
@@ -158,7 +166,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 		} `json:"source"`
 	}
 	eventually(t, "the experiment at the new head", func() error {
-		if err := getJSON("http://"+e.nodes[1].Addr()+exp, &got); err != nil {
+		if err := client.GetJSON(e.nodes[1].Base()+exp, &got); err != nil {
 			return err
 		}
 		if got.Source.HeadCommit != head4 {
@@ -167,14 +175,11 @@ func TestPullRequestLifecycle(t *testing.T) {
 		return nil
 	})
 	commit := func(etag string) (int, []byte) {
-		resp, err := http.Post("http://"+e.nodes[1].Addr()+exp+":commit", "application/json",
-			strings.NewReader(fmt.Sprintf(`{"etag":%q}`, etag)))
+		code, data, err := client.Do(http.MethodPost, e.nodes[1].Base()+exp+":commit", fmt.Sprintf(`{"etag":%q}`, etag))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, data
+		return code, data
 	}
 	// A stale etag, then a head GitHub moved: ABORTED, nothing merged.
 	if code, body := commit(`"stale"`); code != http.StatusConflict || !strings.Contains(string(body), "ABORTED") {
@@ -188,7 +193,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 		t.Fatal("merged although the head moved")
 	}
 	e.repo.UpdatePull(n2, func(p *githubemu.Pull) { p.HeadSHA = head4 })
-	code, body := commit(got.Etag)
+	code, body = commit(got.Etag)
 	if code != http.StatusOK {
 		t.Fatalf("commit: %d %s", code, body)
 	}
@@ -204,7 +209,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 		t.Fatal("the commit did not merge the pull request")
 	}
 	eventually(t, "the commit operation done", func() error {
-		if err := getJSON("http://"+e.nodes[2].Addr()+"/v1/"+op.Name, &op); err != nil {
+		if err := client.GetJSON(e.nodes[2].Base()+"/v1/"+op.Name, &op); err != nil {
 			return err
 		}
 		if !op.Done {
@@ -237,16 +242,16 @@ func etagIn(t *testing.T, body string) string {
 // decisions than its policy allows shows a failing summary on the API and
 // sets reconciler/preview to failure with the one-line reason.
 func TestPreviewThresholdFailsPullRequest(t *testing.T) {
-	e := newEnvWith(t, func(c *config.Config) {
-		off, strict := 0.0, 0.2
-		c.Preview.Thresholds = map[string]config.Thresholds{
-			"*":   {MaxAllowToDenyRatio: &off},
-			"web": {MaxAllowToDenyRatio: &strict},
-		}
-	})
+	e := newEnvWith(t, `
+[preview.thresholds."*"]
+max_allow_to_deny_ratio = 0.0
+
+[preview.thresholds.web]
+max_allow_to_deny_ratio = 0.2
+`)
 	n, head := e.openPull("deny-admin", webPolicy("/admin"))
 	e.waitStatus(head, forge.ContextPreview, forge.StateSuccess)
-	exp := fmt.Sprintf("http://%s/v1/policies/web/experiments/pr-%d", e.nodes[1].Addr(), n)
+	exp := fmt.Sprintf("%s/v1/policies/web/experiments/pr-%d", e.nodes[1].Base(), n)
 	var v struct {
 		Source  struct{ HeadCommit string } `json:"source"`
 		Stats   *struct{ Evaluated, AllowToDeny uint64 }
@@ -256,7 +261,7 @@ func TestPreviewThresholdFailsPullRequest(t *testing.T) {
 		} `json:"summary"`
 	}
 	eventually(t, "the experiment previewing the head", func() error {
-		if err := getJSON(exp, &v); err != nil {
+		if err := client.GetJSON(exp, &v); err != nil {
 			return err
 		}
 		if v.Source.HeadCommit != head || v.Summary == nil || v.Summary.Failing {
@@ -264,10 +269,13 @@ func TestPreviewThresholdFailsPullRequest(t *testing.T) {
 		}
 		return nil
 	})
-	// Half of the mirrored requests turn ALLOW→DENY: over 0.2.
+	// Half of the mirrored requests turn ALLOW→DENY: over 0.2. They carry
+	// credentials that [preview] redact covers by default.
+	const secretAuth, secretCookie = "Bearer live-user-secret-4711", "session=live-cookie-secret-0815"
 	for i := range e.nodes {
 		for _, p := range []string{"/admin", "/", "/admin", "/x"} {
-			if got := e.decide(i, p); got != "ALLOW" {
+			req := fmt.Sprintf(`{"path":%q,"headers":{"authorization":%q,"cookie":%q}}`, p, secretAuth, secretCookie)
+			if got := e.decideRequest(i, req); got != "ALLOW" {
 				t.Fatalf("live decision on %s changed: %s", p, got)
 			}
 		}
@@ -278,10 +286,57 @@ func TestPreviewThresholdFailsPullRequest(t *testing.T) {
 		t.Fatalf("reconciler/preview description %q", s.Description)
 	}
 	eventually(t, "a failing summary on the API", func() error {
-		if err := getJSON(exp, &v); err != nil {
+		if err := client.GetJSON(exp, &v); err != nil {
 			return err
 		}
 		if v.Summary == nil || !v.Summary.Failing || !strings.Contains(v.Summary.Reason, "max_allow_to_deny_ratio") {
+			return fmt.Errorf("experiment %+v", v)
+		}
+		return nil
+	})
+
+	// The comment shows sample diffs of those requests, redacted: no
+	// credential of a live request reaches GitHub.
+	eventually(t, "a comment with the redacted samples", func() error {
+		cs := e.markedComments(n)
+		if len(cs) != 1 || !strings.Contains(cs[0].Body, "/admin") || !strings.Contains(cs[0].Body, "REDACTED") {
+			return fmt.Errorf("comments %+v", cs)
+		}
+		return nil
+	})
+	for _, c := range e.repo.Comments(n) {
+		for _, secret := range []string{"live-user-secret-4711", "live-cookie-secret-0815"} {
+			if strings.Contains(c.Body, secret) {
+				t.Fatalf("a comment on GitHub carries a live request's credential:\n%s", c.Body)
+			}
+		}
+	}
+	for _, st := range e.repo.Statuses(head) {
+		if strings.Contains(st.Description, "secret-") {
+			t.Fatalf("a status carries a live request's credential: %q", st.Description)
+		}
+	}
+}
+
+// waitCycledThroughSuspended waits until the experiment at path previews
+// head ACTIVE again after an update suspended it: stop_time set by the
+// update, start_time after it.
+func (e *env) waitCycledThroughSuspended(path, head string) {
+	e.t.Helper()
+	var v struct {
+		Source          struct{ HeadCommit string }
+		PreviewMetadata struct {
+			State     string
+			StartTime time.Time
+			StopTime  time.Time
+		}
+	}
+	eventually(e.t, "the experiment cycled through SUSPENDED", func() error {
+		if err := client.GetJSON(e.nodes[0].Base()+path, &v); err != nil {
+			return err
+		}
+		m := v.PreviewMetadata
+		if v.Source.HeadCommit != head || m.State != "ACTIVE" || m.StopTime.IsZero() || m.StartTime.Before(m.StopTime) {
 			return fmt.Errorf("experiment %+v", v)
 		}
 		return nil

@@ -1,35 +1,33 @@
 package github_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
 	"github.com/policyrollout/reconciler/internal/gittest"
-	"github.com/policyrollout/reconciler/internal/logging/testlog"
-	"github.com/policyrollout/reconciler/internal/node"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // Secrets of the test, in the variables the nodes' [github] names.
 const (
 	ghToken   = "ghp_testtoken0123456789abcdefghijklmnopqrstu"
 	ghSecret  = "webhook-secret-of-the-test"
+	tokenEnv  = "E2E_GITHUB_TOKEN"
+	secretEnv = "E2E_GITHUB_SECRET"
+	// The nodes' [api] token: mutations and what nodes forward to the
+	// leader (triggers, comment commands) carry it.
+	apiToken    = "reconciler-api-token-of-the-test"
+	apiTokenEnv = "E2E_API_TOKEN"
 	repoName  = "acme/policies"
 	waitLimit = 60 * time.Second
 )
@@ -37,32 +35,49 @@ const (
 func TestMain(m *testing.M) {
 	os.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
 	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	os.Exit(m.Run())
+	code := m.Run()
+	harness.RemoveBinary()
+	os.Exit(code)
+}
+
+// client talks to the nodes with the API token; a request that hangs
+// fails the test. anonymous has no token.
+var (
+	client    = withToken(harness.NewClient(30*time.Second, 0), apiToken)
+	anonymous = harness.NewClient(30*time.Second, 0)
+)
+
+func withToken(c *harness.Client, token string) *harness.Client {
+	c.Token = token
+	return c
 }
 
 // env is a real git server, the GitHub emulator whose merges push to that
-// server, and a three-node cluster (in-process node.Main, as `reconciler
-// serve` runs it) following the repository with [github] configured.
+// server, and a three-node cluster of `reconciler serve` processes
+// (test/harness) following the repository with [github] configured.
 type env struct {
-	t     *testing.T
-	git   *gittest.Server
-	url   string
-	work  string // a user's clone
-	emu   *githubemu.Server
-	repo  *githubemu.Repo
-	api   string // the emulator behind gitHubFront
-	nodes []*node.Main
-	via   int // the node later webhooks go to
-	edit  func(*config.Config)
+	t       *testing.T
+	git     *gittest.Server
+	url     string
+	work    string // a user's clone
+	emu     *githubemu.Server
+	repo    *githubemu.Repo
+	api     string // the emulator behind gitHubFront
+	cluster *harness.Cluster
+	nodes   []*harness.Node
+	via     int // the node later webhooks go to
 }
 
-func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+func newEnv(t *testing.T) *env { return newEnvWith(t, "") }
 
-// newEnvWith is newEnv with every node's config changed by edit.
-func newEnvWith(t *testing.T, edit func(*config.Config)) *env {
-	t.Setenv("E2E_GITHUB_TOKEN", ghToken)
-	t.Setenv("E2E_GITHUB_SECRET", ghSecret)
-	e := &env{t: t, git: gittest.NewServer(t, gittest.Options{}), via: 2, edit: edit}
+// newEnvWith is newEnv with extra TOML appended to every node's config,
+// after its [preview] table: further tables such as
+// [preview.thresholds."*"], but no key of [preview] itself.
+func newEnvWith(t *testing.T, extra string) *env {
+	if testing.Short() {
+		t.Skip("end to end: starts real processes; skipped by -short")
+	}
+	e := &env{t: t, git: gittest.NewServer(t, gittest.Options{}), via: 2}
 	e.url = e.git.InitRepo("policies", map[string]string{"web/policy.toml": webPolicy("")})
 	e.work = e.git.Clone(e.url)
 	e.emu = githubemu.New(githubemu.Options{Token: ghToken, WebhookSecret: ghSecret})
@@ -73,43 +88,34 @@ func newEnvWith(t *testing.T, edit func(*config.Config)) *env {
 	e.repo.SetPermission("bob", "read")
 	e.emu.OnMerge(e.merge)
 	e.api = e.gitHubFront()
-	for i := range 3 {
-		e.start(fmt.Sprintf("n%d", i+1))
-	}
+	// Registered after the servers' cleanups, the cluster's runs first:
+	// the processes die before the servers they talk to close.
+	e.cluster = harness.StartCluster(t, harness.ClusterOptions{
+		Size: 3,
+		Race: true, // as when the nodes ran in process under -race
+		Env:  []string{tokenEnv + "=" + ghToken, secretEnv + "=" + ghSecret, apiTokenEnv + "=" + apiToken},
+		Configure: func(c *harness.Config) {
+			c.GitURL, c.Poll, c.APITokenEnv = e.url, "@every 1h", apiTokenEnv
+			c.Extra = nodeTOML(e.api, extra)
+		},
+	})
+	e.nodes = e.cluster.Nodes
 	e.allActive(1)
 	return e
 }
 
-// start runs one node; the first bootstraps, the others join it.
-func (e *env) start(id string) {
-	cfg := config.Default()
-	cfg.Node.ID = id
-	cfg.Node.DataDir = filepath.Join(e.t.TempDir(), id)
-	cfg.Node.HTTPAddr, cfg.Node.RaftAddr = "127.0.0.1:0", "127.0.0.1:0"
-	if len(e.nodes) == 0 {
-		cfg.Node.Bootstrap = true
-	} else {
-		cfg.Node.Join = []string{e.nodes[0].Addr()}
-	}
-	cfg.Git.URL, cfg.Git.InitFrom, cfg.Git.Poll = e.url, "", "@every 1h"
-	cfg.API.TokenEnv = ""
-	cfg.GitHub = config.GitHub{Repository: repoName, APIURL: e.api + "/api/v3/", TokenEnv: "E2E_GITHUB_TOKEN",
-		WebhookSecretEnv: "E2E_GITHUB_SECRET"}
-	cfg.Preview.Summary = "@every 1s"
-	if e.edit != nil {
-		e.edit(cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		e.t.Fatal(err)
-	}
-	log := testlog.New(e.t)
-	log.SetLevel(hclog.Info)
-	m := &node.Main{Config: cfg, Logger: log.Named(id)}
-	if err := m.Run(context.Background()); err != nil {
-		e.t.Fatalf("start %s: %v", id, err)
-	}
-	e.t.Cleanup(func() { _ = m.Close() })
-	e.nodes = append(e.nodes, m)
+// nodeTOML is the [github] and [preview] tables of every node, then
+// extra.
+func nodeTOML(api, extra string) string {
+	return fmt.Sprintf(`[github]
+repository = %q
+api_url = %q
+token_env = %q
+webhook_secret_env = %q
+
+[preview]
+summary = "@every 1s"
+`, repoName, api+"/api/v3/", tokenEnv, secretEnv) + extra
 }
 
 // gitHubFront serves the emulator's API and, before a pull request is
@@ -194,7 +200,7 @@ func (e *env) deliver(i int, event string, payload []byte) {
 	}
 }
 
-func (e *env) hook(i int) string { return "http://" + e.nodes[i].Addr() + "/v1/webhooks/github" }
+func (e *env) hook(i int) string { return e.nodes[i].Base() + "/v1/webhooks/github" }
 
 // markedComments are the preview comments on pull request n.
 func (e *env) markedComments(n int) []githubemu.Comment {
@@ -236,12 +242,10 @@ func (e *env) waitStatus(sha, context, state string) githubemu.Status {
 // allActive waits until every node serves generation gen.
 func (e *env) allActive(gen uint64) {
 	e.t.Helper()
-	for _, m := range e.nodes {
-		eventually(e.t, fmt.Sprintf("%s active generation %d", m.Config.Node.ID, gen), func() error {
-			var st struct {
-				ActiveGeneration uint64 `json:"activeGeneration"`
-			}
-			if err := getJSON("http://"+m.Addr()+"/v1/status", &st); err != nil {
+	for _, n := range e.nodes {
+		eventually(e.t, fmt.Sprintf("%s active generation %d", n.ID, gen), func() error {
+			st, err := client.Status(n)
+			if err != nil {
 				return err
 			}
 			if st.ActiveGeneration != gen {
@@ -255,31 +259,22 @@ func (e *env) allActive(gen uint64) {
 // decide evaluates path on node i's web policy.
 func (e *env) decide(i int, path string) string {
 	e.t.Helper()
-	resp, err := http.Post("http://"+e.nodes[i].Addr()+"/v1/policies/web:evaluate", "application/json",
-		strings.NewReader(fmt.Sprintf(`{"path":%q}`, path)))
+	return e.decideRequest(i, fmt.Sprintf(`{"path":%q}`, path))
+}
+
+// decideRequest evaluates a request (JSON) on node i's web policy, with no
+// API token: decisions never need one.
+func (e *env) decideRequest(i int, request string) string {
+	e.t.Helper()
+	code, body, err := anonymous.Do(http.MethodPost, e.nodes[i].Base()+"/v1/policies/web:evaluate", request)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	var d struct{ Decision string }
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != 200 {
-		e.t.Fatalf("evaluate: %d %v", resp.StatusCode, err)
+	if err := json.Unmarshal(body, &d); err != nil || code != 200 {
+		e.t.Fatalf("evaluate: %d %v", code, err)
 	}
 	return d.Decision
-}
-
-func getJSON(url string, v any) error {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(data))
-	}
-	return json.Unmarshal(data, v)
 }
 
 func eventually(t *testing.T, what string, cond func() error) {

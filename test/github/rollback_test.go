@@ -3,7 +3,6 @@ package github_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,15 +24,12 @@ func TestRollbackOpensPullRequestWhenPushRefused(t *testing.T) {
 	e.waitStatus(after, forge.ContextPromote, forge.StateSuccess)
 
 	e.git.RejectPushes("policies", "main", true)
-	resp, err := http.Post("http://"+e.nodes[2].Addr()+"/v1/generations:rollback", "application/json",
-		strings.NewReader(`{"waitSeconds":0}`))
+	code, data, err := client.Do(http.MethodPost, e.nodes[2].Base()+"/v1/generations:rollback", `{"waitSeconds":0}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("rollback: HTTP %d: %s", resp.StatusCode, data)
+	if code != http.StatusOK {
+		t.Fatalf("rollback: HTTP %d: %s", code, data)
 	}
 	var res struct {
 		Commit, Revision, Message string

@@ -23,6 +23,11 @@ type ClusterOptions struct {
 	// already filled in.
 	Configure func(*Config)
 
+	// Race runs RaceBinary instead of Binary when the tests themselves
+	// run with -race, so that the nodes' races fail the test as they
+	// would in process.
+	Race bool
+
 	TailLines  int  // log lines per node printed at teardown when the test failed (default 40)
 	AlwaysLogs bool // print them even when the test passed
 }
@@ -44,7 +49,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	if opts.TailLines == 0 {
 		opts.TailLines = 40
 	}
-	c := &Cluster{T: t, Bin: Binary(t), opts: opts}
+	c := &Cluster{T: t, Bin: clusterBinary(t, opts.Race), opts: opts}
 	addrs := FreeAddrs(t, 2*opts.Size)
 	root := t.TempDir()
 	for i := range opts.Size {
@@ -82,6 +87,16 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		c.WaitReady(n)
 	}
 	return c
+}
+
+// clusterBinary is RaceBinary when race is set and the tests run with
+// -race, else Binary.
+func clusterBinary(t testing.TB, race bool) string {
+	t.Helper()
+	if race && raceEnabled {
+		return RaceBinary(t)
+	}
+	return Binary(t)
 }
 
 // WaitReady waits up to ReadyTimeout for n's /readyz to answer 200, and

@@ -1,7 +1,8 @@
 // Package harness runs `reconciler serve` processes for the end-to-end
-// tests (test/e2e, test/preview): it builds the binary once, picks free
-// ports, writes node configs, starts clusters whose processes are killed in
-// t.Cleanup, waits with a bound for readiness, and talks HTTP to nodes.
+// tests (test/e2e, test/preview, test/github): it builds the binary once,
+// picks free ports, writes node configs, starts clusters whose processes
+// are killed in t.Cleanup, waits with a bound for readiness and for a
+// leader, and talks HTTP to nodes.
 //
 // It is imported only by tests. test/system has its own, richer harness.
 package harness
@@ -22,42 +23,63 @@ import (
 // BuildTimeout bounds `go build` of the binary.
 const BuildTimeout = 5 * time.Minute
 
-var build struct {
+// binaryBuild is one build of the binary, done once per test process.
+type binaryBuild struct {
 	once sync.Once
 	dir  string
 	path string
 	err  error
 }
 
+// build is Binary's; raceBuild is RaceBinary's.
+var build, raceBuild binaryBuild
+
 // Binary builds ./cmd/reconciler once per test process and returns its
 // path; it fails t if the build failed.
 func Binary(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() {
-		build.dir, build.err = os.MkdirTemp("", "reconciler-harness-")
-		if build.err != nil {
-			return
-		}
-		build.path = filepath.Join(build.dir, "reconciler")
-		ctx, cancel := context.WithTimeout(context.Background(), BuildTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", build.path, "./cmd/reconciler")
-		cmd.Dir = ModuleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
+	return build.get(t)
 }
 
-// RemoveBinary deletes what Binary built; call it from TestMain after
-// m.Run.
+// RaceBinary is Binary built with -race: its processes write "WARNING:
+// DATA RACE" to their logs, which the cluster's teardown looks for.
+func RaceBinary(t testing.TB) string {
+	t.Helper()
+	return raceBuild.get(t, "-race")
+}
+
+// get builds the binary with flags the first time and returns its path;
+// it fails t if the build failed.
+func (b *binaryBuild) get(t testing.TB, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "reconciler-harness-")
+		if b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "reconciler")
+		ctx, cancel := context.WithTimeout(context.Background(), BuildTimeout)
+		defer cancel()
+		args := append(append([]string{"build"}, flags...), "-o", b.path, "./cmd/reconciler")
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = ModuleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// RemoveBinary deletes what Binary and RaceBinary built; call it from
+// TestMain after m.Run.
 func RemoveBinary() {
-	if build.dir != "" {
-		_ = os.RemoveAll(build.dir)
+	for _, b := range []*binaryBuild{&build, &raceBuild} {
+		if b.dir != "" {
+			_ = os.RemoveAll(b.dir)
+		}
 	}
 }
 

@@ -12,6 +12,9 @@ import (
 // Client talks HTTP to nodes; every request is bounded by its timeout.
 type Client struct {
 	HTTP *http.Client
+	// Token, if set, is sent as "Authorization: Bearer <Token>" (the
+	// nodes' [api] token_env).
+	Token string
 }
 
 // NewClient returns a client whose requests time out after timeout;
@@ -34,6 +37,9 @@ func (c *Client) Do(method, url, body string) (int, []byte, error) {
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		return 0, nil, err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

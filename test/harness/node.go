@@ -59,6 +59,23 @@ func (n *Node) Kill() {
 	<-done
 }
 
+// Running reports whether the process Start started has not exited yet
+// (false before Start and after Kill).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Warnings are the node's log lines at warn or error level.
 func (n *Node) Warnings() []string {
 	data, _ := os.ReadFile(n.Log)
