@@ -40,6 +40,8 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 	RECONCILER_SYSTEM_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/system/
+	RECONCILER_E2E_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/e2e/
+	RECONCILER_PREVIEW_BENCH=1 $(GO) test -count=1 -v -run '^TestPreviewOverhead$$' -timeout 30m ./test/preview/
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each)
 fuzz:

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"sync"
@@ -40,15 +41,21 @@ const (
 	msgUnchanged = LogPrefix + ": experiment decision matches live (sampled)"
 )
 
-// logWriter serialises preview log lines onto one writer. It is used by
-// the shadow workers only, never on the live path.
+// logWriter serialises preview log lines onto one writer. Lines are
+// buffered and written in batches (flush): at 10 ACTIVE experiments a
+// write per line was a fifth of the shadow's CPU, taken from the live
+// requests it shares the CPUs with.
 type logWriter struct {
 	mu     sync.Mutex
 	w      io.Writer
+	buf    []byte
 	failed atomic.Uint64
 }
 
-// write appends one line; a failure is counted (Status reports it) rather
+// flushAt is the buffered size at which write flushes by itself.
+const flushAt = 64 << 10
+
+// write buffers one line; a failure is counted (Status reports it) rather
 // than returned, since a full disk must not stop the evaluation.
 func (l *logWriter) write(line *LogLine) {
 	if l == nil || l.w == nil {
@@ -59,12 +66,33 @@ func (l *logWriter) write(line *LogLine) {
 		l.failed.Add(1)
 		return
 	}
-	b = append(b, '\n')
 	l.mu.Lock()
-	_, err = l.w.Write(b)
+	l.buf = append(append(l.buf, b...), '\n')
+	full := len(l.buf) >= flushAt
 	l.mu.Unlock()
-	if err != nil {
-		l.failed.Add(1)
+	if full {
+		l.flush()
+	}
+}
+
+// flush writes the buffered lines. The workers call it whenever the queue
+// is empty, so a line reaches the file within a poll interval.
+func (l *logWriter) flush() {
+	if l == nil || l.w == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) == 0 {
+		return
+	}
+	if _, err := l.w.Write(l.buf); err != nil {
+		l.failed.Add(uint64(bytes.Count(l.buf, []byte{'\n'})))
+	}
+	if cap(l.buf) > 4*flushAt {
+		l.buf = nil // one burst must not pin a large buffer
+	} else {
+		l.buf = l.buf[:0]
 	}
 }
 

@@ -104,19 +104,37 @@ func (s *Shadow) queueReplay(v *view, job replayJob) {
 	}
 }
 
+// maxUnsettled bounds the requests a busy worker processes before it
+// flushes the preview log and counts them.
+const maxUnsettled = 256
+
 // worker evaluates queued requests until Stop. It polls rather than
 // blocking on the queue: see Config.PollInterval.
 func (s *Shadow) worker() {
 	defer s.wg.Done()
 	idle := time.NewTimer(s.cfg.PollInterval)
 	defer idle.Stop()
+	// done counts requests processed since the last flush: they count as
+	// processed once their log lines are written, so Status.Processed
+	// never runs ahead of the preview log.
+	done := uint64(0)
+	settle := func() {
+		s.plog.flush()
+		s.processed.Add(done)
+		done = 0
+	}
+	defer settle()
 	for !s.abort.Load() {
 		select {
 		case it := <-s.queue:
 			s.process(it)
+			if done++; done == maxUnsettled {
+				settle()
+			}
 			continue
 		default:
 		}
+		settle()
 		if s.draining.Load() {
 			return
 		}
@@ -130,8 +148,8 @@ func (s *Shadow) worker() {
 
 // process records one request and evaluates every ACTIVE experiment of
 // its policy against it, logging changed (and sampled unchanged) ones.
+// The worker counts it as processed.
 func (s *Shadow) process(it item) {
-	defer s.processed.Add(1)
 	if s.rec != nil {
 		s.rec.Add(it.policy, it.req)
 	}

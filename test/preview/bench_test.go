@@ -2,23 +2,118 @@ package preview_test
 
 import (
 	"fmt"
-	"net/http"
 	"os"
-	"slices"
+	"runtime"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // EnvBench enables TestPreviewOverhead, which prints (never asserts) live
 // decision latency and throughput with 0, 1, 5 and 10 ACTIVE experiments:
 //
-//	RECONCILER_PREVIEW_BENCH=1 go test -count=1 -run TestPreviewOverhead -v ./test/preview/
+//	RECONCILER_PREVIEW_BENCH=1 go test -count=1 -run TestPreviewOverhead -v -timeout 20m ./test/preview/
 const EnvBench = "RECONCILER_PREVIEW_BENCH"
+
+// Optional knobs of TestPreviewOverhead.
+const (
+	envBenchQueue  = "RECONCILER_PREVIEW_BENCH_QUEUE"  // queue_size of the measured node (default 4096)
+	envBenchRate   = "RECONCILER_PREVIEW_BENCH_RATE"   // open-loop requests/s (default: calibrated)
+	envBenchN      = "RECONCILER_PREVIEW_BENCH_N"      // open-loop requests per step (default 20000)
+	envBenchRounds = "RECONCILER_PREVIEW_BENCH_ROUNDS" // rounds of the main table (default 5)
+	envBenchPin    = "RECONCILER_PREVIEW_BENCH_PIN"    // "0": never pin with taskset
+)
+
+const (
+	benchExperiments = 10  // created once; 0, 1, 5 or 10 of them ACTIVE per step
+	benchTinyQueue   = 16  // queue_size of the overload node
+	targetBusy       = 0.3 // node CPU share the open-loop rate aims at with no experiments
+)
+
+// benchOptions are the knobs, read once.
+type benchOptions struct {
+	queue, n, rounds int
+	rate             float64
+	pin              bool
+}
+
+func benchOptionsFromEnv(t *testing.T) benchOptions {
+	t.Helper()
+	num := func(name string, def float64) float64 {
+		v := os.Getenv(name)
+		if v == "" {
+			return def
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			t.Fatalf("%s=%q: want a positive number", name, v)
+		}
+		return f
+	}
+	return benchOptions{queue: int(num(envBenchQueue, 4096)), n: int(num(envBenchN, 20_000)),
+		rounds: int(num(envBenchRounds, 5)), rate: num(envBenchRate, -1), pin: os.Getenv(envBenchPin) != "0"}
+}
+
+// TestPreviewOverhead measures what ACTIVE experiments cost live decisions
+// on one real node. Latency is an open-loop load at a fixed rate well below
+// capacity, timed from each request's scheduled send time (no coordinated
+// omission); the configurations are interleaved over rounds in rotated
+// order, so slow drift of the machine hits all of them alike, and compared
+// as ratios within a round. Throughput is a closed-loop step per
+// configuration. A second node with a tiny queue shows drops counted while
+// live answers are unaffected. Nothing here asserts a time: machines are
+// noisy. A failed request, or stats that do not account for every request
+// (ACTIVE experiments evaluate or drop each one, SUSPENDED ones see none),
+// is an error.
+func TestPreviewOverhead(t *testing.T) {
+	if os.Getenv(EnvBench) == "" {
+		t.Skip("set " + EnvBench + "=1 to measure")
+	}
+	opts := benchOptionsFromEnv(t)
+	harness.Binary(t) // build before pinning this process to one CPU
+	pin := pinLoadGenerator(t, opts.pin)
+	fmt.Printf("mode: %s\nmachine: %d CPUs; load average at start: %s\n", pin.mode, runtime.NumCPU(), loadAverage())
+	srv := gittest.NewServer(t, gittest.Options{})
+	srv.InitRepo("policies", map[string]string{"bench/policy.toml": benchPolicy(-1)})
+	url := srv.RepoPath("policies")
+
+	rate := opts.rate
+	t.Run("main", func(t *testing.T) {
+		b := startBenchNode(t, url, pin, opts.queue)
+		if rate <= 0 {
+			rate = b.calibrate(targetBusy)
+		}
+		b.createExperiments(benchExperiments)
+		fmt.Printf("open loop: %.0f req/s, %d requests per step (after %d warm-up); closed loop: %d workers for %v; queue_size=%d\n",
+			rate, opts.n, warmRequests, closedWorkers, closedFor, opts.queue)
+		res := runRounds(b, configs(0, 0, 1, 5, 10), opts.rounds, rate, opts.n)
+		printSummary(fmt.Sprintf("queue_size=%d, median over %d rounds", opts.queue, opts.rounds), res)
+	})
+	if t.Failed() || rate <= 0 {
+		return
+	}
+	t.Run("overload", func(t *testing.T) {
+		b := startBenchNode(t, url, pin, benchTinyQueue)
+		b.createExperiments(benchExperiments)
+		rounds := max(3, opts.rounds/2)
+		fmt.Printf("overload node: queue_size=%d, same rates\n", benchTinyQueue)
+		res := runRounds(b, configs(0, 0, 10), rounds, rate, opts.n)
+		printSummary(fmt.Sprintf("queue_size=%d, median over %d rounds", benchTinyQueue, rounds), res)
+	})
+	fmt.Printf("load average at end: %s\n", loadAverage())
+}
+
+// loadAverage is the first three fields of /proc/loadavg ("?" elsewhere).
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
 
 // benchPolicy has 100 rules; variant v changes the action of rule v so
 // each experiment differs from live.
@@ -26,141 +121,34 @@ func benchPolicy(variant int) string {
 	var b strings.Builder
 	b.WriteString("default_action = \"allow\"\n")
 	for i := range 100 {
-		action := "deny"
-		if i%2 == 0 {
-			action = "allow"
-		}
-		if i == variant {
-			if action == "deny" {
-				action = "allow"
-			} else {
-				action = "deny"
-			}
-		}
-		fmt.Fprintf(&b, "\n[[rules]]\nname = \"r%03d\"\npriority = %d\naction = %q\nmatch = 'request.path.startsWith(\"/svc%03d/\") && request.method == \"GET\"'\n",
-			i, i+1, action, i)
+		fmt.Fprintf(&b, "\n[[rules]]\nname = \"r%03d\"\npriority = %d\naction = %q\nmatch = '%s'\n",
+			i, i+1, benchAction(i, variant), benchMatch(i))
 	}
 	return b.String()
-}
-
-func jsonString(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return `"` + r.Replace(s) + `"`
-}
-
-func TestPreviewOverhead(t *testing.T) {
-	if os.Getenv(EnvBench) == "" {
-		t.Skip("set " + EnvBench + "=1 to measure")
-	}
-	srv := gittest.NewServer(t, gittest.Options{})
-	srv.InitRepo("policies", map[string]string{"bench/policy.toml": benchPolicy(-1)})
-	queue := os.Getenv("RECONCILER_PREVIEW_BENCH_QUEUE")
-	if queue == "" {
-		queue = "4096"
-	}
-	c := startCluster(t, srv.RepoPath("policies"), "queue_size = "+queue, 1)
-	n := c.Nodes[0]
-	eventually(t, 30*time.Second, "bench live", func() error {
-		code, body, err := do(http.MethodPost, n.Base()+"/v1/policies/bench:evaluate", `{"path":"/svc001/x","method":"GET"}`)
-		if err == nil && code != 200 {
-			err = fmt.Errorf("%d %s", code, body)
-		}
-		return err
-	})
-	active := 0
-	for _, want := range []int{0, 1, 5, 10} {
-		for ; active < want; active++ {
-			body := `{"policy":{"name":"bench","default_action":"allow","rules":` + rulesJSON(active) + `}}`
-			if code := call(t, http.MethodPost, n.Base()+fmt.Sprintf("/v1/policies/bench/experiments?experimentId=e%d", active), body, nil); code != 200 {
-				t.Fatalf("create experiment: %d", code)
-			}
-		}
-		time.Sleep(500 * time.Millisecond) // installed within the runtime's 200ms poll
-		p50, p99, rps, total := load(t, n.Base(), 32, 3*time.Second)
-		dropped := droppedTotal(t, n.Base())
-		fmt.Printf("ACTIVE experiments=%2d  requests=%7d  throughput=%8.0f req/s  p50=%7s  p99=%7s  dropped(sum over experiments)=%d\n",
-			want, total, rps, p50, p99, dropped)
-	}
 }
 
 // rulesJSON is benchPolicy(variant)'s rules as JSON.
 func rulesJSON(variant int) string {
 	var parts []string
 	for i := range 100 {
-		action := "deny"
-		if i%2 == 0 {
-			action = "allow"
-		}
-		if i == variant {
-			if action == "deny" {
-				action = "allow"
-			} else {
-				action = "deny"
-			}
-		}
-		parts = append(parts, fmt.Sprintf(`{"name":"r%03d","priority":%d,"action":%q,"match":%s}`, i, i+1, action,
-			jsonString(fmt.Sprintf(`request.path.startsWith("/svc%03d/") && request.method == "GET"`, i))))
+		parts = append(parts, fmt.Sprintf(`{"name":"r%03d","priority":%d,"action":%q,"match":%s}`,
+			i, i+1, benchAction(i, variant), jsonString(benchMatch(i))))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
-func droppedTotal(t *testing.T, base string) uint64 {
-	var list struct {
-		Experiments []struct {
-			Stats *struct {
-				Dropped uint64 `json:"dropped"`
-			} `json:"stats"`
-		} `json:"experiments"`
+func benchAction(rule, variant int) string {
+	if (rule%2 == 0) != (rule == variant) {
+		return "allow"
 	}
-	time.Sleep(1200 * time.Millisecond) // the stats heartbeat
-	call(t, http.MethodGet, base+"/v1/policies/bench/experiments?pageSize=100", "", &list)
-	var sum uint64
-	for _, e := range list.Experiments {
-		if e.Stats != nil {
-			sum += e.Stats.Dropped
-		}
-	}
-	return sum
+	return "deny"
 }
 
-// load sends :evaluate requests from workers for d and returns latency
-// percentiles and throughput.
-func load(t *testing.T, base string, workers int, d time.Duration) (p50, p99 time.Duration, rps float64, total int) {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var errs atomic.Int64
-	stop := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for i := 0; time.Now().Before(stop); i++ {
-				body := fmt.Sprintf(`{"path":"/svc%03d/item","method":"GET"}`, (i*7+w)%120)
-				start := time.Now()
-				code, _, err := do(http.MethodPost, base+"/v1/policies/bench:evaluate", body)
-				if err != nil || code != 200 {
-					errs.Add(1)
-					continue
-				}
-				mine = append(mine, time.Since(start))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if errs.Load() > 0 {
-		t.Errorf("%d requests failed", errs.Load())
-	}
-	slices.Sort(lat)
-	if len(lat) == 0 {
-		return 0, 0, 0, 0
-	}
-	q := func(f float64) time.Duration {
-		return lat[min(len(lat)-1, int(f*float64(len(lat))))].Round(time.Microsecond)
-	}
-	return q(0.50), q(0.99), float64(len(lat)) / d.Seconds(), len(lat)
+func benchMatch(rule int) string {
+	return fmt.Sprintf(`request.path.startsWith("/svc%03d/") && request.method == "GET"`, rule)
+}
+
+func jsonString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
 }
