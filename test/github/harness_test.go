@@ -28,8 +28,8 @@ const (
 	// leader (triggers, comment commands) carry it.
 	apiToken    = "reconciler-api-token-of-the-test"
 	apiTokenEnv = "E2E_API_TOKEN"
-	repoName  = "acme/policies"
-	waitLimit = 60 * time.Second
+	repoName    = "acme/policies"
+	waitLimit   = 60 * time.Second
 )
 
 func TestMain(m *testing.M) {
