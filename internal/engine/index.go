@@ -61,7 +61,10 @@ type ruleIndex struct {
 	paths   prefixSet
 	ips     rangeSet
 	hasIP   bool              // some rule has an IP constraint
-	headers []headerIndex     // one per header name some rule tests
+	headers []headerIndex     // one per header name some rule tests, sorted by name
+	// headerPos: header name -> position in headers, so that a request with
+	// a few headers is matched by looking its names up (containers).
+	headerPos map[string]int
 	groups  map[string]bitset // group -> rules requiring it or one of others
 	gcon    bitset            // rules with a group constraint
 	// containerRules: rules with a header or group constraint, whose
@@ -122,6 +125,10 @@ func buildIndex(cons [][]constraint, rules []compiledRule) *ruleIndex {
 	for _, name := range slices.Sorted(maps.Keys(hb)) {
 		ix.containerRules.or(hb[name].con)
 		ix.headers = append(ix.headers, hb[name].build(ix))
+	}
+	ix.headerPos = make(map[string]int, len(ix.headers))
+	for i, h := range ix.headers {
+		ix.headerPos[h.name] = i
 	}
 	ix.foldFree()
 	for f, m := range ix.maps {
@@ -305,9 +312,34 @@ func (ix *ruleIndex) containers(c *cursor, ev *evaluation) {
 	c.pending = false
 	hdr, grp, unknown := combiner{ix: ix}, combiner{ix: ix}, combiner{ix: ix}
 	unknown.or(c.unknown, ev)
+	// Which indexed headers the request carries: looked up by the
+	// request's names when it has fewer than the index (usual: a policy
+	// tests dozens of header names, a request carries a handful), saving
+	// a hashed map lookup per indexed name on every evaluation.
+	var found [scanHeaders]foundHeader
+	nf, scan := 0, len(req.Headers) <= scanHeaders && len(req.Headers) < len(ix.headers)
+	if scan {
+		for name, v := range req.Headers {
+			if i, ok := ix.headerPos[name]; ok {
+				found[nf] = foundHeader{i, v}
+				nf++
+			}
+		}
+		slices.SortFunc(found[:nf], func(a, b foundHeader) int { return a.pos - b.pos })
+	}
+	next := 0
 	for i := range ix.headers {
 		h := &ix.headers[i]
-		v, ok := req.Headers[h.name]
+		var v string
+		var ok bool
+		if scan {
+			if next < nf && found[next].pos == i {
+				v, ok = found[next].value, true
+				next++
+			}
+		} else {
+			v, ok = req.Headers[h.name]
+		}
 		if !ok {
 			hdr.and(h.absent, ev)
 			unknown.or(h.unguarded, ev) // no such key: an error, not false
@@ -329,6 +361,16 @@ func (ix *ruleIndex) containers(c *cursor, ev *evaluation) {
 		c.grp = grp.result(ix.free[fieldGroups])
 	}
 	c.hdr, c.unknown = hdr.result(ix.all), unknown.result(ix.none)
+}
+
+// scanHeaders is the most request headers containers looks up by name.
+const scanHeaders = 8
+
+// foundHeader is an indexed header a request carries: its position in
+// ruleIndex.headers and the request's value.
+type foundHeader struct {
+	pos   int
+	value string
 }
 
 // combiner folds sets into one term, copying only when a second set

@@ -271,3 +271,33 @@ func heap() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// BenchmarkShadowWork is the workers' side: the CPU time shadow
+// evaluation of one live request costs with 1, 5 and 10 ACTIVE
+// experiments (evaluations, stats, sampled log lines), requests offered
+// in chunks the queue holds and timed until processed. It is the CPU that
+// preview takes from live requests on a node with few CPUs.
+func BenchmarkShadowWork(b *testing.B) {
+	for _, n := range []int{1, 5, 10} {
+		b.Run(fmt.Sprintf("active=%d", n), func(b *testing.B) {
+			sh, live := shadowWith(b, n, preview.Config{Workers: 1})
+			reqs := benchRequests(1024)
+			decisions := make([]engine.Decision, len(reqs))
+			for i, r := range reqs {
+				decisions[i] = live.Evaluate(r)
+			}
+			const chunk = 1000
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				for end := min(b.N, i+chunk); i < end; i++ {
+					sh.Offer("bench", decisions[i&1023], reqs[i&1023])
+				}
+				drain(sh)
+			}
+			b.StopTimer()
+			st := sh.Status()
+			b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+			b.ReportMetric(float64(n), "experiments")
+		})
+	}
+}
