@@ -60,13 +60,13 @@ type ruleIndex struct {
 	maps    [2]map[string]bitset // values while building
 	paths   prefixSet
 	ips     rangeSet
-	hasIP   bool              // some rule has an IP constraint
-	headers []headerIndex     // one per header name some rule tests, sorted by name
+	hasIP   bool          // some rule has an IP constraint
+	headers []headerIndex // one per header name some rule tests, sorted by name
 	// headerPos: header name -> position in headers, so that a request with
 	// a few headers is matched by looking its names up (containers).
 	headerPos map[string]int
-	groups  map[string]bitset // group -> rules requiring it or one of others
-	gcon    bitset            // rules with a group constraint
+	groups    map[string]bitset // group -> rules requiring it or one of others
+	gcon      bitset            // rules with a group constraint
 	// containerRules: rules with a header or group constraint, whose
 	// candidacy the cursor decides only once the lookups are made.
 	containerRules bitset
