@@ -38,6 +38,24 @@ func (l *Loop) finish(ctx context.Context, m preview.Method, target string, resp
 	return done, nil
 }
 
+// checkInput compiles the policy of a create or update body for pol, off
+// expMu (compiling takes milliseconds), so that a policy that does not
+// compile is INVALID_ARGUMENT. A body naming another policy is left to
+// preview.Create/Update, which refuse it.
+func (l *Loop) checkInput(pol string, in preview.Input) error {
+	if in.Policy == nil {
+		return nil
+	}
+	c := *in.Policy
+	if c.Name == "" {
+		c.Name = pol
+	}
+	if c.Name != pol {
+		return nil
+	}
+	return preview.CheckPolicy(&c, l.cfg.EngineOptions)
+}
+
 // CreateExperiment creates an API experiment under parent
 // ("policies/{policy}") and, with auto_start, starts it. Problems with the
 // request are *preview.Error (INVALID_ARGUMENT, ALREADY_EXISTS,
@@ -46,17 +64,8 @@ func (l *Loop) CreateExperiment(ctx context.Context, parent, id string, in previ
 	if err := l.leaderCheck(); err != nil {
 		return nil, err
 	}
-	if in.Policy != nil {
-		pol := strings.TrimPrefix(parent, "policies/")
-		c := *in.Policy
-		if c.Name == "" {
-			c.Name = pol
-		}
-		if c.Name == pol {
-			if err := preview.CheckPolicy(&c, l.cfg.EngineOptions); err != nil {
-				return nil, err
-			}
-		}
+	if err := l.checkInput(strings.TrimPrefix(parent, "policies/"), in); err != nil {
+		return nil, err
 	}
 	l.expMu.Lock()
 	defer l.expMu.Unlock()
@@ -87,14 +96,8 @@ func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Inp
 		if err != nil {
 			return nil, err
 		}
-		c := *in.Policy
-		if c.Name == "" {
-			c.Name = pol
-		}
-		if c.Name == pol {
-			if err := preview.CheckPolicy(&c, l.cfg.EngineOptions); err != nil {
-				return nil, err
-			}
+		if err := l.checkInput(pol, in); err != nil {
+			return nil, err
 		}
 	}
 	l.expMu.Lock()
@@ -265,9 +268,6 @@ func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment
 	}
 	now := l.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
-	if l.merging == nil {
-		l.merging = map[string]bool{}
-	}
 	l.merging[name] = true
 	l.expMu.Unlock()
 	sha, err := l.MergePullRequest(ctx, n, cur.Source.HeadCommit)

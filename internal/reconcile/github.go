@@ -56,9 +56,6 @@ const (
 	defaultGitHubRetry = 5 * time.Second
 	// commandQueue bounds the comment commands waiting on the leader.
 	commandQueue = 64
-	// rememberCommands is how many handled comment ids the leader keeps in
-	// memory (the replicated claims, github_claims.go, outlive it).
-	rememberCommands = 1024
 )
 
 // queuedCommand is a comment command waiting for the GitHub worker;
@@ -87,10 +84,8 @@ type github struct {
 	// (the reconcile pass's writePulls, the commands' preview state).
 	pullMu sync.Mutex
 
-	mu      sync.Mutex
-	open    []forge.PullRequest // nil until first listed
-	handled map[int64]bool      // comment ids of commands already run
-	order   []int64
+	mu   sync.Mutex
+	open []forge.PullRequest // nil until first listed
 }
 
 func newGitHub(cfg *GitHubConfig, log hclog.Logger) (*github, error) {
@@ -107,7 +102,7 @@ func newGitHub(cfg *GitHubConfig, log hclog.Logger) (*github, error) {
 		cfg.RetryAfter = defaultGitHubRetry
 	}
 	return &github{cfg: *cfg, log: log.Named("github"), commands: make(chan queuedCommand, commandQueue),
-		kick: make(chan struct{}, 1), handled: map[int64]bool{}}, nil
+		kick: make(chan struct{}, 1)}, nil
 }
 
 // wake asks the worker for a pass; it never blocks.
@@ -124,25 +119,6 @@ func (g *github) openPulls() ([]forge.PullRequest, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.open, g.open != nil
-}
-
-// firstTime records a command's comment id and reports whether it is new.
-func (g *github) firstTime(id int64) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if id == 0 {
-		return true
-	}
-	if g.handled[id] {
-		return false
-	}
-	g.handled[id] = true
-	g.order = append(g.order, id)
-	if len(g.order) > rememberCommands {
-		delete(g.handled, g.order[0])
-		g.order = g.order[1:]
-	}
-	return true
 }
 
 // EnqueueCommand queues a comment command for the leader's GitHub worker.

@@ -22,27 +22,22 @@ const helpText = "Commands (first line of a comment; write, maintain or admin pe
 	"| `/reconciler commit` | merge this pull request at the head commit the preview was computed from |\n" +
 	"| `/reconciler help` | this list |\n"
 
-// runCommand runs one comment command on the leader: once per comment id,
-// only for users GitHub says may write, answering with a reply comment.
-// "Once" holds across leaders: the command is claimed in the replicated
-// state first (claimCommand). A command whose GitHub calls fail for a
+// runCommand runs one comment command on the leader: once per comment id
+// (a redelivery, to this leader or a later one, finds the command's claim
+// in the replicated state: claimCommand), only for users GitHub says may
+// write, answering with a reply comment. A command whose GitHub calls fail for a
 // retryable reason is queued again later (retry: its claim is this
 // leader's); nothing else is retried (the user comments again).
 func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 	g, cmd := l.gh, q.cmd
 	if !q.retry {
-		if !g.firstTime(cmd.CommentID) {
-			g.log.Debug("comment command already handled", "comment", cmd.CommentID)
-			return
-		}
 		fresh, err := l.claimCommand(ctx, cmd)
 		if err != nil {
-			g.forget(cmd.CommentID)
 			g.log.Warn("cannot record the comment command; not run", "pull", cmd.PR, "verb", cmd.Verb, "error", err)
 			return
 		}
 		if !fresh {
-			g.log.Info("comment command already handled by a previous leader", "pull", cmd.PR, "comment", cmd.CommentID)
+			g.log.Info("comment command already handled", "pull", cmd.PR, "comment", cmd.CommentID)
 			return
 		}
 	}
@@ -192,14 +187,6 @@ func notTracked(pr int) string {
 // preview comment.
 func withoutMarker(body string) string {
 	return strings.TrimPrefix(body, forge.Marker+"\n")
-}
-
-// forget lets a command's comment id run again (its claim could not be
-// recorded).
-func (g *github) forget(id int64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.handled, id)
 }
 
 // MergePullRequest is the commit of a pull request experiment through

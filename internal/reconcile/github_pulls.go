@@ -118,7 +118,8 @@ func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
 	l.gh.pullMu.Lock()
 	defer l.gh.pullMu.Unlock()
 	st := l.cfg.Store.State()
-	for n, prev := range ReadPullRecords(st) {
+	old := ReadPullRecords(st)
+	for n, prev := range old {
 		if rec, ok := want[n]; ok && prev.Preview != "" {
 			rec.Preview = prev.Preview
 			want[n] = rec
@@ -140,7 +141,7 @@ func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
 			"changed_policies", want[n].ChangedPolicies, "valid", want[n].Validation.Valid)
 	}
 	closed := map[int]bool{}
-	for n := range ReadPullRecords(st) {
+	for n := range old {
 		if _, keep := want[n]; keep {
 			continue
 		}

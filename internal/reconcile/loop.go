@@ -149,7 +149,8 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Branch == "" {
 		cfg.Branch = gitsource.DefaultBranch
 	}
-	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), expCache: map[string]map[string][]byte{}}
+	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), expCache: map[string]map[string][]byte{},
+		merging: map[string]bool{}}
 	l.metrics = newMetrics(cfg.Registry)
 	gh, err := newGitHub(cfg.GitHub, cfg.Logger)
 	if err != nil {
