@@ -22,12 +22,17 @@ type CompiledPolicy struct {
 	onError  policy.OnError
 	rules    []compiledRule // in (priority, name) order
 	index    *ruleIndex     // nil when Options.DisableIndex
+	// costLimit is Options.RuntimeCostLimit: a rule's behaviour on a
+	// costly request depends on it (see NewDelta).
+	costLimit uint64
 }
 
 // compiledRule is one rule ready to evaluate.
 type compiledRule struct {
-	name    string
-	verdict Verdict
+	name     string
+	verdict  Verdict
+	priority int64
+	match    string // the source, to recognise the same rule in two policies
 	// tracked counts cost and stops at Options.RuntimeCostLimit.
 	tracked cel.Program
 	// fast is the same plan without cost tracking, which triples the speed
@@ -63,7 +68,7 @@ func Compile(p *policy.Policy, opts Options) (*CompiledPolicy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: building the CEL environment: %w", err)
 	}
-	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag()}
+	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag(), costLimit: opts.RuntimeCostLimit}
 	errs := cp.settings()
 	rules := sortedRules(p.Rules)
 	errs = append(errs, duplicateRules(rules)...)
@@ -162,7 +167,7 @@ func compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []co
 	if err != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
 	}
-	cr := compiledRule{name: r.Name, verdict: v}
+	cr := compiledRule{name: r.Name, verdict: v, priority: r.Priority, match: r.Match}
 	var sh shape
 	hoisted := a
 	// A rule that may legitimately reach the run-time limit is evaluated

@@ -273,12 +273,12 @@ func heap() int64 {
 }
 
 // BenchmarkShadowWork is the workers' side: the CPU time shadow
-// evaluation of one live request costs with 1, 5 and 10 ACTIVE
+// evaluation of one live request costs with 0 (recording only), 1, 5 and 10 ACTIVE
 // experiments (evaluations, stats, sampled log lines), requests offered
 // in chunks the queue holds and timed until processed. It is the CPU that
 // preview takes from live requests on a node with few CPUs.
 func BenchmarkShadowWork(b *testing.B) {
-	for _, n := range []int{1, 5, 10} {
+	for _, n := range []int{0, 1, 5, 10} {
 		b.Run(fmt.Sprintf("active=%d", n), func(b *testing.B) {
 			sh, live := shadowWith(b, n, preview.Config{Workers: 1})
 			reqs := benchRequests(1024)

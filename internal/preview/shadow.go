@@ -137,10 +137,13 @@ type view struct {
 	noLive     map[string]engine.Decision
 }
 
+// entry is one ACTIVE experiment version. Its program is evaluated from
+// the live decision (engine.Delta): an experiment usually changes a few
+// rules, and only those need evaluating beside what live established.
 type entry struct {
-	name string
-	prog *engine.CompiledPolicy
-	cell *cell
+	name  string
+	delta *engine.Delta
+	cell  *cell
 }
 
 // New returns a stopped Shadow; Start runs its workers.

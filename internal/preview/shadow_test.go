@@ -108,6 +108,37 @@ func TestShadowCountsMatchDirectEvaluation(t *testing.T) {
 	}
 }
 
+// Experiments are evaluated from the live decision (engine.Delta). After
+// a generation switch the counts must still be those of direct evaluation
+// against whichever live version answered each request: the new one, or
+// the old one for a request answered just before the switch.
+func TestShadowCountsAcrossLiveSwitch(t *testing.T) {
+	reqs := craftedTraffic(1000)
+	h := newHarness(t, preview.Config{QueueSize: 2 * len(reqs)}, webPolicy())
+	e := start(t, create(t, nil, "x", tightWeb()), t0)
+	h.set(e)
+	h.offer("web", reqs[:500]...)
+	old := h.live["web"]
+	h.live["web"] = compile(t, renamedWeb())
+	h.sh.SetLive(2, h.live)
+	for _, r := range reqs[500:600] { // answered by the old generation, offered after the switch
+		h.sh.Offer("web", old.Evaluate(r), r)
+		h.sent++
+	}
+	h.offer("web", reqs[600:]...)
+	want, _ := expected(t, webPolicy(), tightWeb(), reqs[:600])
+	after, _ := expected(t, renamedWeb(), tightWeb(), reqs[600:])
+	want.Evaluated += after.Evaluated
+	want.Unchanged += after.Unchanged
+	want.AllowToDeny += after.AllowToDeny
+	want.DenyToAllow += after.DenyToAllow
+	want.RuleChanged += after.RuleChanged
+	want.Errors += after.Errors
+	if got := h.stats(e).Counts; got != want {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
 func TestShadowMirrorComputesLiveDecision(t *testing.T) {
 	reqs := craftedTraffic(500)
 	h := newHarness(t, preview.Config{QueueSize: len(reqs)}, webPolicy())

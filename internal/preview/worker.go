@@ -34,7 +34,7 @@ func (s *Shadow) SetExperiments(live map[string]*engine.CompiledPolicy, exps []C
 		}
 		c, created := s.stats.get(e.Name, e.Etag)
 		pol := e.PolicyName()
-		en := &entry{name: e.Name, prog: ce.Program, cell: c}
+		en := &entry{name: e.Name, delta: engine.NewDelta(ce.Program, v.live[pol]), cell: c}
 		v.active[pol] = append(v.active[pol], en)
 		if created {
 			fresh = append(fresh, replayJob{policy: pol, entry: en})
@@ -54,9 +54,16 @@ func (s *Shadow) SetLive(generation uint64, live map[string]*engine.CompiledPoli
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
 	old := s.view.Load()
-	v := &view{generation: generation, live: maps.Clone(live), active: old.active}
+	v := &view{generation: generation, live: maps.Clone(live), active: make(map[string][]*entry, len(old.active))}
 	if v.live == nil {
 		v.live = map[string]*engine.CompiledPolicy{}
+	}
+	// The same experiments (and stats cells), evaluated from the new live
+	// policies' decisions.
+	for pol, entries := range old.active {
+		for _, e := range entries {
+			v.active[pol] = append(v.active[pol], &entry{name: e.name, delta: engine.NewDelta(e.delta.Policy(), v.live[pol]), cell: e.cell})
+		}
 	}
 	v.noLive = noLiveDecisions(v)
 	s.view.Store(v)
@@ -163,7 +170,7 @@ func (s *Shadow) process(it item) {
 		live = it.view.liveDecision(it.policy, it.req)
 	}
 	for _, e := range entries {
-		d := e.prog.Evaluate(it.req)
+		d := e.delta.Evaluate(it.req, live)
 		changed, logUnchanged := e.cell.observe(live, d, it.req, now, false, s.redact, s.cfg.UnchangedEvery)
 		if (changed || logUnchanged) && s.cfg.Log != nil {
 			s.plog.write(newLogLine(now, e.name, it.view.generation, live, d, changed, s.cfg.Node, s.redact.Request(it.req)))
@@ -195,7 +202,8 @@ func (s *Shadow) Replay(ce CompiledExperiment) int {
 	e := ce.Experiment
 	c, _ := s.stats.get(e.Name, e.Etag)
 	pol := e.PolicyName()
-	return s.replay(replayJob{view: s.view.Load(), policy: pol, entry: &entry{name: e.Name, prog: ce.Program, cell: c},
+	v := s.view.Load()
+	return s.replay(replayJob{view: v, policy: pol, entry: &entry{name: e.Name, delta: engine.NewDelta(ce.Program, v.live[pol]), cell: c},
 		reqs: s.rec.Requests(pol)})
 }
 
@@ -219,7 +227,7 @@ func (s *Shadow) replay(job replayJob) int {
 			at = s.cfg.Now()
 		}
 		live := job.view.liveDecision(job.policy, req)
-		job.entry.cell.observe(live, job.entry.prog.Evaluate(req), req, at, true, s.redact, 0)
+		job.entry.cell.observe(live, job.entry.delta.Evaluate(req, live), req, at, true, s.redact, 0)
 		n++
 	}
 	return n
