@@ -88,6 +88,14 @@ func BenchmarkEvaluate(b *testing.B) {
 	b.Run("non-indexable-1000", func(b *testing.B) { benchEval(b, cp, reqs) })
 	cp = mustCompile(b, firewallPolicy(100, 42), Options{DisableIndex: true})
 	b.Run("indexable-100-index-disabled", func(b *testing.B) { benchEval(b, cp, reqs) })
+	// Every fourth rule guards a header of its own (25 names), as WAF-like
+	// policies do; requests carry one of them at most.
+	p := firewallPolicy(100, 42)
+	for i := 0; i < len(p.Rules); i += 4 {
+		p.Rules[i].Match = fmt.Sprintf("'x-h%d' in request.headers && request.headers['x-h%d'] == 'bad'", i, i)
+	}
+	cp = mustCompile(b, p, DefaultOptions())
+	b.Run("headers-25-names-100", func(b *testing.B) { benchEval(b, cp, reqs) })
 }
 
 func benchEval(b *testing.B, cp *CompiledPolicy, reqs []*Request) {

@@ -65,8 +65,11 @@ type ruleIndex struct {
 	// headerPos: header name -> position in headers, so that a request with
 	// a few headers is matched by looking its names up (containers).
 	headerPos map[string]int
-	groups    map[string]bitset // group -> rules requiring it or one of others
-	gcon      bitset            // rules with a group constraint
+	// absentT and unguardedT combine the absent (AND) and unguarded (OR)
+	// sets of runs of header names (hdrrange.go).
+	absentT, unguardedT rangeTable
+	groups              map[string]bitset // group -> rules requiring it or one of others
+	gcon                bitset            // rules with a group constraint
 	// containerRules: rules with a header or group constraint, whose
 	// candidacy the cursor decides only once the lookups are made.
 	containerRules bitset
@@ -127,9 +130,12 @@ func buildIndex(cons [][]constraint, rules []compiledRule) *ruleIndex {
 		ix.headers = append(ix.headers, hb[name].build(ix))
 	}
 	ix.headerPos = make(map[string]int, len(ix.headers))
+	absent, unguarded := make([]bitset, len(ix.headers)), make([]bitset, len(ix.headers))
 	for i, h := range ix.headers {
 		ix.headerPos[h.name] = i
+		absent[i], unguarded[i] = h.absent, h.unguarded
 	}
+	ix.absentT, ix.unguardedT = newRangeTable(absent, true, ix.canon), newRangeTable(unguarded, false, ix.canon)
 	ix.foldFree()
 	for f, m := range ix.maps {
 		ix.values[f] = newValueSets(m)
@@ -327,24 +333,24 @@ func (ix *ruleIndex) containers(c *cursor, ev *evaluation) {
 		}
 		slices.SortFunc(found[:nf], func(a, b foundHeader) int { return a.pos - b.pos })
 	}
-	next := 0
-	for i := range ix.headers {
-		h := &ix.headers[i]
-		var v string
-		var ok bool
-		if scan {
-			if next < nf && found[next].pos == i {
-				v, ok = found[next].value, true
-				next++
-			}
-		} else {
-			v, ok = req.Headers[h.name]
+	if scan {
+		// The names between those the request carries are all missing.
+		prev := 0
+		for _, f := range found[:nf] {
+			ix.absentRange(&hdr, &unknown, prev, f.pos, ev)
+			h := &ix.headers[f.pos]
+			hdr.and(h.values.lookup(f.value, h.present), ev)
+			prev = f.pos + 1
 		}
-		if !ok {
-			hdr.and(h.absent, ev)
-			unknown.or(h.unguarded, ev) // no such key: an error, not false
-		} else {
-			hdr.and(h.values.lookup(v, h.present), ev)
+		ix.absentRange(&hdr, &unknown, prev, len(ix.headers), ev)
+	} else {
+		for i := range ix.headers {
+			h := &ix.headers[i]
+			if v, ok := req.Headers[h.name]; ok {
+				hdr.and(h.values.lookup(v, h.present), ev)
+			} else {
+				ix.absentRange(&hdr, &unknown, i, i+1, ev)
+			}
 		}
 	}
 	switch {

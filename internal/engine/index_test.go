@@ -318,3 +318,55 @@ func TestBitsetLayout(t *testing.T) {
 		t.Errorf("set(4999): members %v, summary %x", got, b[:b.sums()])
 	}
 }
+
+// TestIndexEquivalenceManyHeaders covers the runs of missing header names
+// (rangeTable): policies testing up to 30 header names, requests carrying
+// none to a few of them, so the header term combines long runs of absent
+// names, guarded, unguarded and presence-only.
+func TestIndexEquivalenceManyHeaders(t *testing.T) {
+	policies, requests := 100, 150
+	if testing.Short() || raceEnabled {
+		policies = 20
+	}
+	r := rand.New(rand.NewPCG(20261121, 9))
+	names := make([]string, 30)
+	for i := range names {
+		names[i] = fmt.Sprintf("x-h%02d", i)
+	}
+	for i := range policies {
+		p := genPolicy(r, 1+r.IntN(70))
+		for j := range p.Rules {
+			if r.IntN(4) == 0 {
+				continue
+			}
+			name := pick(r, names[:5+r.IntN(len(names)-4)])
+			var parts []string
+			switch r.IntN(3) {
+			case 0:
+				parts = []string{genHeaderValueTest(r, name)}
+			case 1:
+				parts = []string{genHeaderPresence(r, name), genHeaderValueTest(r, name)}
+			default:
+				parts = []string{genHeaderPresence(r, name)}
+			}
+			p.Rules[j].Match = nest(r, append(parts, "("+p.Rules[j].Match+")"))
+		}
+		indexed := mustCompile(t, p, DefaultOptions())
+		opts := DefaultOptions()
+		opts.DisableIndex = true
+		plain := mustCompile(t, p, opts)
+		for range requests {
+			req := genRequest(r)
+			for range r.IntN(4) {
+				if req.Headers == nil {
+					req.Headers = map[string]string{}
+				}
+				req.Headers[pick(r, names)] = pick(r, append(genHeaderValues, "zzz"))
+			}
+			if want, got := plain.Evaluate(req), indexed.Evaluate(req); got != want {
+				t.Fatalf("policy %d, request %+v:\nindexed %+v\nplain   %+v\nrules:\n%s", i, req, got, want, ruleDump(p))
+			}
+			checkSkipped(t, indexed, req)
+		}
+	}
+}
