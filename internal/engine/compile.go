@@ -25,6 +25,9 @@ type CompiledPolicy struct {
 	// costLimit is Options.RuntimeCostLimit: a rule's behaviour on a
 	// costly request depends on it (see NewDelta).
 	costLimit uint64
+	// cons are each rule's index constraints, kept so that a Delta can
+	// index the few rules an experiment changed.
+	cons [][]constraint
 }
 
 // compiledRule is one rule ready to evaluate.
@@ -85,8 +88,9 @@ func Compile(p *policy.Policy, opts Options) (*CompiledPolicy, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	cp.cons = cons[:len(cp.rules)]
 	if !opts.DisableIndex {
-		cp.index = buildIndex(cons[:len(cp.rules)], cp.rules)
+		cp.index = buildIndex(cp.cons, cp.rules)
 	}
 	return cp, nil
 }

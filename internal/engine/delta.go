@@ -32,9 +32,13 @@ type Delta struct {
 	// experiment, or -1 when the experiment changed or removed the rule.
 	twin map[string]int
 	// changed are the positions of the experiment's rules that have no
-	// twin in the base, ascending; isChanged is the same as a set.
-	changed   []int
-	isChanged []bool
+	// twin in the base, ascending.
+	changed []int
+	// sub indexes the changed rules alone (sub position k is experiment
+	// position changed[k]): looking them up costs what a policy of a few
+	// rules costs, not what the whole experiment's index does. nil when
+	// the experiment has no index.
+	sub *ruleIndex
 }
 
 // NewDelta prepares exp's evaluation from base's decisions. A nil base,
@@ -63,12 +67,16 @@ func NewDelta(exp, base *CompiledPolicy) *Delta {
 			d.twin[b.name] = -1
 		}
 	}
-	d.isChanged = make([]bool, len(exp.rules))
+	var cons [][]constraint
+	var rules []compiledRule
 	for j, ok := range hasTwin {
 		if !ok {
 			d.changed = append(d.changed, j)
-			d.isChanged[j] = true
+			cons, rules = append(cons, exp.cons[j]), append(rules, exp.rules[j])
 		}
+	}
+	if exp.index != nil && len(rules) > 0 {
+		d.sub = buildIndex(cons, rules)
 	}
 	return d
 }
@@ -111,13 +119,13 @@ func (d *Delta) Evaluate(req *Request, base Decision) Decision {
 }
 
 // changedBefore evaluates the changed rules before position stop, in
-// order, until one decides. The experiment's index (when it has one) is
-// walked as Evaluate walks it, so that changed rules it rules out are not
-// evaluated and those it decides need no CEL; only the unchanged
-// candidates, known false, are passed over.
+// order, until one decides. The index of the changed rules (when the
+// experiment has an index) is walked as Evaluate walks the whole one, so
+// that changed rules it rules out are not evaluated and those it decides
+// need no CEL.
 func (d *Delta) changedBefore(ev *evaluation, stop int) (Decision, bool) {
 	cp := d.exp
-	if cp.index == nil {
+	if d.sub == nil {
 		for _, j := range d.changed {
 			if j >= stop {
 				break
@@ -129,16 +137,17 @@ func (d *Delta) changedBefore(ev *evaluation, stop int) (Decision, bool) {
 		return Decision{}, false
 	}
 	var c cursor
-	cp.index.candidates(&c, ev.req)
-	for i := c.next(ev); i >= 0 && i < stop; i = c.next(ev) {
-		if !d.isChanged[i] {
-			continue
+	d.sub.candidates(&c, ev.req)
+	for k := c.next(ev); k >= 0; k = c.next(ev) {
+		j := d.changed[k]
+		if j >= stop {
+			break
 		}
-		if c.decided(i) {
-			r := &cp.rules[i]
+		if c.decided(k) {
+			r := &cp.rules[j]
 			return cp.decision(r.verdict, r.name, ev.skipped), true
 		}
-		if dec, done := ev.try(i, c.known(i)); done {
+		if dec, done := ev.try(j, c.known(k)); done {
 			return dec, true
 		}
 	}

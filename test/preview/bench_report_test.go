@@ -10,16 +10,17 @@ import (
 // stepResult is one configuration measured once.
 type stepResult struct {
 	active         int
-	p50, p99, p999 time.Duration // open loop (see openLoop)
-	late, held     int           // open-loop sends behind schedule (see openResult)
-	openCPU        float64       // node CPU µs per request over the open loop
-	openBusy       float64       // node CPU seconds per second over the open loop
-	genBusy        float64       // the same for this process, the load generator
-	gcs            int           // node garbage collections during the open loop
-	openSent       int           // warm-up included
-	openDrops      uint64        // summed over the ACTIVE experiments
-	rps            float64       // closed loop
-	closedBusy     float64       // node CPU seconds per second over the closed loop
+	p50, p99, p999 time.Duration   // open loop (see openLoop)
+	lat            []time.Duration // the open loop's latencies, sorted, for pooled quantiles
+	late, held     int             // open-loop sends behind schedule (see openResult)
+	openCPU        float64         // node CPU µs per request over the open loop
+	openBusy       float64         // node CPU seconds per second over the open loop
+	genBusy        float64         // the same for this process, the load generator
+	gcs            int             // node garbage collections during the open loop
+	openSent       int             // warm-up included
+	openDrops      uint64          // summed over the ACTIVE experiments
+	rps            float64         // closed loop
+	closedBusy     float64         // node CPU seconds per second over the closed loop
 	closedSent     int
 	closedDrops    uint64
 }
@@ -92,6 +93,7 @@ func (b *benchNode) step(k int, rate float64, n int) stepResult {
 		b.t.Errorf("ACTIVE=%d: %d open-loop requests failed", k, failed)
 	}
 	s.p50, s.p99, s.p999 = quantile(open.lat, 0.50), quantile(open.lat, 0.99), quantile(open.lat, 0.999)
+	s.lat = open.lat
 	s.late, s.held, s.openSent = open.late, open.held, len(warm.lat)+len(open.lat)
 	s.openDrops = b.settle(s.openSent)
 	cpu = cpuTime(b.pid)
@@ -109,25 +111,35 @@ func (b *benchNode) step(k int, rate float64, n int) stepResult {
 // and ratios to no experiments: each round's step over the mean of the
 // same round's 0-ACTIVE steps, whose own rows show how far identical
 // steps land apart (the noise); the median over rounds, and its range
-// for p99.
+// for p99. "pooled" is the p99 of all rounds' latencies together over
+// that of all 0-ACTIVE steps: each step's p99 rests on its slowest 1%
+// (200 requests), which one stall of the machine can move, while pooling
+// the interleaved rounds puts every configuration's tail on the same
+// stalls.
 func printSummary(title string, res roundsResult) {
 	var base [][]stepResult
+	var baseLat []time.Duration
 	for _, c := range res.configs {
 		if c.active == 0 {
 			base = append(base, res.steps[c.name])
+			baseLat = append(baseLat, pooled(res.steps[c.name])...)
 		}
 	}
+	slices.Sort(baseLat)
 	fmt.Printf("\n%s\n", title)
-	fmt.Printf("%-8s %7s %7s %8s %-18s %6s %8s %6s %9s %5s %6s  %-14s %s\n", "ACTIVE", "p50 µs", "p99 µs",
-		"p99.9 µs", "p99/0 [range]", "p50/0", "cpu µs/r", "cpu/0", "closed/s", "busy", "r/s /0", "open drops", "closed drops")
+	fmt.Printf("%-8s %7s %7s %8s %-18s %6s %6s %8s %6s %9s %5s %6s  %-14s %s\n", "ACTIVE", "p50 µs", "p99 µs",
+		"p99.9 µs", "p99/0 [range]", "pooled", "p50/0", "cpu µs/r", "cpu/0", "closed/s", "busy", "r/s /0", "open drops", "closed drops")
 	for _, c := range res.configs {
 		st := res.steps[c.name]
 		p99r := ratios(st, base, func(s stepResult) float64 { return us(s.p99) })
-		fmt.Printf("%-8s %7.0f %7.0f %8.0f %-18s %6.2f %8.1f %6.2f %9.0f %4.0f%% %6.2f  %-14s %s\n", c.name,
+		all := pooled(st)
+		slices.Sort(all)
+		fmt.Printf("%-8s %7.0f %7.0f %8.0f %-18s %6.2f %6.2f %8.1f %6.2f %9.0f %4.0f%% %6.2f  %-14s %s\n", c.name,
 			medianOf(st, func(s stepResult) float64 { return us(s.p50) }),
 			medianOf(st, func(s stepResult) float64 { return us(s.p99) }),
 			medianOf(st, func(s stepResult) float64 { return us(s.p999) }),
 			fmt.Sprintf("%.2f [%.2f-%.2f]", median(p99r), slices.Min(p99r), slices.Max(p99r)),
+			us(quantile(all, 0.99))/us(quantile(baseLat, 0.99)),
 			median(ratios(st, base, func(s stepResult) float64 { return us(s.p50) })),
 			medianOf(st, func(s stepResult) float64 { return s.openCPU }),
 			median(ratios(st, base, func(s stepResult) float64 { return s.openCPU })),
@@ -138,6 +150,15 @@ func printSummary(title string, res roundsResult) {
 			dropShare(st, func(s stepResult) (uint64, int) { return s.closedDrops, s.closedSent * s.active }))
 	}
 	fmt.Println()
+}
+
+// pooled is the open-loop latencies of every step, unsorted.
+func pooled(st []stepResult) []time.Duration {
+	var out []time.Duration
+	for _, s := range st {
+		out = append(out, s.lat...)
+	}
+	return out
 }
 
 // ratios is f of each round's step over the mean of f of the same
