@@ -112,10 +112,12 @@ func (b *benchNode) step(k int, rate float64, n int) stepResult {
 // same round's 0-ACTIVE steps, whose own rows show how far identical
 // steps land apart (the noise); the median over rounds, and its range
 // for p99. "pooled" is the p99 of all rounds' latencies together over
-// that of all 0-ACTIVE steps: each step's p99 rests on its slowest 1%
-// (200 requests), which one stall of the machine can move, while pooling
-// the interleaved rounds puts every configuration's tail on the same
-// stalls.
+// that of all 0-ACTIVE steps. Neither is robust to the machine: one
+// stall of a few milliseconds (a busy neighbour on a shared VM) queues
+// thousands of open-loop requests behind it and moves the p99 of the
+// step it hits, and of the pool, by 2x or more. The A/A rows ("0 again")
+// show how far that reaches in a run; a ratio is only meaningful beside
+// them, and the CPU and throughput columns are the steadier signal.
 func printSummary(title string, res roundsResult) {
 	var base [][]stepResult
 	var baseLat []time.Duration
