@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -13,12 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/logging/testlog"
 )
 
 // writeServeConfig writes a config whose init_from is testdata/good.
@@ -51,24 +50,6 @@ format = %q
 	return path
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // listenAddr finds the "listening" line of a JSON log and returns its addr.
 func listenAddr(line string) string {
 	var m map[string]any
@@ -83,7 +64,7 @@ func TestServeInProcess(t *testing.T) {
 	path := writeServeConfig(t, "127.0.0.1:0", "json")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	a := &app{ctx: ctx, stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}
 	done := make(chan int, 1)
 	go func() { done <- a.run([]string{"serve", "--config", path, "--node-id", "node-x"}) }()
@@ -206,7 +187,7 @@ func TestServeBinary(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill() }()
 	addrCh := make(chan string, 1)
 	scanned := make(chan struct{})
-	var logs syncBuffer
+	var logs testlog.Buffer
 	go func() {
 		defer close(scanned)
 		scanLog(stderr, &logs, addrCh)
@@ -241,7 +222,7 @@ func TestServeBinary(t *testing.T) {
 }
 
 // scanLog copies log lines into logs and sends the listening address once.
-func scanLog(r io.Reader, logs *syncBuffer, addr chan<- string) {
+func scanLog(r io.Reader, logs *testlog.Buffer, addr chan<- string) {
 	sc := bufio.NewScanner(r)
 	sent := false
 	for sc.Scan() {

@@ -28,8 +28,8 @@ package engine
 type Delta struct {
 	exp      *CompiledPolicy
 	baseEtag string
-	// twin maps each base rule's name to the position of its twin in the
-	// experiment, or -1 when the experiment changed or removed the rule.
+	// twin maps a base rule's name to the position of its twin in the
+	// experiment; rules the experiment changed or removed are absent.
 	twin map[string]int
 	// changed are the positions of the experiment's rules that have no
 	// twin in the base, ascending.
@@ -63,8 +63,6 @@ func NewDelta(exp, base *CompiledPolicy) *Delta {
 		if ok && exp.rules[j].sameAs(b) {
 			d.twin[b.name] = j
 			hasTwin[j] = true
-		} else {
-			d.twin[b.name] = -1
 		}
 	}
 	var cons [][]constraint
@@ -101,7 +99,7 @@ func (d *Delta) Evaluate(req *Request, base Decision) Decision {
 	stop := len(d.exp.rules)
 	if base.Rule != "" {
 		j, ok := d.twin[base.Rule]
-		if !ok || j < 0 {
+		if !ok {
 			return d.exp.Evaluate(req)
 		}
 		stop = j

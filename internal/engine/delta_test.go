@@ -127,8 +127,8 @@ func (d *Delta) shortcut(live Decision) bool {
 	if d.baseEtag == "" || live.Etag != d.baseEtag || live.Error != "" {
 		return false
 	}
-	j, ok := d.twin[live.Rule]
-	return live.Rule == "" || (ok && j >= 0)
+	_, ok := d.twin[live.Rule]
+	return live.Rule == "" || ok
 }
 
 // TestDeltaChangedRules: the rules evaluated from a live decision are the
@@ -157,7 +157,7 @@ func TestDeltaChangedRules(t *testing.T) {
 		t.Errorf("changed rules %v, want %v", changed, want)
 	}
 	for name, want := range map[string]bool{"a": true, "b": false, "c": true, "d": false} {
-		if got := d.twin[name] >= 0; got != want {
+		if _, got := d.twin[name]; got != want {
 			t.Errorf("rule %s has a twin: %v, want %v", name, got, want)
 		}
 	}

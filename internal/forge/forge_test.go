@@ -1,7 +1,6 @@
 package forge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/githubemu"
+	"github.com/policyrollout/reconciler/internal/logging/testlog"
 )
 
 const testToken = "ghp_S3cretTokenValue0123456789abcdef"
@@ -48,37 +48,19 @@ func (c *clock) Slept() []time.Duration {
 	return append([]time.Duration(nil), c.slept...)
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is an emulator, its repository o/r and a client for it.
 type env struct {
 	emu   *githubemu.Server
 	repo  *githubemu.Repo
 	clock *clock
-	logs  *syncBuffer
+	logs  *testlog.Buffer
 	cfg   Config
 	c     *Client
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, logs: &syncBuffer{}}
+	e := &env{clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, logs: &testlog.Buffer{}}
 	e.emu = githubemu.New(githubemu.Options{Token: testToken, Now: e.clock.Now})
 	t.Cleanup(e.emu.Close)
 	e.repo = e.emu.AddRepo("o/r", "main")

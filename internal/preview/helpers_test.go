@@ -1,11 +1,9 @@
 package preview_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,23 +90,8 @@ func compile(t testing.TB, p *policy.Policy) *engine.CompiledPolicy {
 	return cp
 }
 
-// syncBuffer is a bytes.Buffer safe for the workers to write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the preview log as the tests read it.
+type syncBuffer struct{ testlog.Buffer }
 
 // lines returns the log's JSON lines decoded.
 func (s *syncBuffer) lines(t *testing.T) []map[string]any {

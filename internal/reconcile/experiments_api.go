@@ -76,12 +76,7 @@ func (l *Loop) CreateExperiment(ctx context.Context, parent, id string, in previ
 	if err != nil {
 		return nil, err
 	}
-	e = preview.AutoStart(e, l.settings(), now)
-	if err := l.putExperiment(ctx, e); err != nil {
-		return nil, err
-	}
-	l.log.Info("experiment created", "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
-	return l.finish(ctx, preview.MethodCreate, e.Name, e, now)
+	return l.save(ctx, preview.MethodCreate, preview.AutoStart(e, l.settings(), now), now)
 }
 
 // UpdateExperiment changes the policy and/or annotations of an experiment
@@ -111,12 +106,7 @@ func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Inp
 	if err != nil {
 		return nil, err
 	}
-	e = preview.AutoStart(e, l.settings(), now)
-	if err := l.putExperiment(ctx, e); err != nil {
-		return nil, err
-	}
-	l.log.Info("experiment updated", "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
-	return l.finish(ctx, preview.MethodUpdate, e.Name, e, now)
+	return l.save(ctx, preview.MethodUpdate, preview.AutoStart(e, l.settings(), now), now)
 }
 
 // DeleteExperiment deletes an experiment (etag, when given, must match).
@@ -168,11 +158,16 @@ func (l *Loop) setPreview(ctx context.Context, name string, m preview.Method,
 	if err != nil {
 		return nil, err
 	}
+	return l.save(ctx, m, e, now)
+}
+
+// save writes e as method m left it and returns m's finished operation.
+func (l *Loop) save(ctx context.Context, m preview.Method, e *preview.Experiment, now time.Time) (*preview.Operation, error) {
 	if err := l.putExperiment(ctx, e); err != nil {
 		return nil, err
 	}
-	l.log.Info("experiment "+string(m), "experiment", name, "etag", e.Etag)
-	return l.finish(ctx, m, name, e, now)
+	l.log.Info("experiment saved", "method", m, "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
+	return l.finish(ctx, m, e.Name, e, now)
 }
 
 // CommitExperiment promotes an experiment to live (AIP-236 commit). The
@@ -191,11 +186,11 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 	l.expMu.Lock()
 	defer l.expMu.Unlock()
 	st := l.cfg.Store.State()
-	if _, _, err := preview.ParseName(name); err != nil {
+	pol, _, err := preview.ParseName(name)
+	if err != nil {
 		return nil, err
 	}
 	cur, _ := preview.Get(l.experiments(st), name)
-	pol, _, _ := preview.ParseName(name)
 	liveEtag := ""
 	if g, ok := st.ActiveGeneration(); ok {
 		liveEtag = g.Etags[pol]

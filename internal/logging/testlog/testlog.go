@@ -46,3 +46,23 @@ func (w *writer) close() {
 	w.done = true
 	w.mu.Unlock()
 }
+
+// Buffer is a bytes.Buffer that a logger (or any concurrent writers) and
+// the test reading it can share.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
