@@ -184,7 +184,7 @@ func compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []co
 		}
 	}
 	if err == nil {
-		cr.tracked, err = env.Program(hoisted, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize))
+		cr.tracked, err = env.Program(hoisted, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize), literalRegexes)
 	}
 	if err != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
@@ -197,14 +197,14 @@ func compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []co
 func (cr *compiledRule) planFast(env *cel.Env, a, hoisted *cel.Ast, sh shape) error {
 	cr.exact = sh.exact()
 	var err error
-	if cr.fast, err = env.Program(hoisted, cel.EvalOptions(cel.OptOptimize)); err != nil || !sh.residual() {
+	if cr.fast, err = env.Program(hoisted, cel.EvalOptions(cel.OptOptimize), literalRegexes); err != nil || !sh.residual() {
 		return err
 	}
 	rest, err := keepConjuncts(env, a, sh.rest)
 	if err != nil {
 		return err
 	}
-	cr.residual, err = env.Program(rest, cel.EvalOptions(cel.OptOptimize))
+	cr.residual, err = env.Program(rest, cel.EvalOptions(cel.OptOptimize), literalRegexes)
 	return err
 }
 

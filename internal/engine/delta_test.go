@@ -219,18 +219,7 @@ func BenchmarkDeltaExample(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	data, err := os.ReadFile("../../policies.example/_traffic/sample.jsonl")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var reqs []*Request
-	for line := range strings.Lines(string(data)) {
-		var r Request
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			b.Fatal(err)
-		}
-		reqs = append(reqs, &r)
-	}
+	reqs := sampleTraffic(b)
 	for _, p := range repo.Policies {
 		q := *p
 		q.Rules = slices.Clone(p.Rules)
@@ -253,4 +242,21 @@ func BenchmarkDeltaExample(b *testing.B) {
 			}
 		})
 	}
+}
+
+// sampleTraffic is the example policies' sample traffic.
+func sampleTraffic(tb testing.TB) []*Request {
+	data, err := os.ReadFile("../../policies.example/_traffic/sample.jsonl")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var reqs []*Request
+	for line := range strings.Lines(string(data)) {
+		var r Request
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			tb.Fatal(err)
+		}
+		reqs = append(reqs, &r)
+	}
+	return reqs
 }

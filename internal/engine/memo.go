@@ -27,6 +27,9 @@ import (
 // maxMemoFields bounds the fields of Request that have a memo slot.
 const maxMemoFields = 32
 
+// maxMemoMaps bounds the fields of Request that are maps (order.go).
+const maxMemoMaps = 4
+
 // evalState is the activation of one Evaluate call: `request` resolves to
 // the state itself, which the memoised field getters recognise. It also
 // lends the rule index scratch space for combining sets.
@@ -34,8 +37,13 @@ type evalState struct {
 	req  *Request
 	have uint32 // bit i: vals[i] is built
 	vals [maxMemoFields]any
-	buf  []uint64 // scratch bitsets, see scratch
-	used int      // words of buf handed out
+	// maps holds the sortedMaps of the memoised map fields, so that they
+	// cost no allocation of their own (order.go); bit i of mapsUsed: maps[i]
+	// is set.
+	maps     [maxMemoMaps]sortedMap
+	mapsUsed uint8
+	buf      []uint64 // scratch bitsets, see scratch
+	used     int      // words of buf handed out
 }
 
 var _ interpreter.Activation = (*evalState)(nil)
@@ -54,6 +62,9 @@ func newEvalState(req *Request) *evalState {
 func (s *evalState) release() {
 	s.req, s.have, s.used = nil, 0, 0
 	clear(s.vals[:])
+	if s.mapsUsed != 0 {
+		s.maps, s.mapsUsed = [maxMemoMaps]sortedMap{}, 0
+	}
 	statePool.Put(s)
 }
 
@@ -91,7 +102,13 @@ type memoRegistry struct {
 	fields map[string]*types.FieldType
 }
 
-type memoAdapter struct{ types.Adapter }
+type memoAdapter struct {
+	types.Adapter
+	// request is Request's native type in the registry, which builds
+	// `request` as a value, with fields converted by object (order.go).
+	request *types.NativeType
+	object  *objectAdapter
+}
 
 // memoFields installs memoRegistry and memoAdapter; it must be the last
 // option that changes types, so that it wraps the complete registry.
@@ -101,24 +118,48 @@ func memoFields() cel.EnvOption {
 		if !ok {
 			return nil, fmt.Errorf("memoFields: the type provider is a %T, not a registry", e.CELTypeProvider())
 		}
-		names, ok := reg.FindStructFieldNames(requestTypeName)
-		if !ok || len(names) > maxMemoFields {
-			return nil, fmt.Errorf("memoFields: %s has %d fields", requestTypeName, len(names))
+		nt, ok := reg.NativeToValue(&Request{}).Type().(*types.NativeType)
+		if !ok {
+			return nil, fmt.Errorf("memoFields: %s is not a native type", requestTypeName)
 		}
-		m := &memoRegistry{Registry: reg, fields: make(map[string]*types.FieldType, len(names))}
-		for i, name := range names {
-			ft, ok := reg.FindStructFieldType(requestTypeName, name)
-			if !ok || ft.GetFrom == nil || ft.IsSet == nil {
-				return nil, fmt.Errorf("memoFields: no getter for %s.%s", requestTypeName, name)
-			}
-			m.fields[name] = memoField(ft, i)
-		}
-		e, err := cel.CustomTypeAdapter(memoAdapter{e.CELTypeAdapter()})(e)
+		a := &memoAdapter{Adapter: e.CELTypeAdapter(), request: nt}
+		a.object = &objectAdapter{a}
+		m, err := newMemoRegistry(reg, a)
 		if err != nil {
+			return nil, err
+		}
+		if e, err = cel.CustomTypeAdapter(a)(e); err != nil {
 			return nil, err
 		}
 		return cel.CustomTypeProvider(m)(e)
 	}
+}
+
+// newMemoRegistry wraps the getter of every field of Request; those of map
+// fields also make the maps sortedMaps converting through a (order.go).
+func newMemoRegistry(reg *types.Registry, a *memoAdapter) (*memoRegistry, error) {
+	names, ok := reg.FindStructFieldNames(requestTypeName)
+	if !ok || len(names) > maxMemoFields {
+		return nil, fmt.Errorf("memoFields: %s has %d fields", requestTypeName, len(names))
+	}
+	m := &memoRegistry{Registry: reg, fields: make(map[string]*types.FieldType, len(names))}
+	maps := 0
+	for i, name := range names {
+		ft, ok := reg.FindStructFieldType(requestTypeName, name)
+		if !ok || ft.GetFrom == nil || ft.IsSet == nil {
+			return nil, fmt.Errorf("memoFields: no getter for %s.%s", requestTypeName, name)
+		}
+		read := fieldRead{other: ft.GetFrom}
+		if ft.Type.Kind() == types.MapKind {
+			var err error
+			if read, err = sortedField(name, maps, ft.GetFrom, a); err != nil {
+				return nil, fmt.Errorf("memoFields: %w", err)
+			}
+			maps++
+		}
+		m.fields[name] = memoField(ft, i, read)
+	}
+	return m, nil
 }
 
 // FindStructFieldType implements types.Provider.
@@ -131,19 +172,42 @@ func (m *memoRegistry) FindStructFieldType(structType, fieldName string) (*types
 	return m.Registry.FindStructFieldType(structType, fieldName)
 }
 
-// NativeToValue implements types.Adapter.
-func (a memoAdapter) NativeToValue(value any) ref.Val {
-	if s, ok := value.(*evalState); ok {
-		value = s.req
+// NativeToValue implements types.Adapter. The request as a value, an
+// evalState or not, is cel-go's object for it, reading its fields through
+// an objectAdapter. The request's Go maps become sortedMaps, and they and
+// its lists convert their elements here, so that nested maps sort too
+// (order.go). One switch on concrete types: this runs for every value a
+// rule reads.
+func (a *memoAdapter) NativeToValue(value any) ref.Val {
+	switch v := value.(type) {
+	case *evalState:
+		return a.request.Adapt(a.object, v.req)
+	case *Request:
+		return a.request.Adapt(a.object, v)
+	case map[string]string:
+		return newSortedMap(types.NewStringStringMap(a, v))
+	case map[string]any:
+		return newSortedMap(types.NewStringInterfaceMap(a, v))
+	case []any:
+		return types.NewList(a, v)
 	}
 	return a.Adapter.NativeToValue(value)
 }
 
-// memoField wraps the native getter of the field in memo slot i. Objects
-// other than an evalState (a *Request bound by activation, a request value
-// inside a list) are read as before.
-func memoField(ft *types.FieldType, i int) *types.FieldType {
-	get, isSet := ft.GetFrom, ft.IsSet
+// fieldRead builds the CEL value of a field of `request`: state from the
+// request of an evalState (nil: the native getter's value), other from any
+// other object (a *Request bound by activation, a request value inside a
+// list).
+type fieldRead struct {
+	state func(*evalState) (any, error)
+	other func(obj any) (any, error)
+}
+
+// memoField wraps the native getter of the field in memo slot i: values
+// built from an evalState are memoised in it, other objects are read as
+// read.other says.
+func memoField(ft *types.FieldType, i int, read fieldRead) *types.FieldType {
+	isSet := ft.IsSet
 	bit := uint32(1) << i
 	out := *ft
 	out.IsSet = func(obj any) bool {
@@ -155,12 +219,18 @@ func memoField(ft *types.FieldType, i int) *types.FieldType {
 	out.GetFrom = func(obj any) (any, error) {
 		s, ok := obj.(*evalState)
 		if !ok {
-			return get(obj)
+			return read.other(obj)
 		}
 		if s.have&bit != 0 {
 			return s.vals[i], nil
 		}
-		v, err := get(s.req)
+		var v any
+		var err error
+		if read.state == nil {
+			v, err = ft.GetFrom(s.req)
+		} else {
+			v, err = read.state(s)
+		}
 		if err == nil {
 			s.vals[i] = v
 			s.have |= bit
