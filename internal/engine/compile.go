@@ -25,6 +25,9 @@ type CompiledPolicy struct {
 	// costLimit is Options.RuntimeCostLimit: a rule's behaviour on a
 	// costly request depends on it (see NewDelta).
 	costLimit uint64
+	// maxRuleCost is Options.MaxRuleCost, which decides whether a rule
+	// compiles at all (see CompileBeside).
+	maxRuleCost uint64
 	// cons are each rule's index constraints, kept so that a Delta can
 	// index the few rules an experiment changed.
 	cons [][]constraint
@@ -66,18 +69,32 @@ func (cp *CompiledPolicy) Source() *policy.Policy { return cp.src }
 // collected: the error is a policy.ErrorList with one entry per bad rule
 // (and per bad policy-level setting), each naming the file, line and rule.
 func Compile(p *policy.Policy, opts Options) (*CompiledPolicy, error) {
+	return CompileBeside(p, opts, nil)
+}
+
+// CompileBeside is Compile for a policy that differs from base in a few
+// rules, as an experiment differs from its live policy: a rule whose match
+// is the text of a rule of base takes that rule's programs and index
+// constraints instead of compiling its own. Both depend on nothing but the
+// match and the budgets, so base is used only when it was compiled under
+// the same budgets; a nil base makes it Compile. Every rule is still
+// checked (action, duplicates), and the result decides exactly as
+// Compile's would (TestCompileBesideEquivalence).
+func CompileBeside(p *policy.Policy, opts Options, base *CompiledPolicy) (*CompiledPolicy, error) {
 	opts = opts.withDefaults()
 	env, err := celEnv()
 	if err != nil {
 		return nil, fmt.Errorf("engine: building the CEL environment: %w", err)
 	}
-	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag(), costLimit: opts.RuntimeCostLimit}
+	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag(), costLimit: opts.RuntimeCostLimit,
+		maxRuleCost: opts.MaxRuleCost}
 	errs := cp.settings()
 	rules := sortedRules(p.Rules)
 	errs = append(errs, duplicateRules(rules)...)
 	cons := make([][]constraint, len(rules))
+	shared := sharedPrograms(base, opts)
 	for i := range rules {
-		cr, c, err := compileRule(env, &rules[i], opts)
+		cr, c, err := shared.compileRule(env, &rules[i], opts)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -151,14 +168,19 @@ func duplicateRules(rules []policy.Rule) policy.ErrorList {
 	return errs
 }
 
-// compileRule turns one rule into a program and its index constraints.
-func compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []constraint, *policy.Error) {
+// compileRule turns one rule into a program and its index constraints,
+// taking them from reuse when it has the rule's match.
+func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []constraint, *policy.Error) {
 	v, ok := verdictOf(r.Action)
 	if !ok {
 		return compiledRule{}, nil, ruleError(r, `action must be "allow" or "deny", not %q`, r.Action)
 	}
 	if strings.TrimSpace(r.Match) == "" {
 		return compiledRule{}, nil, ruleError(r, "match must not be empty")
+	}
+	if cr, cons, ok := reuse.lookup(r.Match); ok {
+		cr.name, cr.verdict, cr.priority = r.Name, v, r.Priority
+		return cr, cons, nil
 	}
 	a, iss := env.Compile(r.Match)
 	if iss.Err() != nil {

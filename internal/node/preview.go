@@ -149,7 +149,7 @@ func (p *previewRuntime) sync() {
 		p.log.Warn("skipping an experiment that does not decode", "error", err)
 	}
 	p.compileMu.Lock()
-	compiled, cerrs := p.compiler.CompileAll(exps)
+	compiled, cerrs := p.compiler.CompileAll(exps, p.live)
 	p.compileMu.Unlock()
 	for name, err := range cerrs {
 		p.log.Warn("experiment does not compile on this node; not previewed", "experiment", name, "error", err)

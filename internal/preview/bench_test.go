@@ -97,8 +97,15 @@ func shadowWith(b *testing.B, active int, cfg preview.Config) (*preview.Shadow, 
 	return shadowOver(b, live, active, cfg), live
 }
 
-// shadowOver starts a Shadow over live with active ACTIVE experiments.
+// shadowOver starts a Shadow over live with active ACTIVE experiments,
+// compiled beside live as the node compiles them.
 func shadowOver(b *testing.B, live *engine.CompiledPolicy, active int, cfg preview.Config) *preview.Shadow {
+	return shadowBeside(b, live, live, active, cfg)
+}
+
+// shadowBeside is shadowOver with the experiments compiled beside base
+// (nil: alone).
+func shadowBeside(b *testing.B, live, base *engine.CompiledPolicy, active int, cfg preview.Config) *preview.Shadow {
 	b.Helper()
 	cfg.Log = io.Discard
 	sh := preview.New(cfg)
@@ -111,7 +118,7 @@ func shadowOver(b *testing.B, live *engine.CompiledPolicy, active int, cfg previ
 			b.Fatal(err)
 		}
 		e, _ = preview.StartPreview(e, t0)
-		ce, err := comp.Compile(e)
+		ce, err := comp.Compile(e, base)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -246,22 +253,29 @@ func BenchmarkMemoryPerExperiment(b *testing.B) {
 	const n = 10
 	reqs := benchRequests(2000)
 	live := compile(b, hundredRules(-1))
-	var program, stats float64
-	for range b.N {
-		before := heap()
-		sh := shadowOver(b, live, n, preview.Config{QueueSize: len(reqs), RecordRequests: -1})
-		compiled := heap()
-		for _, r := range reqs {
-			sh.Offer("bench", live.Evaluate(r), r)
-		}
-		sh.Stop(context.Background())
-		filled := heap()
-		program += float64(compiled-before) / n
-		stats += float64(filled-compiled) / n
-		runtime.KeepAlive(sh)
+	for _, c := range []struct {
+		name string
+		base *engine.CompiledPolicy
+	}{{"beside-live", live}, {"alone", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			var program, stats float64
+			for range b.N {
+				before := heap()
+				sh := shadowBeside(b, live, c.base, n, preview.Config{QueueSize: len(reqs), RecordRequests: -1})
+				compiled := heap()
+				for _, r := range reqs {
+					sh.Offer("bench", live.Evaluate(r), r)
+				}
+				sh.Stop(context.Background())
+				filled := heap()
+				program += float64(compiled-before) / n
+				stats += float64(filled-compiled) / n
+				runtime.KeepAlive(sh)
+			}
+			b.ReportMetric(program/float64(b.N), "program-bytes/experiment")
+			b.ReportMetric(stats/float64(b.N), "stats-bytes/experiment")
+		})
 	}
-	b.ReportMetric(program/float64(b.N), "program-bytes/experiment")
-	b.ReportMetric(stats/float64(b.N), "stats-bytes/experiment")
 }
 
 func heap() int64 {

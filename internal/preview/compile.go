@@ -17,61 +17,79 @@ type CompiledExperiment struct {
 }
 
 // Compiler compiles experiments with the preview's own options (its CEL
-// cost limit) and keeps one program per etag, so an experiment is
-// compiled once per version however often the state is re-read.
+// cost limit) and keeps one program per version, so an experiment is
+// compiled once per version however often the state is re-read. An
+// experiment shares the programs of the rules it did not change with the
+// live policy it is compiled beside (engine.CompileBeside): one that edits
+// a rule of a 100-rule policy costs a rule's memory, not a policy's.
 type Compiler struct {
 	opts  engine.Options
 	mu    sync.Mutex
-	cache map[string]*engine.CompiledPolicy
+	cache map[compileKey]*engine.CompiledPolicy
 }
+
+// compileKey is an experiment version and the live version whose
+// programs it shares: after a new generation, an experiment is compiled
+// again beside the new live policy, so that it never holds the old one's
+// programs alive.
+type compileKey struct{ etag, liveEtag string }
 
 // NewCompiler returns a compiler using opts (zero budgets mean the
 // engine's defaults).
 func NewCompiler(opts engine.Options) *Compiler {
-	return &Compiler{opts: opts, cache: map[string]*engine.CompiledPolicy{}}
+	return &Compiler{opts: opts, cache: map[compileKey]*engine.CompiledPolicy{}}
 }
 
-// CompileAll compiles every previewed experiment of exps, reusing cached
+// CompileAll compiles every previewed experiment of exps beside its live
+// policy in live (by policy name; absent for a new policy), reusing cached
 // programs, and forgets programs no longer used. Experiments that do not
 // compile are left out and reported by name; the rest still preview.
-func (c *Compiler) CompileAll(exps []*Experiment) ([]CompiledExperiment, map[string]error) {
+func (c *Compiler) CompileAll(exps []*Experiment, live map[string]*engine.CompiledPolicy) ([]CompiledExperiment, map[string]error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := map[string]*engine.CompiledPolicy{}
+	next := map[compileKey]*engine.CompiledPolicy{}
 	var out []CompiledExperiment
 	errs := map[string]error{}
 	for _, e := range exps {
 		if e == nil || !e.Previewed || e.Policy == nil {
 			continue
 		}
-		prog := c.cache[e.Etag]
-		if prog == nil {
-			var err error
-			if prog, err = engine.Compile(e.Policy, c.opts); err != nil {
-				errs[e.Name] = err
-				continue
-			}
+		base := live[e.PolicyName()]
+		prog, key, err := c.compile(e, base)
+		if err != nil {
+			errs[e.Name] = err
+			continue
 		}
-		next[e.Etag] = prog
+		next[key] = prog
 		out = append(out, CompiledExperiment{Experiment: e, Program: prog})
 	}
 	c.cache = next
 	return out, errs
 }
 
-// Compile compiles one experiment, through the cache.
-func (c *Compiler) Compile(e *Experiment) (CompiledExperiment, error) {
+// Compile compiles one experiment beside base (nil: none), through the
+// cache.
+func (c *Compiler) Compile(e *Experiment, base *engine.CompiledPolicy) (CompiledExperiment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if prog := c.cache[e.Etag]; prog != nil {
-		return CompiledExperiment{Experiment: e, Program: prog}, nil
-	}
-	prog, err := engine.Compile(e.Policy, c.opts)
+	prog, key, err := c.compile(e, base)
 	if err != nil {
 		return CompiledExperiment{}, err
 	}
-	c.cache[e.Etag] = prog
+	c.cache[key] = prog
 	return CompiledExperiment{Experiment: e, Program: prog}, nil
+}
+
+func (c *Compiler) compile(e *Experiment, base *engine.CompiledPolicy) (*engine.CompiledPolicy, compileKey, error) {
+	key := compileKey{etag: e.Etag}
+	if base != nil {
+		key.liveEtag = base.Etag()
+	}
+	if prog := c.cache[key]; prog != nil {
+		return prog, key, nil
+	}
+	prog, err := engine.CompileBeside(e.Policy, c.opts, base)
+	return prog, key, err
 }
 
 // CheckPolicy compiles p as the leader must before accepting an

@@ -142,7 +142,7 @@ func newHarness(t *testing.T, cfg preview.Config, live ...*policy.Policy) *harne
 // set installs the experiments as the node loader would.
 func (h *harness) set(exps ...*preview.Experiment) {
 	h.t.Helper()
-	compiled, errs := h.comp.CompileAll(exps)
+	compiled, errs := h.comp.CompileAll(exps, h.live)
 	if len(errs) > 0 {
 		h.t.Fatalf("CompileAll: %v", errs)
 	}

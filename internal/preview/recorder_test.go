@@ -37,7 +37,7 @@ func TestRecorderBoundsCountAndBytes(t *testing.T) {
 func TestReplayReturnsCount(t *testing.T) {
 	h := newHarness(t, preview.Config{}, webPolicy())
 	h.offer("web", craftedTraffic(50)...)
-	ce, err := h.comp.Compile(start(t, create(t, nil, "x", tightWeb()), t0))
+	ce, err := h.comp.Compile(start(t, create(t, nil, "x", tightWeb()), t0), h.live["web"])
 	if err != nil {
 		t.Fatal(err)
 	}
