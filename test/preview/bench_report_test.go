@@ -53,33 +53,41 @@ func configs(counts ...int) []benchConfig {
 type roundsResult struct {
 	configs []benchConfig
 	steps   map[string][]stepResult
+	closed  bool // the steps have closed-loop numbers
 }
 
 // runRounds measures every configuration once per round, rotating the
 // order by one each round so no configuration always runs first or
 // after the same one.
-func runRounds(b *benchNode, cfgs []benchConfig, rounds int, rate float64, n int) roundsResult {
-	res := roundsResult{configs: cfgs, steps: map[string][]stepResult{}}
+func runRounds(b *benchNode, cfgs []benchConfig, rounds int, rate float64, n int, closed bool) roundsResult {
+	res := roundsResult{configs: cfgs, steps: map[string][]stepResult{}, closed: closed}
+	segments := 1 // open loop, and closed loop when closed
+	if closed {
+		segments = 2
+	}
 	for r := range rounds {
 		fmt.Printf("round %d/%d, load average %s\n", r+1, rounds, loadAverage())
 		for j := range cfgs {
 			c := cfgs[(j+r)%len(cfgs)]
-			s := b.step(c.active, rate, n)
+			s := b.step(c.active, rate, n, closed)
 			res.steps[c.name] = append(res.steps[c.name], s)
 			fmt.Printf("  %-8s open: p50=%4.0fµs p99=%5.0fµs p99.9=%5.0fµs cpu=%4.1fµs/req busy %2.0f%% gen %2.0f%% gc=%d late=%d held=%d "+
-				"drops=%d/%d  closed: %5.0f req/s busy %3.0f%% drops=%d/%d\n", c.name, us(s.p50), us(s.p99), us(s.p999),
-				s.openCPU, 100*s.openBusy, 100*s.genBusy, s.gcs, s.late, s.held, s.openDrops, s.openSent*s.active,
-				s.rps, 100*s.closedBusy, s.closedDrops, s.closedSent*s.active)
+				"drops=%d/%d", c.name, us(s.p50), us(s.p99), us(s.p999),
+				s.openCPU, 100*s.openBusy, 100*s.genBusy, s.gcs, s.late, s.held, s.openDrops, s.openSent*s.active)
+			if closed {
+				fmt.Printf("  closed: %5.0f req/s busy %3.0f%% drops=%d/%d", s.rps, 100*s.closedBusy, s.closedDrops, s.closedSent*s.active)
+			}
+			fmt.Println()
 		}
 	}
 	fmt.Printf("stats accounted for every request in %d of %d load segments "+
-		"(each ACTIVE experiment: evaluated + dropped = sent; each SUSPENDED one: 0)\n", b.checks, 2*rounds*len(cfgs))
+		"(each ACTIVE experiment: evaluated + dropped = sent; each SUSPENDED one: 0)\n", b.checks, segments*rounds*len(cfgs))
 	return res
 }
 
-// step measures k ACTIVE experiments: warm-up and open loop, then closed
-// loop, each checked against the experiments' stats.
-func (b *benchNode) step(k int, rate float64, n int) stepResult {
+// step measures k ACTIVE experiments: warm-up and open loop, then (when
+// closed) closed loop, each checked against the experiments' stats.
+func (b *benchNode) step(k int, rate float64, n int, closed bool) stepResult {
 	b.switchTo(k)
 	s := stepResult{active: k}
 	warm := openLoop(b.load, warmRequests, rate)
@@ -96,6 +104,9 @@ func (b *benchNode) step(k int, rate float64, n int) stepResult {
 	s.lat = open.lat
 	s.late, s.held, s.openSent = open.late, open.held, len(warm.lat)+len(open.lat)
 	s.openDrops = b.settle(s.openSent)
+	if !closed {
+		return s
+	}
 	cpu = cpuTime(b.pid)
 	answered, failed := closedLoop(b.load, closedWorkers, closedFor)
 	s.closedBusy = (cpuTime(b.pid) - cpu).Seconds() / closedFor.Seconds()
@@ -111,7 +122,7 @@ func (b *benchNode) step(k int, rate float64, n int) stepResult {
 // and ratios to no experiments: each round's step over the mean of the
 // same round's 0-ACTIVE steps, whose own rows show how far identical
 // steps land apart (the noise); the median over rounds, and its range
-// for p99. "pooled" is the p99 of all rounds' latencies together over
+// for p99 (between the first and third quartiles). "pooled" is the p99 of all rounds' latencies together over
 // that of all 0-ACTIVE steps. Neither is robust to the machine: one
 // stall of a few milliseconds (a busy neighbour on a shared VM) queues
 // thousands of open-loop requests behind it and moves the p99 of the
@@ -129,27 +140,35 @@ func printSummary(title string, res roundsResult) {
 	}
 	slices.Sort(baseLat)
 	fmt.Printf("\n%s\n", title)
-	fmt.Printf("%-8s %7s %7s %8s %-18s %6s %6s %8s %6s %9s %5s %6s  %-14s %s\n", "ACTIVE", "p50 µs", "p99 µs",
-		"p99.9 µs", "p99/0 [range]", "pooled", "p50/0", "cpu µs/r", "cpu/0", "closed/s", "busy", "r/s /0", "open drops", "closed drops")
+	fmt.Printf("%-8s %7s %7s %8s %-18s %6s %6s %8s %6s  %-14s", "ACTIVE", "p50 µs", "p99 µs",
+		"p99.9 µs", "p99/0 [q1-q3]", "pooled", "p50/0", "cpu µs/r", "cpu/0", "open drops")
+	if res.closed {
+		fmt.Printf(" %9s %5s %6s  %s", "closed/s", "busy", "r/s /0", "closed drops")
+	}
+	fmt.Println()
 	for _, c := range res.configs {
 		st := res.steps[c.name]
 		p99r := ratios(st, base, func(s stepResult) float64 { return us(s.p99) })
 		all := pooled(st)
 		slices.Sort(all)
-		fmt.Printf("%-8s %7.0f %7.0f %8.0f %-18s %6.2f %6.2f %8.1f %6.2f %9.0f %4.0f%% %6.2f  %-14s %s\n", c.name,
+		fmt.Printf("%-8s %7.0f %7.0f %8.0f %-18s %6.2f %6.2f %8.1f %6.2f  %-14s", c.name,
 			medianOf(st, func(s stepResult) float64 { return us(s.p50) }),
 			medianOf(st, func(s stepResult) float64 { return us(s.p99) }),
 			medianOf(st, func(s stepResult) float64 { return us(s.p999) }),
-			fmt.Sprintf("%.2f [%.2f-%.2f]", median(p99r), slices.Min(p99r), slices.Max(p99r)),
+			fmt.Sprintf("%.2f [%.2f-%.2f]", median(p99r), quartile(p99r, 1), quartile(p99r, 3)),
 			us(quantile(all, 0.99))/us(quantile(baseLat, 0.99)),
 			median(ratios(st, base, func(s stepResult) float64 { return us(s.p50) })),
 			medianOf(st, func(s stepResult) float64 { return s.openCPU }),
 			median(ratios(st, base, func(s stepResult) float64 { return s.openCPU })),
-			medianOf(st, func(s stepResult) float64 { return s.rps }),
-			100*medianOf(st, func(s stepResult) float64 { return s.closedBusy }),
-			median(ratios(st, base, func(s stepResult) float64 { return s.rps })),
-			dropShare(st, func(s stepResult) (uint64, int) { return s.openDrops, s.openSent * s.active }),
-			dropShare(st, func(s stepResult) (uint64, int) { return s.closedDrops, s.closedSent * s.active }))
+			dropShare(st, func(s stepResult) (uint64, int) { return s.openDrops, s.openSent * s.active }))
+		if res.closed {
+			fmt.Printf(" %9.0f %4.0f%% %6.2f  %s",
+				medianOf(st, func(s stepResult) float64 { return s.rps }),
+				100*medianOf(st, func(s stepResult) float64 { return s.closedBusy }),
+				median(ratios(st, base, func(s stepResult) float64 { return s.rps })),
+				dropShare(st, func(s stepResult) (uint64, int) { return s.closedDrops, s.closedSent * s.active }))
+		}
+		fmt.Println()
 	}
 	fmt.Println()
 }
@@ -212,6 +231,19 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// quartile q (1 or 3) of xs, interpolated: with few rounds it stays
+// inside the values, with many it says where the middle half lies.
+func quartile(xs []float64, q int) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := float64(q) / 4 * float64(len(s)-1)
+	i := int(pos)
+	if i+1 >= len(s) {
+		return s[len(s)-1]
+	}
+	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

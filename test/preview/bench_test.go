@@ -25,6 +25,12 @@ const (
 	envBenchN      = "RECONCILER_PREVIEW_BENCH_N"      // open-loop requests per step (default 20000)
 	envBenchRounds = "RECONCILER_PREVIEW_BENCH_ROUNDS" // rounds of the main table (default 5)
 	envBenchPin    = "RECONCILER_PREVIEW_BENCH_PIN"    // "0": never pin with taskset
+	// envBenchActive lists the ACTIVE counts of the main table (default
+	// "0,0,1,5,10"; a count given twice is an A/A control).
+	envBenchActive = "RECONCILER_PREVIEW_BENCH_ACTIVE"
+	// envBenchClosed "0" leaves out the closed-loop (throughput) steps and
+	// the overload node, so that many rounds of latency fit in minutes.
+	envBenchClosed = "RECONCILER_PREVIEW_BENCH_CLOSED"
 )
 
 const (
@@ -37,7 +43,8 @@ const (
 type benchOptions struct {
 	queue, n, rounds int
 	rate             float64
-	pin              bool
+	pin, closed      bool
+	active           []int
 }
 
 func benchOptionsFromEnv(t *testing.T) benchOptions {
@@ -53,8 +60,20 @@ func benchOptionsFromEnv(t *testing.T) benchOptions {
 		}
 		return f
 	}
+	active := []int{0, 0, 1, 5, 10}
+	if v := os.Getenv(envBenchActive); v != "" {
+		active = nil
+		for _, f := range strings.Split(v, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 0 || k > benchExperiments {
+				t.Fatalf("%s=%q: want a list of counts from 0 to %d", envBenchActive, v, benchExperiments)
+			}
+			active = append(active, k)
+		}
+	}
 	return benchOptions{queue: int(num(envBenchQueue, 4096)), n: int(num(envBenchN, 20_000)),
-		rounds: int(num(envBenchRounds, 5)), rate: num(envBenchRate, -1), pin: os.Getenv(envBenchPin) != "0"}
+		rounds: int(num(envBenchRounds, 5)), rate: num(envBenchRate, -1), pin: os.Getenv(envBenchPin) != "0",
+		closed: os.Getenv(envBenchClosed) != "0", active: active}
 }
 
 // TestPreviewOverhead measures what ACTIVE experiments cost live decisions
@@ -89,10 +108,10 @@ func TestPreviewOverhead(t *testing.T) {
 		b.createExperiments(benchExperiments)
 		fmt.Printf("open loop: %.0f req/s, %d requests per step (after %d warm-up); closed loop: %d workers for %v; queue_size=%d\n",
 			rate, opts.n, warmRequests, closedWorkers, closedFor, opts.queue)
-		res := runRounds(b, configs(0, 0, 1, 5, 10), opts.rounds, rate, opts.n)
+		res := runRounds(b, configs(opts.active...), opts.rounds, rate, opts.n, opts.closed)
 		printSummary(fmt.Sprintf("queue_size=%d, median over %d rounds", opts.queue, opts.rounds), res)
 	})
-	if t.Failed() || rate <= 0 {
+	if t.Failed() || rate <= 0 || !opts.closed {
 		return
 	}
 	t.Run("overload", func(t *testing.T) {
@@ -100,7 +119,7 @@ func TestPreviewOverhead(t *testing.T) {
 		b.createExperiments(benchExperiments)
 		rounds := max(3, opts.rounds/2)
 		fmt.Printf("overload node: queue_size=%d, same rates\n", benchTinyQueue)
-		res := runRounds(b, configs(0, 0, 10), rounds, rate, opts.n)
+		res := runRounds(b, configs(0, 0, 10), rounds, rate, opts.n, true)
 		printSummary(fmt.Sprintf("queue_size=%d, median over %d rounds", benchTinyQueue, rounds), res)
 	})
 	fmt.Printf("load average at end: %s\n", loadAverage())
