@@ -9,6 +9,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/jsonenc"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
@@ -192,14 +193,14 @@ func writeError(w http.ResponseWriter, code int, status, msg, reason string) {
 	b = append(b, `{"error":{"code":`...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, status)
+	b = jsonenc.AppendString(b, status)
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, msg)
+	b = jsonenc.AppendString(b, msg)
 	if reason != "" {
 		b = append(b, `,"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":`...)
-		b = appendJSONString(b, reason)
+		b = jsonenc.AppendString(b, reason)
 		b = append(b, `,"domain":`...)
-		b = appendJSONString(b, cluster.ErrorDomain)
+		b = jsonenc.AppendString(b, cluster.ErrorDomain)
 		b = append(b, "}]"...)
 	}
 	b = append(b, "}}\n"...)

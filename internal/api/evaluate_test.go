@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"strings"
@@ -209,15 +208,3 @@ type panicky struct{}
 
 func (panicky) Current() *Snapshot   { panic("boom in a dependency") }
 func (panicky) Get(uint64) *Snapshot { panic("boom") }
-
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{
-		"", "plain", `q"uote`, `back\slash`, "nl\n\r\t", "\x00\x1f\x7f", "<a&b>", "é ü 日本",
-		"\u2028\u2029", "bad\xffutf8", "\xed\xa0\x80", string(bytes.Repeat([]byte{0xc3}, 3)),
-	} {
-		want, _ := jsonMarshalString(s)
-		if got := string(appendJSONString(nil, s)); got != want {
-			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
-		}
-	}
-}

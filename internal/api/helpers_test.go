@@ -182,8 +182,3 @@ func httpRecord(h http.Handler, method, path, body string) *httptest.ResponseRec
 	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
 	return rec
 }
-
-func jsonMarshalString(s string) (string, error) {
-	b, err := json.Marshal(s)
-	return string(b), err
-}

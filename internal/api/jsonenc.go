@@ -4,86 +4,28 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/jsonenc"
 )
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. It escapes what JSON
-// requires plus <, >, & and U+2028/U+2029 like encoding/json, and replaces
-// invalid UTF-8 with U+FFFD, so its output equals json.Marshal's.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = appendEscapedByte(b, c)
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, `\u202`...)
-			b = append(b, hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-func appendEscapedByte(b []byte, c byte) []byte {
-	switch c {
-	case '"', '\\':
-		return append(b, '\\', c)
-	case '\n':
-		return append(b, '\\', 'n')
-	case '\r':
-		return append(b, '\\', 'r')
-	case '\t':
-		return append(b, '\\', 't')
-	default:
-		return append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-	}
-}
 
 // appendDecision appends the decision answer of CONTRACT.md §4:
 // {"decision","rule","policy","etag","generation"} plus "error" when the
 // policy's on_error applied.
 func appendDecision(b []byte, d *engine.Decision, generation uint64) []byte {
 	b = append(b, `{"decision":`...)
-	b = appendJSONString(b, string(d.Verdict))
+	b = jsonenc.AppendString(b, string(d.Verdict))
 	b = append(b, `,"rule":`...)
-	b = appendJSONString(b, d.Rule)
+	b = jsonenc.AppendString(b, d.Rule)
 	b = append(b, `,"policy":`...)
-	b = appendJSONString(b, d.Policy)
+	b = jsonenc.AppendString(b, d.Policy)
 	b = append(b, `,"etag":`...)
-	b = appendJSONString(b, d.Etag)
+	b = jsonenc.AppendString(b, d.Etag)
 	b = append(b, `,"generation":`...)
 	b = strconv.AppendUint(b, generation, 10)
 	if d.Error != "" {
 		b = append(b, `,"error":`...)
-		b = appendJSONString(b, d.Error)
+		b = jsonenc.AppendString(b, d.Error)
 	}
 	return append(b, "}\n"...)
 }

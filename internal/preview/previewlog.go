@@ -2,7 +2,6 @@ package preview
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -61,13 +60,16 @@ func (l *logWriter) write(line *LogLine) {
 	if l == nil || l.w == nil {
 		return
 	}
-	b, err := json.Marshal(line)
+	l.mu.Lock()
+	n := len(l.buf)
+	b, err := marshalLine(l.buf, line)
 	if err != nil {
+		l.buf = b[:n]
+		l.mu.Unlock()
 		l.failed.Add(1)
 		return
 	}
-	l.mu.Lock()
-	l.buf = append(append(l.buf, b...), '\n')
+	l.buf = append(b, '\n')
 	full := len(l.buf) >= flushAt
 	l.mu.Unlock()
 	if full {
