@@ -95,18 +95,13 @@ func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Inp
 			return nil, err
 		}
 	}
-	l.expMu.Lock()
-	defer l.expMu.Unlock()
-	now := l.cfg.Now()
-	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
-	if err != nil {
-		return nil, err
-	}
-	e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
-	if err != nil {
-		return nil, err
-	}
-	return l.save(ctx, preview.MethodUpdate, preview.AutoStart(e, l.settings(), now), now)
+	return l.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+		e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
+		if err != nil {
+			return nil, err
+		}
+		return l.save(ctx, preview.MethodUpdate, preview.AutoStart(e, l.settings(), now), now)
+	})
 }
 
 // DeleteExperiment deletes an experiment (etag, when given, must match).
@@ -114,22 +109,17 @@ func (l *Loop) DeleteExperiment(ctx context.Context, name, etag string) (*previe
 	if err := l.leaderCheck(); err != nil {
 		return nil, err
 	}
-	l.expMu.Lock()
-	defer l.expMu.Unlock()
-	now := l.cfg.Now()
-	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
-	if err != nil {
-		return nil, err
-	}
-	e, err := preview.Delete(cur, etag)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.deleteExperiment(ctx, name); err != nil {
-		return nil, err
-	}
-	l.log.Info("experiment deleted", "experiment", name)
-	return l.finish(ctx, preview.MethodDelete, name, e, now)
+	return l.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+		e, err := preview.Delete(cur, etag)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.deleteExperiment(ctx, name); err != nil {
+			return nil, err
+		}
+		l.log.Info("experiment deleted", "experiment", name)
+		return l.finish(ctx, preview.MethodDelete, name, e, now)
+	})
 }
 
 // StartPreview starts previewing an experiment.
@@ -147,6 +137,19 @@ func (l *Loop) setPreview(ctx context.Context, name string, m preview.Method,
 	if err := l.leaderCheck(); err != nil {
 		return nil, err
 	}
+	return l.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+		e, err := fn(cur, now)
+		if err != nil {
+			return nil, err
+		}
+		return l.save(ctx, m, e, now)
+	})
+}
+
+// change runs fn on the current version of experiment name (NOT_FOUND
+// when there is none) under expMu, so that it sees the version it
+// replaces; the shared body of update, delete and start/stopPreview.
+func (l *Loop) change(name string, fn func(cur *preview.Experiment, now time.Time) (*preview.Operation, error)) (*preview.Operation, error) {
 	l.expMu.Lock()
 	defer l.expMu.Unlock()
 	now := l.cfg.Now()
@@ -154,11 +157,7 @@ func (l *Loop) setPreview(ctx context.Context, name string, m preview.Method,
 	if err != nil {
 		return nil, err
 	}
-	e, err := fn(cur, now)
-	if err != nil {
-		return nil, err
-	}
-	return l.save(ctx, m, e, now)
+	return fn(cur, now)
 }
 
 // save writes e as method m left it and returns m's finished operation.

@@ -125,24 +125,33 @@ func (l *Loop) wantedBranchExperiments(refs *gitsource.Refs) (map[string]wantedE
 		if b, ok := refs.Branches[rec.Branch]; !ok || b.Hash != rec.HeadCommit {
 			continue // a record of an earlier pass
 		}
-		id, err := preview.ExperimentID(preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch}, "")
-		if err != nil {
-			continue
-		}
-		files, err := l.branchFiles(rec.HeadCommit)
-		if err != nil {
+		src := preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch, HeadCommit: rec.HeadCommit}
+		if err := l.wantSource(want, src, rec.ChangedPolicies, liveTree); err != nil {
 			return nil, err
-		}
-		for _, pol := range rec.ChangedPolicies {
-			p := l.branchPolicy(files, liveTree, pol)
-			if p == nil {
-				continue
-			}
-			want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p,
-				source: preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch, HeadCommit: rec.HeadCommit}}
 		}
 	}
 	return want, nil
+}
+
+// wantSource adds to want the experiments of one branch or pull request
+// at src.HeadCommit: one for each changed policy that has a policy there.
+// A source whose id cannot be made adds none.
+func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, changed []string,
+	liveTree map[string][]byte) error {
+	id, err := preview.ExperimentID(src, "")
+	if err != nil {
+		return nil
+	}
+	files, err := l.branchFiles(src.HeadCommit)
+	if err != nil {
+		return err
+	}
+	for _, pol := range changed {
+		if p := l.branchPolicy(files, liveTree, pol); p != nil {
+			want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src}
+		}
+	}
+	return nil
 }
 
 // branchFiles reads a branch head's policies root, cached by commit.

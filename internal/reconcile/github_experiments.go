@@ -34,19 +34,9 @@ func (l *Loop) wantedPullExperiments() (map[string]wantedExperiment, error) {
 		if len(rec.ChangedPolicies) == 0 {
 			continue
 		}
-		id, err := preview.ExperimentID(preview.Source{Kind: preview.SourcePullRequest, Number: n}, "")
-		if err != nil {
-			continue
-		}
-		files, err := l.branchFiles(rec.HeadCommit)
-		if err != nil {
+		src := preview.Source{Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}
+		if err := l.wantSource(want, src, rec.ChangedPolicies, liveTree); err != nil {
 			return nil, err
-		}
-		for _, pol := range rec.ChangedPolicies {
-			if p := l.branchPolicy(files, liveTree, pol); p != nil {
-				want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: preview.Source{
-					Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}}
-			}
 		}
 	}
 	return want, nil
