@@ -175,7 +175,12 @@ func TestLoopEveryCommitInOrder(t *testing.T) {
 	c6 := repo.commit("main", webPolicy("v6"))
 	c7 := repo.commit("main", brokenPolicy)
 	l.Trigger()
-	eventually(t, "generation 5 active", func() bool { return store.State().Active == 5 })
+	// Generation 6 (the invalid head) is recorded after 5 is activated.
+	eventually(t, "generation 5 active and 6 recorded", func() bool {
+		st := store.State()
+		_, ok := st.Generations[6]
+		return st.Active == 5 && ok
+	})
 	if g5, g6 := gen(t, store, 5), gen(t, store, 6); g5.Commit != c6 || g6.Commit != c7 || g6.State != raftstore.GenerationInvalid {
 		t.Errorf("generations 5, 6 = %+v, %+v", g5, g6)
 	}
