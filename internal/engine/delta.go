@@ -1,17 +1,17 @@
 package engine
 
-// Delta evaluates a policy that differs from a base policy in a few rules
-// (an experiment beside its live policy) from the base's decision of the
-// same request, instead of from scratch. Shadow evaluation runs every
-// ACTIVE experiment on every live request; most experiments change one or
-// two rules of a large policy, so nearly all of that work would repeat
-// what the live decision already established.
+// DeltaSet evaluates policies that differ from a base policy in a few rules
+// (the ACTIVE experiments beside their live policy) from the base's
+// decision of the same request, instead of from scratch. Shadow evaluation
+// runs every ACTIVE experiment on every live request; most experiments
+// change one or two rules of a large policy, so nearly all of that work
+// would repeat what the live decision already established.
 //
 // What the base decision proves: when it carries no error, every base rule
 // before the deciding one evaluated to false without error (an error would
 // have decided, or with on_error = skip been carried in Decision.Error),
 // and the deciding rule evaluated to true; with the default action, every
-// base rule was false. A rule of the experiment that is the same as a base
+// base rule was false. A rule of an experiment that is the same as a base
 // rule (name, priority, action and match text: the same program under the
 // same options) evaluates the same on the same request. The rules are in
 // (priority, name) order in both policies, so the same rules keep their
@@ -21,62 +21,109 @@ package engine
 // before that point need evaluating; if none matches, the twin decides
 // (or, for the default, the experiment's default action).
 //
-// Everything else (a base decision with an error, a deciding rule the
+// The changed rules of all the experiments are indexed together, so one
+// index walk per request serves every experiment: the lookups cost what a
+// policy of that many rules costs, once, rather than once per experiment.
+//
+// Everything else (a base decision with an error, a deciding rule an
 // experiment changed or removed, a decision from another version of the
-// base) falls back to Evaluate. TestDeltaEquivalence checks the result is
-// always identical to Evaluate.
-type Delta struct {
-	exp      *CompiledPolicy
+// base, an experiment compiled under another run-time cost limit) falls
+// back to Evaluate. TestDeltaEquivalence and TestDeltaSetEquivalence check
+// the result is always identical to Evaluate.
+type DeltaSet struct {
 	baseEtag string
-	// twin maps a base rule's name to the position of its twin in the
-	// experiment; rules the experiment changed or removed are absent.
-	twin map[string]int
-	// changed are the positions of the experiment's rules that have no
-	// twin in the base, ascending.
-	changed []int
-	// sub indexes the changed rules alone (sub position k is experiment
-	// position changed[k]): looking them up costs what a policy of a few
-	// rules costs, not what the whole experiment's index does. nil when
-	// the experiment has no index.
-	sub *ruleIndex
+	nBase    int // rules of the base
+	// basePos maps a base rule's name to its position; nil when no
+	// experiment can use the base's decisions.
+	basePos map[string]int32
+	exps    []deltaExp
+	// union lists the changed rules of every experiment that uses the
+	// base, by experiment and, within one, in ascending position: walking
+	// it (or its index) in order meets each experiment's changed rules in
+	// that experiment's evaluation order.
+	union []member
+	// ix indexes the union (position k is union[k]); nil when the
+	// experiments have no index.
+	ix *ruleIndex
 }
 
-// NewDelta prepares exp's evaluation from base's decisions. A nil base,
-// or one compiled with another run-time cost limit (under which the same
-// match may fail where the other passes), gives a Delta that always
-// evaluates exp in full.
-func NewDelta(exp, base *CompiledPolicy) *Delta {
-	d := &Delta{exp: exp}
-	if base == nil || base.costLimit != exp.costLimit {
-		return d
-	}
-	d.baseEtag = base.etag
-	byName := make(map[string]int, len(exp.rules))
-	for i := range exp.rules {
-		byName[exp.rules[i].name] = i
-	}
-	d.twin = make(map[string]int, len(base.rules))
-	hasTwin := make([]bool, len(exp.rules))
-	for i := range base.rules {
-		b := &base.rules[i]
-		j, ok := byName[b.name]
-		if ok && exp.rules[j].sameAs(b) {
-			d.twin[b.name] = j
-			hasTwin[j] = true
+// deltaExp is one experiment of a DeltaSet.
+type deltaExp struct {
+	cp *CompiledPolicy
+	// stopAt[p] is the position in cp of the twin of base rule p, or -1
+	// when cp changed or removed that rule; stopAt[len(base rules)] is
+	// len(cp.rules), where the base's default action points. nil: cp
+	// cannot use the base's decisions at all.
+	stopAt []int32
+	// first is the position of cp's first changed rule (len(cp.rules)
+	// when there is none): a request decided before it needs no walk.
+	first int32
+}
+
+// member is a changed rule: experiment exp's rule at position pos.
+type member struct{ exp, pos int32 }
+
+// NewDeltaSet prepares the evaluation of exps from base's decisions. A nil
+// base, or an experiment compiled with another run-time cost limit (under
+// which the same match may fail where the other passes), gives an
+// experiment that is always evaluated in full.
+func NewDeltaSet(base *CompiledPolicy, exps []*CompiledPolicy) *DeltaSet {
+	s := &DeltaSet{exps: make([]deltaExp, len(exps))}
+	if base != nil {
+		s.baseEtag, s.nBase = base.etag, len(base.rules)
+		s.basePos = make(map[string]int32, len(base.rules))
+		for i := range base.rules {
+			s.basePos[base.rules[i].name] = int32(i)
 		}
 	}
 	var cons [][]constraint
 	var rules []compiledRule
-	for j, ok := range hasTwin {
-		if !ok {
-			d.changed = append(d.changed, j)
+	indexed := true
+	for i, exp := range exps {
+		e := &s.exps[i]
+		e.cp, e.first = exp, int32(len(exp.rules))
+		if base == nil || base.costLimit != exp.costLimit {
+			continue
+		}
+		e.stopAt = twins(exp, base)
+		hasTwin := make([]bool, len(exp.rules))
+		for _, j := range e.stopAt {
+			if j >= 0 && int(j) < len(exp.rules) {
+				hasTwin[j] = true
+			}
+		}
+		for j, ok := range hasTwin {
+			if ok {
+				continue
+			}
+			e.first = min(e.first, int32(j))
+			s.union = append(s.union, member{int32(i), int32(j)})
 			cons, rules = append(cons, exp.cons[j]), append(rules, exp.rules[j])
+			indexed = indexed && exp.index != nil
 		}
 	}
-	if exp.index != nil && len(rules) > 0 {
-		d.sub = buildIndex(cons, rules)
+	if indexed && len(s.union) > 0 {
+		s.ix = buildIndex(cons, rules)
 	}
-	return d
+	return s
+}
+
+// twins is deltaExp.stopAt of exp beside base.
+func twins(exp, base *CompiledPolicy) []int32 {
+	byName := make(map[string]int32, len(exp.rules))
+	for i := range exp.rules {
+		byName[exp.rules[i].name] = int32(i)
+	}
+	stopAt := make([]int32, len(base.rules)+1)
+	for i := range base.rules {
+		b := &base.rules[i]
+		stopAt[i] = -1
+		if j, ok := byName[b.name]; ok && exp.rules[j].sameAs(b) {
+			stopAt[i] = j
+		}
+	}
+	stopAt[len(base.rules)] = int32(len(exp.rules))
+	return stopAt
 }
 
 // sameAs reports whether r and o evaluate alike on every request: the
@@ -87,78 +134,212 @@ func (r *compiledRule) sameAs(o *compiledRule) bool {
 	return r.name == o.name && r.priority == o.priority && r.verdict == o.verdict && r.match == o.match
 }
 
+// Len is the number of experiments.
+func (s *DeltaSet) Len() int { return len(s.exps) }
+
+// Policy is experiment i's program.
+func (s *DeltaSet) Policy(i int) *CompiledPolicy { return s.exps[i].cp }
+
+// Evaluate decides req with every experiment, given base's decision of the
+// same request, into out (grown as needed) in the order the experiments
+// were given. Each result is identical to that experiment's Evaluate(req).
+func (s *DeltaSet) Evaluate(req *Request, base Decision, out []Decision) []Decision {
+	if cap(out) < len(s.exps) {
+		out = make([]Decision, len(s.exps))
+	}
+	out = out[:len(s.exps)]
+	s.evaluate(req, base, out)
+	return out
+}
+
+// basePosition is the position of base's deciding rule (the number of base
+// rules for the default action), or -1 when the decision proves nothing:
+// it carries an error or is from another version.
+func (s *DeltaSet) basePosition(base Decision) int {
+	if s.basePos == nil || base.Etag != s.baseEtag || base.Error != "" {
+		return -1
+	}
+	if base.Rule == "" {
+		return s.nBase
+	}
+	if p, ok := s.basePos[base.Rule]; ok {
+		return int(p)
+	}
+	return -1
+}
+
+// evaluate fills out, of len(s.exps).
+func (s *DeltaSet) evaluate(req *Request, base Decision, out []Decision) {
+	p := s.basePosition(base)
+	w := walk{s: s, out: out, p: p}
+	if len(s.exps) > len(w.done)*64 {
+		w.more = make([]uint64, (len(s.exps)+63)/64)
+	}
+	need := false
+	for i := range s.exps {
+		e := &s.exps[i]
+		switch stop := w.stop(i); {
+		case stop < 0:
+			out[i] = e.cp.Evaluate(req)
+			w.finish(i)
+		case e.first < stop:
+			need = true
+		}
+	}
+	if need {
+		w.changed(req)
+	}
+	for i := range s.exps {
+		if !w.isDone(i) {
+			out[i] = w.decideAt(i, w.stop(i))
+		}
+	}
+}
+
+// walk is the state of one DeltaSet evaluation.
+//
+// The request is an argument of the methods rather than a field: the pooled
+// state of a CEL evaluation keeps it, so it leaks to the heap, and escape
+// analysis, which does not tell fields apart, would move the walk (and the
+// out slice of Delta.Evaluate) there with it.
+type walk struct {
+	s   *DeltaSet
+	out []Decision
+	p   int // base position, or -1
+	// done: bit i is set once out[i] is final; more replaces it when
+	// there are more experiments than it holds. (A slice of done itself
+	// would point into the walk and move it to the heap.)
+	done    [4]uint64
+	more    []uint64
+	pending int // experiments not done
+	// skipped is each experiment's first error of a rule skipped by
+	// on_error = skip (made when the first one occurs).
+	skipped []string
+}
+
+// stop is the position in experiment i before which its changed rules may
+// decide: the twin of the base's deciding rule. -1: evaluate in full.
+func (w *walk) stop(i int) int32 {
+	e := &w.s.exps[i]
+	if w.p < 0 || e.stopAt == nil {
+		return -1
+	}
+	return e.stopAt[w.p]
+}
+
+func (w *walk) finish(i int) {
+	if w.more != nil {
+		w.more[i/64] |= 1 << (uint(i) % 64)
+		return
+	}
+	w.done[i/64] |= 1 << (uint(i) % 64)
+}
+
+func (w *walk) isDone(i int) bool {
+	if w.more != nil {
+		return w.more[i/64]&(1<<(uint(i)%64)) != 0
+	}
+	return w.done[i/64]&(1<<(uint(i)%64)) != 0
+}
+
+func (w *walk) skippedOf(i int) string {
+	if w.skipped == nil {
+		return ""
+	}
+	return w.skipped[i]
+}
+
+// decideAt is experiment i's decision when nothing before position stop
+// matched: the rule at stop, which matches, or the default action.
+func (w *walk) decideAt(i int, stop int32) Decision {
+	cp := w.s.exps[i].cp
+	if int(stop) < len(cp.rules) {
+		r := &cp.rules[stop]
+		return cp.decision(r.verdict, r.name, w.skippedOf(i))
+	}
+	return cp.decision(cp.deflt, "", w.skippedOf(i))
+}
+
+// changed evaluates the changed rules before each experiment's stop, in
+// order, until one decides for it. The union's index is walked as Evaluate
+// walks a policy's, so that changed rules it rules out are not evaluated
+// and those it decides need no CEL.
+func (w *walk) changed(req *Request) {
+	s := w.s
+	w.pending = 0
+	for i := range s.exps {
+		if !w.isDone(i) {
+			w.pending++
+		}
+	}
+	if s.ix == nil {
+		for k := range s.union {
+			if w.visit(req, k, false, false) && w.pending == 0 {
+				return
+			}
+		}
+		return
+	}
+	// The index lends scratch space from an evaluation's state, which no
+	// experiment's program sees.
+	scratch := evaluation{req: req}
+	defer scratch.release()
+	var c cursor
+	s.ix.candidates(&c, req)
+	for k := c.next(&scratch); k >= 0; k = c.next(&scratch) {
+		if w.visit(req, k, c.decided(k), c.known(k)) && w.pending == 0 {
+			return
+		}
+	}
+}
+
+// visit evaluates union member k for its experiment, unless that one is
+// decided or k is not before its stop; it reports whether it decided.
+func (w *walk) visit(req *Request, k int, decided, known bool) bool {
+	m := w.s.union[k]
+	i := int(m.exp)
+	if w.isDone(i) || m.pos >= w.stop(i) {
+		return false
+	}
+	cp := w.s.exps[i].cp
+	if decided {
+		r := &cp.rules[m.pos]
+		w.out[i] = cp.decision(r.verdict, r.name, w.skippedOf(i))
+	} else {
+		ev := evaluation{cp: cp, req: req, skipped: w.skippedOf(i)}
+		d, ok := ev.try(int(m.pos), known)
+		ev.release()
+		if ev.skipped != "" && w.skippedOf(i) == "" {
+			if w.skipped == nil {
+				w.skipped = make([]string, len(w.s.exps))
+			}
+			w.skipped[i] = ev.skipped
+		}
+		if !ok {
+			return false
+		}
+		w.out[i] = d
+	}
+	w.finish(i)
+	w.pending--
+	return true
+}
+
+// Delta is a DeltaSet of one experiment.
+type Delta struct{ set *DeltaSet }
+
+// NewDelta prepares exp's evaluation from base's decisions (NewDeltaSet).
+func NewDelta(exp, base *CompiledPolicy) *Delta {
+	return &Delta{set: NewDeltaSet(base, []*CompiledPolicy{exp})}
+}
+
 // Policy is the experiment's program.
-func (d *Delta) Policy() *CompiledPolicy { return d.exp }
+func (d *Delta) Policy() *CompiledPolicy { return d.set.exps[0].cp }
 
 // Evaluate decides req with the experiment, given base's decision of the
 // same request. The result is identical to d.Policy().Evaluate(req).
 func (d *Delta) Evaluate(req *Request, base Decision) Decision {
-	if d.baseEtag == "" || base.Etag != d.baseEtag || base.Error != "" {
-		return d.exp.Evaluate(req)
-	}
-	stop := len(d.exp.rules)
-	if base.Rule != "" {
-		j, ok := d.twin[base.Rule]
-		if !ok {
-			return d.exp.Evaluate(req)
-		}
-		stop = j
-	}
-	cp := d.exp
-	if len(d.changed) > 0 && d.changed[0] < stop {
-		ev := evaluation{cp: cp, req: req}
-		defer ev.release()
-		if dec, done := d.changedBefore(&ev, stop); done {
-			return dec
-		}
-		return d.decideAt(stop, ev.skipped)
-	}
-	return d.decideAt(stop, "")
-}
-
-// changedBefore evaluates the changed rules before position stop, in
-// order, until one decides. The index of the changed rules (when the
-// experiment has an index) is walked as Evaluate walks the whole one, so
-// that changed rules it rules out are not evaluated and those it decides
-// need no CEL.
-func (d *Delta) changedBefore(ev *evaluation, stop int) (Decision, bool) {
-	cp := d.exp
-	if d.sub == nil {
-		for _, j := range d.changed {
-			if j >= stop {
-				break
-			}
-			if dec, done := ev.try(j, false); done {
-				return dec, true
-			}
-		}
-		return Decision{}, false
-	}
-	var c cursor
-	d.sub.candidates(&c, ev.req)
-	for k := c.next(ev); k >= 0; k = c.next(ev) {
-		j := d.changed[k]
-		if j >= stop {
-			break
-		}
-		if c.decided(k) {
-			r := &cp.rules[j]
-			return cp.decision(r.verdict, r.name, ev.skipped), true
-		}
-		if dec, done := ev.try(j, c.known(k)); done {
-			return dec, true
-		}
-	}
-	return Decision{}, false
-}
-
-// decideAt is the experiment's decision when nothing before position
-// stop matched: the rule at stop, which matches, or the default action.
-func (d *Delta) decideAt(stop int, skipped string) Decision {
-	cp := d.exp
-	if stop < len(cp.rules) {
-		r := &cp.rules[stop]
-		return cp.decision(r.verdict, r.name, skipped)
-	}
-	return cp.decision(cp.deflt, "", skipped)
+	var out [1]Decision
+	d.set.evaluate(req, base, out[:])
+	return out[0]
 }

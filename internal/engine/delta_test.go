@@ -124,11 +124,23 @@ func TestDeltaEquivalence(t *testing.T) {
 
 // shortcut reports whether Evaluate would use live rather than fall back.
 func (d *Delta) shortcut(live Decision) bool {
-	if d.baseEtag == "" || live.Etag != d.baseEtag || live.Error != "" {
-		return false
+	w := walk{s: d.set, p: d.set.basePosition(live)}
+	return w.stop(0) >= 0
+}
+
+// changedRules are the names of the experiment's rules without a twin.
+func (d *Delta) changedRules() []string {
+	var names []string
+	for _, m := range d.set.union {
+		names = append(names, d.Policy().rules[m.pos].name)
 	}
-	_, ok := d.twin[live.Rule]
-	return live.Rule == "" || ok
+	return names
+}
+
+// hasTwin reports whether base rule name has a twin in the experiment.
+func (d *Delta) hasTwin(name string) bool {
+	p, ok := d.set.basePos[name]
+	return ok && d.set.exps[0].stopAt[p] >= 0
 }
 
 // TestDeltaChangedRules: the rules evaluated from a live decision are the
@@ -149,15 +161,11 @@ func TestDeltaChangedRules(t *testing.T) {
 	exp.Rules = append(exp.Rules, policy.Rule{Name: "e", Priority: 5, Action: policy.ActionDeny, Match: `true`}) // added
 	base, e := mustCompile(t, live, DefaultOptions()), mustCompile(t, &exp, DefaultOptions())
 	d := NewDelta(e, base)
-	var changed []string
-	for _, j := range d.changed {
-		changed = append(changed, e.rules[j].name)
-	}
-	if want := []string{"d", "b", "e"}; !slices.Equal(changed, want) {
+	if changed, want := d.changedRules(), []string{"d", "b", "e"}; !slices.Equal(changed, want) {
 		t.Errorf("changed rules %v, want %v", changed, want)
 	}
 	for name, want := range map[string]bool{"a": true, "b": false, "c": true, "d": false} {
-		if _, got := d.twin[name]; got != want {
+		if got := d.hasTwin(name); got != want {
 			t.Errorf("rule %s has a twin: %v, want %v", name, got, want)
 		}
 	}

@@ -134,16 +134,19 @@ type view struct {
 	generation uint64
 	live       map[string]*engine.CompiledPolicy
 	active     map[string][]*entry // by policy name: ACTIVE experiments
-	noLive     map[string]engine.Decision
+	// sets: by policy name, the programs of active's entries (in the same
+	// order), evaluated together from the live decision: an experiment
+	// usually changes a few rules, and only those need evaluating beside
+	// what live established (engine.DeltaSet).
+	sets   map[string]*engine.DeltaSet
+	noLive map[string]engine.Decision
 }
 
-// entry is one ACTIVE experiment version. Its program is evaluated from
-// the live decision (engine.Delta): an experiment usually changes a few
-// rules, and only those need evaluating beside what live established.
+// entry is one ACTIVE experiment version.
 type entry struct {
-	name  string
-	delta *engine.Delta
-	cell  *cell
+	name string
+	prog *engine.CompiledPolicy
+	cell *cell
 }
 
 // New returns a stopped Shadow; Start runs its workers.

@@ -34,13 +34,13 @@ func (s *Shadow) SetExperiments(live map[string]*engine.CompiledPolicy, exps []C
 		}
 		c, created := s.stats.get(e.Name, e.Etag)
 		pol := e.PolicyName()
-		en := &entry{name: e.Name, delta: engine.NewDelta(ce.Program, v.live[pol]), cell: c}
+		en := &entry{name: e.Name, prog: ce.Program, cell: c}
 		v.active[pol] = append(v.active[pol], en)
 		if created {
 			fresh = append(fresh, replayJob{policy: pol, entry: en})
 		}
 	}
-	v.noLive = noLiveDecisions(v)
+	v.complete()
 	s.stats.retain(names)
 	s.view.Store(v)
 	for _, job := range fresh {
@@ -62,23 +62,29 @@ func (s *Shadow) SetLive(generation uint64, live map[string]*engine.CompiledPoli
 	// policies' decisions.
 	for pol, entries := range old.active {
 		for _, e := range entries {
-			v.active[pol] = append(v.active[pol], &entry{name: e.name, delta: engine.NewDelta(e.delta.Policy(), v.live[pol]), cell: e.cell})
+			v.active[pol] = append(v.active[pol], &entry{name: e.name, prog: e.prog, cell: e.cell})
 		}
 	}
-	v.noLive = noLiveDecisions(v)
+	v.complete()
 	s.view.Store(v)
 }
 
-// noLiveDecisions precomputes the no-op decision of every policy that has
+// complete derives what workers need from v's live policies and ACTIVE
+// experiments: each policy's experiments prepared for evaluation from the
+// live decision, and the no-op decision of every policy that has
 // experiments but no live version (a new policy being previewed).
-func noLiveDecisions(v *view) map[string]engine.Decision {
-	out := map[string]engine.Decision{}
-	for pol := range v.active {
+func (v *view) complete() {
+	v.sets, v.noLive = make(map[string]*engine.DeltaSet, len(v.active)), map[string]engine.Decision{}
+	for pol, entries := range v.active {
+		progs := make([]*engine.CompiledPolicy, len(entries))
+		for i, e := range entries {
+			progs[i] = e.prog
+		}
+		v.sets[pol] = engine.NewDeltaSet(v.live[pol], progs)
 		if v.live[pol] == nil {
-			out[pol] = noOpDecision(pol)
+			v.noLive[pol] = noOpDecision(pol)
 		}
 	}
-	return out
 }
 
 func noOpDecision(pol string) engine.Decision {
@@ -131,10 +137,11 @@ func (s *Shadow) worker() {
 		done = 0
 	}
 	defer settle()
+	var decs []engine.Decision // the experiments' decisions of one request
 	for !s.abort.Load() {
 		select {
 		case it := <-s.queue:
-			s.process(it)
+			decs = s.process(it, decs)
 			if done++; done == maxUnsettled {
 				settle()
 			}
@@ -155,27 +162,30 @@ func (s *Shadow) worker() {
 
 // process records one request and evaluates every ACTIVE experiment of
 // its policy against it, logging changed (and sampled unchanged) ones.
-// The worker counts it as processed.
-func (s *Shadow) process(it item) {
+// The worker counts it as processed. decs is the worker's buffer for the
+// experiments' decisions, returned for reuse.
+func (s *Shadow) process(it item, decs []engine.Decision) []engine.Decision {
 	if s.rec != nil {
 		s.rec.Add(it.policy, it.req)
 	}
 	entries := it.view.active[it.policy]
 	if len(entries) == 0 {
-		return
+		return decs
 	}
 	now := s.cfg.Now()
 	live := it.live
 	if it.mirror {
 		live = it.view.liveDecision(it.policy, it.req)
 	}
-	for _, e := range entries {
-		d := e.delta.Evaluate(it.req, live)
+	decs = it.view.sets[it.policy].Evaluate(it.req, live, decs)
+	for k, e := range entries {
+		d := decs[k]
 		changed, logUnchanged := e.cell.observe(live, d, it.req, now, false, s.redact, s.cfg.UnchangedEvery)
 		if (changed || logUnchanged) && s.cfg.Log != nil {
 			s.plog.write(newLogLine(now, e.name, it.view.generation, live, d, changed, s.cfg.Node, s.redact.Request(it.req)))
 		}
 	}
+	return decs
 }
 
 // replayer runs the background replays queued by SetExperiments.
@@ -203,7 +213,7 @@ func (s *Shadow) Replay(ce CompiledExperiment) int {
 	c, _ := s.stats.get(e.Name, e.Etag)
 	pol := e.PolicyName()
 	v := s.view.Load()
-	return s.replay(replayJob{view: v, policy: pol, entry: &entry{name: e.Name, delta: engine.NewDelta(ce.Program, v.live[pol]), cell: c},
+	return s.replay(replayJob{view: v, policy: pol, entry: &entry{name: e.Name, prog: ce.Program, cell: c},
 		reqs: s.rec.Requests(pol)})
 }
 
@@ -217,6 +227,7 @@ type replayJob struct {
 }
 
 func (s *Shadow) replay(job replayJob) int {
+	delta := engine.NewDelta(job.entry.prog, job.view.live[job.policy])
 	n := 0
 	for _, req := range job.reqs {
 		if s.abort.Load() {
@@ -227,7 +238,7 @@ func (s *Shadow) replay(job replayJob) int {
 			at = s.cfg.Now()
 		}
 		live := job.view.liveDecision(job.policy, req)
-		job.entry.cell.observe(live, job.entry.delta.Evaluate(req, live), req, at, true, s.redact, 0)
+		job.entry.cell.observe(live, delta.Evaluate(req, live), req, at, true, s.redact, 0)
 		n++
 	}
 	return n
