@@ -37,6 +37,10 @@ type DeltaSet struct {
 	// experiment can use the base's decisions.
 	basePos map[string]int32
 	exps    []deltaExp
+	// stops[p*len(exps)+i] is where experiment i stops when base rule p
+	// decided (p = nBase: the base's default action): row p holds every
+	// experiment's, so that one request reads one row.
+	stops []stop
 	// union lists the changed rules of every experiment that uses the
 	// base, by experiment and, within one, in ascending position: walking
 	// it (or its index) in order meets each experiment's changed rules in
@@ -47,17 +51,25 @@ type DeltaSet struct {
 	ix *ruleIndex
 }
 
-// deltaExp is one experiment of a DeltaSet.
+// deltaExp is one experiment of a DeltaSet, with what its decisions
+// carry, so that deciding from the stop table reads nothing of cp.
 type deltaExp struct {
-	cp *CompiledPolicy
-	// stopAt[p] is the position in cp of the twin of base rule p, or -1
-	// when cp changed or removed that rule; stopAt[len(base rules)] is
-	// len(cp.rules), where the base's default action points. nil: cp
-	// cannot use the base's decisions at all.
-	stopAt []int32
+	cp             *CompiledPolicy
+	resource, etag string
 	// first is the position of cp's first changed rule (len(cp.rules)
 	// when there is none): a request decided before it needs no walk.
 	first int32
+}
+
+// stop is an experiment's decision when none of its changed rules before
+// pos matches: the twin of the base's deciding rule (or the default, at
+// len(cp.rules)) decides with its name and verdict. pos -1: the
+// experiment changed or removed that rule, or cannot use the base's
+// decisions at all; it is evaluated in full.
+type stop struct {
+	pos     int32
+	rule    string
+	verdict Verdict
 }
 
 // member is a changed rule: experiment exp's rule at position pos.
@@ -69,29 +81,43 @@ type member struct{ exp, pos int32 }
 // experiment that is always evaluated in full.
 func NewDeltaSet(base *CompiledPolicy, exps []*CompiledPolicy) *DeltaSet {
 	s := &DeltaSet{exps: make([]deltaExp, len(exps))}
-	if base != nil {
-		s.baseEtag, s.nBase = base.etag, len(base.rules)
-		s.basePos = make(map[string]int32, len(base.rules))
-		for i := range base.rules {
-			s.basePos[base.rules[i].name] = int32(i)
-		}
+	for i, exp := range exps {
+		s.exps[i] = deltaExp{cp: exp, resource: exp.resource, etag: exp.etag, first: int32(len(exp.rules))}
 	}
+	if base == nil {
+		return s
+	}
+	s.baseEtag, s.nBase = base.etag, len(base.rules)
+	s.basePos = make(map[string]int32, len(base.rules))
+	for i := range base.rules {
+		s.basePos[base.rules[i].name] = int32(i)
+	}
+	n := len(exps)
+	s.stops = make([]stop, (s.nBase+1)*n)
 	var cons [][]constraint
 	var rules []compiledRule
 	indexed := true
 	for i, exp := range exps {
-		e := &s.exps[i]
-		e.cp, e.first = exp, int32(len(exp.rules))
-		if base == nil || base.costLimit != exp.costLimit {
+		for p := range s.nBase + 1 {
+			s.stops[p*n+i].pos = -1
+		}
+		if base.costLimit != exp.costLimit {
 			continue
 		}
-		e.stopAt = twins(exp, base)
 		hasTwin := make([]bool, len(exp.rules))
-		for _, j := range e.stopAt {
-			if j >= 0 && int(j) < len(exp.rules) {
+		for p, j := range twins(exp, base) {
+			st := &s.stops[p*n+i]
+			switch {
+			case j < 0:
+			case int(j) < len(exp.rules):
 				hasTwin[j] = true
+				r := &exp.rules[j]
+				*st = stop{pos: j, rule: r.name, verdict: r.verdict}
+			default:
+				*st = stop{pos: j, verdict: exp.deflt}
 			}
 		}
+		e := &s.exps[i]
 		for j, ok := range hasTwin {
 			if ok {
 				continue
@@ -108,7 +134,8 @@ func NewDeltaSet(base *CompiledPolicy, exps []*CompiledPolicy) *DeltaSet {
 	return s
 }
 
-// twins is deltaExp.stopAt of exp beside base.
+// twins returns, for each base rule, the position of its twin in exp
+// (-1: none), and len(exp.rules) for the base's default.
 func twins(exp, base *CompiledPolicy) []int32 {
 	byName := make(map[string]int32, len(exp.rules))
 	for i := range exp.rules {
@@ -191,7 +218,7 @@ func (s *DeltaSet) evaluate(req *Request, base Decision, out []Decision) {
 	}
 	for i := range s.exps {
 		if !w.isDone(i) {
-			out[i] = w.decideAt(i, w.stop(i))
+			w.decideAtStop(i)
 		}
 	}
 }
@@ -220,11 +247,10 @@ type walk struct {
 // stop is the position in experiment i before which its changed rules may
 // decide: the twin of the base's deciding rule. -1: evaluate in full.
 func (w *walk) stop(i int) int32 {
-	e := &w.s.exps[i]
-	if w.p < 0 || e.stopAt == nil {
+	if w.p < 0 {
 		return -1
 	}
-	return e.stopAt[w.p]
+	return w.s.stops[w.p*len(w.s.exps)+i].pos
 }
 
 func (w *walk) finish(i int) {
@@ -249,15 +275,11 @@ func (w *walk) skippedOf(i int) string {
 	return w.skipped[i]
 }
 
-// decideAt is experiment i's decision when nothing before position stop
-// matched: the rule at stop, which matches, or the default action.
-func (w *walk) decideAt(i int, stop int32) Decision {
-	cp := w.s.exps[i].cp
-	if int(stop) < len(cp.rules) {
-		r := &cp.rules[stop]
-		return cp.decision(r.verdict, r.name, w.skippedOf(i))
-	}
-	return cp.decision(cp.deflt, "", w.skippedOf(i))
+// decideAtStop sets experiment i's decision when nothing before its stop
+// matched: the rule at the stop, which matches, or the default action.
+func (w *walk) decideAtStop(i int) {
+	st, e := &w.s.stops[w.p*len(w.s.exps)+i], &w.s.exps[i]
+	w.out[i] = Decision{Verdict: st.verdict, Rule: st.rule, Policy: e.resource, Etag: e.etag, Error: w.skippedOf(i)}
 }
 
 // changed evaluates the changed rules before each experiment's stop, in

@@ -140,7 +140,7 @@ func (d *Delta) changedRules() []string {
 // hasTwin reports whether base rule name has a twin in the experiment.
 func (d *Delta) hasTwin(name string) bool {
 	p, ok := d.set.basePos[name]
-	return ok && d.set.exps[0].stopAt[p] >= 0
+	return ok && d.set.stops[p].pos >= 0
 }
 
 // TestDeltaChangedRules: the rules evaluated from a live decision are the

@@ -35,9 +35,13 @@ func marshalLine(b []byte, l *LogLine) ([]byte, error) {
 		b = appendField(b, "node", l.Node)
 	}
 	b = append(b, `,"request":`...)
+	if l.requestJSON != nil {
+		return append(append(b, l.requestJSON...), '}'), nil
+	}
 	b, ok := appendValue(b, l.Request)
 	if !ok {
-		full, err := json.Marshal(l)
+		// A copy, so that l itself never escapes to the heap.
+		full, err := json.Marshal(*l)
 		return append(b[:start], full...), err
 	}
 	return append(b, '}'), nil

@@ -54,7 +54,10 @@ func FuzzMarshalLine(f *testing.F) {
 func testLine(req map[string]any, node string) *LogLine {
 	live := engine.Decision{Verdict: engine.Allow, Rule: "r<1>", Etag: `"e1"`}
 	exp := engine.Decision{Verdict: engine.Deny, Rule: "r\n2", Etag: "e2"}
-	return newLogLine(time.Date(2026, 11, 21, 1, 2, 3, 4, time.UTC), "policies/p/experiments/x", 7, live, exp, true, node, req)
+	at := time.Date(2026, 11, 21, 1, 2, 3, 4, time.UTC).Format(time.RFC3339Nano)
+	l := newLogLine(at, "policies/p/experiments/x", 7, live, exp, true, node)
+	l.Request = req
+	return &l
 }
 
 func checkLine(t *testing.T, l *LogLine) {

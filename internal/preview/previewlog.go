@@ -5,7 +5,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
 )
@@ -31,6 +30,9 @@ type LogLine struct {
 	Changed            bool           `json:"changed"`
 	Node               string         `json:"node,omitempty"`
 	Request            map[string]any `json:"request"`
+	// requestJSON, when set, is Request already encoded (by
+	// Redactor.AppendJSON, once for all the lines of one request).
+	requestJSON []byte
 }
 
 // Messages of preview log lines; both begin with LogPrefix, so searching
@@ -98,17 +100,17 @@ func (l *logWriter) flush() {
 	}
 }
 
-// newLogLine fills a line for one evaluation.
-func newLogLine(at time.Time, name string, gen uint64, live, exp engine.Decision, changed bool,
-	node string, req map[string]any) *LogLine {
+// newLogLine fills a line for one evaluation, but for the request; at is
+// the time already formatted (time.RFC3339Nano, UTC).
+func newLogLine(at, name string, gen uint64, live, exp engine.Decision, changed bool, node string) LogLine {
 	msg := msgUnchanged
 	if changed {
 		msg = msgChanged
 	}
-	return &LogLine{
-		Time: at.UTC().Format(time.RFC3339Nano), Msg: msg, Experiment: name,
+	return LogLine{
+		Time: at, Msg: msg, Experiment: name,
 		ExperimentEtag: exp.Etag, LiveEtag: live.Etag, Generation: gen,
 		LiveDecision: live.Verdict, ExperimentDecision: exp.Verdict,
-		LiveRule: live.Rule, ExperimentRule: exp.Rule, Changed: changed, Node: node, Request: req,
+		LiveRule: live.Rule, ExperimentRule: exp.Rule, Changed: changed, Node: node,
 	}
 }

@@ -22,6 +22,7 @@ const Redacted = "REDACTED"
 // header slips through.
 type Redactor struct {
 	paths [][]string
+	keys  [numKeys]keyRedaction // paths by request key, for AppendJSON
 }
 
 // NewRedactor returns a redactor for the given dotted paths.
@@ -32,6 +33,7 @@ func NewRedactor(paths []string) *Redactor {
 			r.paths = append(r.paths, strings.Split(p, "."))
 		}
 	}
+	r.keys = r.byKey()
 	return r
 }
 

@@ -137,11 +137,11 @@ func (s *Shadow) worker() {
 		done = 0
 	}
 	defer settle()
-	var decs []engine.Decision // the experiments' decisions of one request
+	var ws workerScratch
 	for !s.abort.Load() {
 		select {
 		case it := <-s.queue:
-			decs = s.process(it, decs)
+			s.process(it, &ws)
 			if done++; done == maxUnsettled {
 				settle()
 			}
@@ -162,30 +162,56 @@ func (s *Shadow) worker() {
 
 // process records one request and evaluates every ACTIVE experiment of
 // its policy against it, logging changed (and sampled unchanged) ones.
-// The worker counts it as processed. decs is the worker's buffer for the
-// experiments' decisions, returned for reuse.
-func (s *Shadow) process(it item, decs []engine.Decision) []engine.Decision {
+// The worker counts it as processed.
+func (s *Shadow) process(it item, ws *workerScratch) {
 	if s.rec != nil {
 		s.rec.Add(it.policy, it.req)
 	}
 	entries := it.view.active[it.policy]
 	if len(entries) == 0 {
-		return decs
+		return
 	}
 	now := s.cfg.Now()
 	live := it.live
 	if it.mirror {
 		live = it.view.liveDecision(it.policy, it.req)
 	}
-	decs = it.view.sets[it.policy].Evaluate(it.req, live, decs)
+	ws.decs = it.view.sets[it.policy].Evaluate(it.req, live, ws.decs)
+	logged := false
 	for k, e := range entries {
-		d := decs[k]
+		d := ws.decs[k]
 		changed, logUnchanged := e.cell.observe(live, d, it.req, now, false, s.redact, s.cfg.UnchangedEvery)
 		if (changed || logUnchanged) && s.cfg.Log != nil {
-			s.plog.write(newLogLine(now, e.name, it.view.generation, live, d, changed, s.cfg.Node, s.redact.Request(it.req)))
+			if !logged {
+				ws.logRequest(now, it.req, s.redact)
+				logged = true
+			}
+			line := newLogLine(ws.at, e.name, it.view.generation, live, d, changed, s.cfg.Node)
+			line.Request, line.requestJSON = ws.reqMap, ws.reqJSON
+			s.plog.write(&line)
 		}
 	}
-	return decs
+}
+
+// workerScratch is a worker's reusable space for one request at a time.
+type workerScratch struct {
+	decs []engine.Decision // the experiments' decisions
+	// The request as its log lines carry it, made for the first line and
+	// shared by the others: the time, and the redacted request encoded
+	// (reqJSON) or, when AppendJSON cannot, as a map.
+	at      string
+	reqJSON []byte
+	reqMap  map[string]any
+}
+
+func (ws *workerScratch) logRequest(now time.Time, req *engine.Request, red *Redactor) {
+	ws.at = now.UTC().Format(time.RFC3339Nano)
+	var ok bool
+	if ws.reqJSON, ok = red.AppendJSON(ws.reqJSON[:0], req); ok {
+		ws.reqMap = nil
+		return
+	}
+	ws.reqJSON, ws.reqMap = nil, red.Request(req)
 }
 
 // replayer runs the background replays queued by SetExperiments.
