@@ -202,7 +202,6 @@ func (s *DeltaSet) evaluate(req *Request, base Decision, out []Decision) {
 	if len(s.exps) > len(w.done)*64 {
 		w.more = make([]uint64, (len(s.exps)+63)/64)
 	}
-	need := false
 	for i := range s.exps {
 		e := &s.exps[i]
 		switch stop := w.stop(i); {
@@ -210,10 +209,10 @@ func (s *DeltaSet) evaluate(req *Request, base Decision, out []Decision) {
 			out[i] = e.cp.Evaluate(req)
 			w.finish(i)
 		case e.first < stop:
-			need = true
+			w.pending++
 		}
 	}
-	if need {
+	if w.pending > 0 {
 		w.changed(req)
 	}
 	for i := range s.exps {
@@ -236,9 +235,11 @@ type walk struct {
 	// done: bit i is set once out[i] is final; more replaces it when
 	// there are more experiments than it holds. (A slice of done itself
 	// would point into the walk and move it to the heap.)
-	done    [4]uint64
-	more    []uint64
-	pending int // experiments not done
+	done [4]uint64
+	more []uint64
+	// pending counts the experiments with changed rules before their stop
+	// that have not decided: the walk ends when it reaches 0.
+	pending int
 	// skipped is each experiment's first error of a rule skipped by
 	// on_error = skip (made when the first one occurs).
 	skipped []string
@@ -288,12 +289,6 @@ func (w *walk) decideAtStop(i int) {
 // and those it decides need no CEL.
 func (w *walk) changed(req *Request) {
 	s := w.s
-	w.pending = 0
-	for i := range s.exps {
-		if !w.isDone(i) {
-			w.pending++
-		}
-	}
 	if s.ix == nil {
 		for k := range s.union {
 			if w.visit(req, k, false, false) && w.pending == 0 {
