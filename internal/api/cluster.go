@@ -52,9 +52,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	if err := s.authorized(r); err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
-		s.fail(w, r, err)
+	if !s.admit(w, r) {
 		return
 	}
 	ctx := r.Context()
@@ -62,6 +60,31 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 		ctx = cluster.WithForwarded(ctx)
 	}
 	h(ctx, w, r)
+}
+
+// admit checks the bearer token of a mutating request; when it fails, it
+// answers 401 with the challenge and reports false.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
+	if err := s.authorized(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
+		s.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+// admitBody is admit, then the request's body (read under the size
+// limit); on failure it answers and reports false.
+func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !s.admit(w, r) {
+		return nil, false
+	}
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return raw, true
 }
 
 // authorized checks the bearer token of a mutating request.

@@ -205,14 +205,8 @@ func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
-	if err := s.authorized(r); err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
-		s.fail(w, r, err)
-		return
-	}
-	raw, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
+	raw, ok := s.admitBody(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), experimentWriteTimeout)

@@ -72,14 +72,8 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	if err := s.authorized(r); err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
-		s.fail(w, r, err)
-		return
-	}
-	raw, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
+	raw, ok := s.admitBody(w, r)
+	if !ok {
 		return
 	}
 	var body rollbackBody

@@ -41,14 +41,8 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	if err := s.authorized(r); err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
-		s.fail(w, r, err)
-		return
-	}
-	raw, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
+	raw, ok := s.admitBody(w, r)
+	if !ok {
 		return
 	}
 	var cmd webhook.Command
@@ -56,7 +50,7 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	err = s.commands.EnqueueCommand(cmd)
+	err := s.commands.EnqueueCommand(cmd)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, []byte("{}\n"))
