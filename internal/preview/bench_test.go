@@ -269,16 +269,23 @@ func BenchmarkMemoryPerExperiment(b *testing.B) {
 	}{{"beside-live", live}, {"alone", nil}} {
 		b.Run(c.name, func(b *testing.B) {
 			var program, stats float64
+			cfg := preview.Config{QueueSize: len(reqs), RecordRequests: -1}
 			for range b.N {
+				// What a shadow holds without experiments (its queue,
+				// 2000 items here) is not theirs: subtract it.
 				before := heap()
-				sh := shadowBeside(b, live, c.base, n, preview.Config{QueueSize: len(reqs), RecordRequests: -1})
+				empty := shadowBeside(b, live, c.base, 0, cfg)
+				mid := heap()
+				bare := mid - before
+				sh := shadowBeside(b, live, c.base, n, cfg)
 				compiled := heap()
+				runtime.KeepAlive(empty)
 				for _, r := range reqs {
 					sh.Offer("bench", live.Evaluate(r), r)
 				}
 				sh.Stop(context.Background())
 				filled := heap()
-				program += float64(compiled-before) / n
+				program += float64(compiled-mid-bare) / n
 				stats += float64(filled-compiled) / n
 				runtime.KeepAlive(sh)
 			}
