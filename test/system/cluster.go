@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // Deadlines of the harness's waits; every wait is bounded by one.
@@ -20,7 +21,6 @@ const (
 	StartTimeout   = 30 * time.Second
 	LeaderTimeout  = 20 * time.Second
 	PromoteTimeout = 30 * time.Second
-	pollEvery      = 20 * time.Millisecond
 )
 
 // Cluster is N reconciler processes on loopback sharing one PolicyRepo.
@@ -42,7 +42,7 @@ func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, Root: t.TempDir(), Bin: Binary(t)}
 	c.Repo = NewPolicyRepo(t, c.Root)
-	addrs := freeAddrs(t, 2*n)
+	addrs := harness.FreeAddrs(t, 2*n)
 	for i := range n {
 		p := &Process{ID: fmt.Sprintf("n%d", i+1), HTTPAddr: addrs[2*i], RaftAddr: addrs[2*i+1]}
 		dir := nodeDir(c.Root, p.ID)
@@ -80,7 +80,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // reachable, so that it waits for their Ready on the next promotion.
 func (c *Cluster) WaitReachable(nodes []*Process, timeout time.Duration) {
 	c.t.Helper()
-	err := eventually(timeout, func() error {
+	err := harness.Eventually(timeout, func() error {
 		leader, err := agreedLeader(nodes)
 		if err != nil {
 			return err
@@ -151,7 +151,7 @@ func (c *Cluster) Start(p *Process) {
 // WaitReady waits until p answers /readyz with 200, then counts it healthy.
 func (c *Cluster) WaitReady(p *Process, timeout time.Duration) {
 	c.t.Helper()
-	err := eventually(timeout, func() error {
+	err := harness.Eventually(timeout, func() error {
 		if !p.Running() {
 			return errors.New("the process exited")
 		}
@@ -224,7 +224,7 @@ func (c *Cluster) Leader(timeout time.Duration, among ...*Process) *Process {
 		among = c.Nodes
 	}
 	var leader *Process
-	err := eventually(timeout, func() error {
+	err := harness.Eventually(timeout, func() error {
 		var err error
 		leader, err = agreedLeader(among)
 		return err
@@ -275,7 +275,7 @@ func (c *Cluster) Trigger(via ...*Process) {
 		via = c.Nodes
 	}
 	// Retried for a while: without a leader (an election) it may fail.
-	err := eventually(10*time.Second, func() error {
+	err := harness.Eventually(10*time.Second, func() error {
 		for _, p := range via {
 			if ok, _ := p.Healthy(); ok {
 				return Reconcile(p.HTTPAddr)
@@ -293,7 +293,7 @@ func (c *Cluster) Trigger(via ...*Process) {
 func (c *Cluster) WaitServing(k int, nodes []*Process, timeout time.Duration) uint64 {
 	c.t.Helper()
 	var gen uint64
-	err := eventually(timeout, func() error {
+	err := harness.Eventually(timeout, func() error {
 		var err error
 		gen, err = servingTree(k, nodes)
 		return err
@@ -329,7 +329,7 @@ func servingTree(k int, nodes []*Process) (uint64, error) {
 func (c *Cluster) WaitConverged(nodes []*Process, min uint64, timeout time.Duration) *Status {
 	c.t.Helper()
 	var st *Status
-	err := eventually(timeout, func() error {
+	err := harness.Eventually(timeout, func() error {
 		var err error
 		st, err = converged(nodes, min)
 		return err
@@ -395,38 +395,6 @@ func logTail() int {
 		return n
 	}
 	return 60
-}
-
-// eventually calls f every pollEvery until it returns nil or timeout has
-// passed, and returns f's last error.
-func eventually(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(pollEvery)
-	}
-}
-
-// freeAddrs returns n distinct free 127.0.0.1 ports, all held until the
-// last is found so no two are the same.
-func freeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	var out []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		out = append(out, ln.Addr().String())
-	}
-	return out
 }
 
 func quoteList(ss []string) string {

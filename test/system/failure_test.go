@@ -3,6 +3,8 @@ package system
 import (
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // TestLeaderKilledBetweenStageAndActivate kills the leader with SIGKILL
@@ -84,7 +86,7 @@ func TestFollowerPausedAcrossPromotion(t *testing.T) {
 	c.Pause(paused)
 	start := time.Now()
 	c.Promote(1, leader)
-	err := eventually(10*time.Second, func() error { _, err := servingTree(1, running); return err })
+	err := harness.Eventually(10*time.Second, func() error { _, err := servingTree(1, running); return err })
 	if err != nil {
 		t.Logf("with %s paused, tree 1 was not activated on %s within 10s (the leader waits for it): %v", paused.ID, ids(running), err)
 	} else {

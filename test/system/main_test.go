@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 func TestMain(m *testing.M) {
@@ -30,7 +32,7 @@ func startSystem(t *testing.T, n int) *Cluster {
 // when the node offers it, else the next few numbers one by one.
 func findGeneration(p *Process, after uint64, timeout time.Duration, pred func(*Generation) bool) (*Generation, error) {
 	var found *Generation
-	err := eventually(timeout, func() error {
+	err := harness.Eventually(timeout, func() error {
 		gens, err := ListGenerations(p.HTTPAddr)
 		if err != nil {
 			gens = nil

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // TestPromotionRightAfterJoin freezes a node (SIGSTOP) the moment the
@@ -54,7 +56,7 @@ func TestPromotionRightAfterJoin(t *testing.T) {
 // waitRegistered polls leader's status until it lists p, and returns when.
 func waitRegistered(t *testing.T, leader, p *Process) time.Time {
 	t.Helper()
-	err := eventually(StartTimeout, func() error {
+	err := harness.Eventually(StartTimeout, func() error {
 		s, err := GetStatus(leader.HTTPAddr)
 		if err != nil {
 			return err
