@@ -73,11 +73,7 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 			return append(b, "null"...), true
 		}
 		var buf [16]string // keys of a typical request map, on the stack
-		keys := buf[:0]
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys := sortedKeys(buf[:0], x)
 		b = append(b, '{')
 		for i, k := range keys {
 			if i > 0 {
@@ -126,4 +122,14 @@ func appendFloat(b []byte, f float64) ([]byte, bool) {
 		b = b[:n-1]
 	}
 	return b, true
+}
+
+// sortedKeys appends m's keys to keys, in ascending order (json.Marshal's
+// order for map keys).
+func sortedKeys[V any](keys []string, m map[string]V) []string {
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -1,7 +1,6 @@
 package preview
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -142,11 +141,7 @@ func (r *Redactor) appendStrings(b []byte, k int, m map[string]string) []byte {
 		return jsonenc.AppendString(b, Redacted)
 	}
 	var buf [16]string // a typical request's keys, on the stack
-	keys := buf[:0]
-	for name := range m {
-		keys = append(keys, name)
-	}
-	slices.Sort(keys)
+	keys := sortedKeys(buf[:0], m)
 	b = append(b, '{')
 	for i, name := range keys {
 		if i > 0 {
