@@ -161,12 +161,6 @@ func (r *compiledRule) sameAs(o *compiledRule) bool {
 	return r.name == o.name && r.priority == o.priority && r.verdict == o.verdict && r.match == o.match
 }
 
-// Len is the number of experiments.
-func (s *DeltaSet) Len() int { return len(s.exps) }
-
-// Policy is experiment i's program.
-func (s *DeltaSet) Policy(i int) *CompiledPolicy { return s.exps[i].cp }
-
 // Evaluate decides req with every experiment, given base's decision of the
 // same request, into out (grown as needed) in the order the experiments
 // were given. Each result is identical to that experiment's Evaluate(req).
@@ -350,11 +344,8 @@ func NewDelta(exp, base *CompiledPolicy) *Delta {
 	return &Delta{set: NewDeltaSet(base, []*CompiledPolicy{exp})}
 }
 
-// Policy is the experiment's program.
-func (d *Delta) Policy() *CompiledPolicy { return d.set.exps[0].cp }
-
 // Evaluate decides req with the experiment, given base's decision of the
-// same request. The result is identical to d.Policy().Evaluate(req).
+// same request. The result is identical to the experiment's Evaluate(req).
 func (d *Delta) Evaluate(req *Request, base Decision) Decision {
 	var out [1]Decision
 	d.set.evaluate(req, base, out[:])

@@ -132,7 +132,7 @@ func (d *Delta) shortcut(live Decision) bool {
 func (d *Delta) changedRules() []string {
 	var names []string
 	for _, m := range d.set.union {
-		names = append(names, d.Policy().rules[m.pos].name)
+		names = append(names, d.set.exps[0].cp.rules[m.pos].name)
 	}
 	return names
 }

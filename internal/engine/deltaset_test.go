@@ -88,9 +88,9 @@ func TestDeltaSetMany(t *testing.T) {
 		for range 50 {
 			req := genRequest(r)
 			out = set.Evaluate(req, base.Evaluate(req), out)
-			for k := range set.Len() {
-				if want := set.Policy(k).Evaluate(req); out[k] != want {
-					t.Fatalf("experiment %d of %d: %+v, want %+v", k, set.Len(), out[k], want)
+			for k, e := range set.exps {
+				if want := e.cp.Evaluate(req); out[k] != want {
+					t.Fatalf("experiment %d of %d: %+v, want %+v", k, len(set.exps), out[k], want)
 				}
 			}
 		}

@@ -72,20 +72,7 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 		if x == nil {
 			return append(b, "null"...), true
 		}
-		var buf [16]string // keys of a typical request map, on the stack
-		keys := sortedKeys(buf[:0], x)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(jsonenc.AppendString(b, k), ':')
-			var ok bool
-			if b, ok = appendValue(b, x[k]); !ok {
-				return b, false
-			}
-		}
-		return append(b, '}'), true
+		return appendObject(b, x, func(b []byte, _ string, v any) ([]byte, bool) { return appendValue(b, v) })
 	case []any:
 		if x == nil {
 			return append(b, "null"...), true
@@ -124,12 +111,25 @@ func appendFloat(b []byte, f float64) ([]byte, bool) {
 	return b, true
 }
 
-// sortedKeys appends m's keys to keys, in ascending order (json.Marshal's
-// order for map keys).
-func sortedKeys[V any](keys []string, m map[string]V) []string {
+// appendObject appends m as json.Marshal does a map (keys in ascending
+// order), each value written by value; false as soon as value declines.
+func appendObject[V any](b []byte, m map[string]V, value func(b []byte, key string, v V) ([]byte, bool)) ([]byte, bool) {
+	var buf [16]string // keys of a typical request map, on the stack
+	keys := buf[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return keys
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(jsonenc.AppendString(b, k), ':')
+		var ok bool
+		if b, ok = value(b, k, m[k]); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
 }

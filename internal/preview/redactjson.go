@@ -140,24 +140,16 @@ func (r *Redactor) appendStrings(b []byte, k int, m map[string]string) []byte {
 	if red.whole {
 		return jsonenc.AppendString(b, Redacted)
 	}
-	var buf [16]string // a typical request's keys, on the stack
-	keys := sortedKeys(buf[:0], m)
-	b = append(b, '{')
-	for i, name := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(jsonenc.AppendString(b, name), ':')
-		v := m[name]
+	b, _ = appendObject(b, m, func(b []byte, name, v string) ([]byte, bool) {
 		for _, p := range red.sub {
 			if len(p) == 1 && strings.EqualFold(name, p[0]) {
 				v = Redacted
 				break
 			}
 		}
-		b = jsonenc.AppendString(b, v)
-	}
-	return append(b, '}')
+		return jsonenc.AppendString(b, v), true
+	})
+	return b
 }
 
 // appendAttributes appends the attributes, copied and redacted only when

@@ -54,16 +54,11 @@ func (s *Shadow) SetLive(generation uint64, live map[string]*engine.CompiledPoli
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
 	old := s.view.Load()
-	v := &view{generation: generation, live: maps.Clone(live), active: make(map[string][]*entry, len(old.active))}
+	// The same experiments (entries are immutable), evaluated from the new
+	// live policies' decisions: complete rebuilds the sets.
+	v := &view{generation: generation, live: maps.Clone(live), active: old.active}
 	if v.live == nil {
 		v.live = map[string]*engine.CompiledPolicy{}
-	}
-	// The same experiments (and stats cells), evaluated from the new live
-	// policies' decisions.
-	for pol, entries := range old.active {
-		for _, e := range entries {
-			v.active[pol] = append(v.active[pol], &entry{name: e.name, prog: e.prog, cell: e.cell})
-		}
 	}
 	v.complete()
 	s.view.Store(v)
@@ -238,8 +233,7 @@ func (s *Shadow) Replay(ce CompiledExperiment) int {
 	e := ce.Experiment
 	c, _ := s.stats.get(e.Name, e.Etag)
 	pol := e.PolicyName()
-	v := s.view.Load()
-	return s.replay(replayJob{view: v, policy: pol, entry: &entry{name: e.Name, prog: ce.Program, cell: c},
+	return s.replay(replayJob{view: s.view.Load(), policy: pol, entry: &entry{name: e.Name, prog: ce.Program, cell: c},
 		reqs: s.rec.Requests(pol)})
 }
 
