@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/logging/testlog"
 )
 
 // TokenUser is the user name that goes with a token in basic auth, as
@@ -65,7 +67,7 @@ func NewServer(t testing.TB, opts Options) *Server {
 			"GIT_HTTP_EXPORT_ALL=1",
 		}, hermeticEnv()...),
 		InheritEnv: []string{"PATH"},
-		Stderr:     &logWriter{t: t},
+		Stderr:     testlog.Writer(t, "git-http-backend: "),
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -165,20 +167,6 @@ func (s *Server) Up() {
 		s.t.Fatalf("gittest: listen again on %s: %v", s.addr, err)
 	}
 	s.serve(ln)
-}
-
-// logWriter sends the CGI's stderr to the test log while the test runs.
-type logWriter struct {
-	mu sync.Mutex
-	t  testing.TB
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	defer func() { _ = recover() }() // t.Log panics once the test has ended
-	w.t.Log("git-http-backend: " + strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // hermeticEnv is the environment every git command gets on top of the

@@ -5,6 +5,7 @@ package testlog
 
 import (
 	"bytes"
+	"io"
 	"sync"
 	"testing"
 
@@ -15,20 +16,27 @@ import (
 // t.Log. Lines written after the test ends (by goroutines still shutting
 // down) are dropped, since t.Log then panics.
 func New(t testing.TB) hclog.Logger {
-	w := &writer{t: t}
-	t.Cleanup(w.close)
 	return hclog.New(&hclog.LoggerOptions{
 		Name:   t.Name(),
 		Level:  hclog.Trace,
-		Output: w,
+		Output: Writer(t, ""),
 		Color:  hclog.ColorOff,
 	})
 }
 
+// Writer returns a writer that logs each write through t.Log, after
+// prefix, until the test ends; later writes are dropped.
+func Writer(t testing.TB, prefix string) io.Writer {
+	w := &writer{t: t, prefix: prefix}
+	t.Cleanup(w.close)
+	return w
+}
+
 type writer struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
+	mu     sync.Mutex
+	t      testing.TB
+	prefix string
+	done   bool
 }
 
 func (w *writer) Write(p []byte) (int, error) {
@@ -36,7 +44,7 @@ func (w *writer) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	if !w.done {
 		w.t.Helper()
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
+		w.t.Log(w.prefix + string(bytes.TrimRight(p, "\n")))
 	}
 	return len(p), nil
 }
