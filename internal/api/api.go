@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -97,6 +98,9 @@ type Config struct {
 	// (followers forward them). See webhook.go.
 	Webhook  http.Handler
 	Commands CommandQueue
+	// Parts reports the node's long-running parts by name, for
+	// /v1/status; nil reports none.
+	Parts func() map[string]lifecycle.Status
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -128,6 +132,7 @@ type Server struct {
 	thresholds  preview.ThresholdSet
 	webhook     http.Handler
 	commands    CommandQueue
+	parts       func() map[string]lifecycle.Status
 }
 
 // New returns a Server for cfg.
@@ -150,6 +155,7 @@ func New(cfg Config) *Server {
 		thresholds:  cfg.Thresholds,
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
+		parts:       cfg.Parts,
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}

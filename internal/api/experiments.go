@@ -9,11 +9,10 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/preview"
-	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
-// Experiments changes experiments where the leader loop runs
-// (reconcile.Loop); elsewhere each method answers raftstore.ErrNotLeader
+// Experiments changes experiments where the leader loop runs (the
+// experiment service, internal/experiments); elsewhere each method answers raftstore.ErrNotLeader
 // and the API forwards the request to the leader. Problems with a request
 // are *preview.Error.
 type Experiments interface {
@@ -24,8 +23,6 @@ type Experiments interface {
 	StopPreview(ctx context.Context, name string) (*preview.Operation, error)
 	CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error)
 }
-
-var _ Experiments = (*reconcile.Loop)(nil)
 
 // Preview is the node's preview runtime (internal/node): live decisions
 // are offered to it after their answer is written, and it holds the

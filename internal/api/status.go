@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
@@ -30,6 +31,9 @@ type statusResource struct {
 	Policies         []policyStatus       `json:"policies"`
 	Experiments      []json.RawMessage    `json:"experiments"`
 	Nodes            []nodeResource       `json:"nodes"`
+	// Parts are this node's long-running parts (loader, preview,
+	// heartbeats, leader, github) and what each is doing.
+	Parts map[string]lifecycle.Status `json:"parts,omitempty"`
 }
 
 // policyStatus is one policy with its status conditions (Kubewarden's
@@ -75,6 +79,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit = g.Commit
+	}
+	if s.parts != nil {
+		res.Parts = s.parts()
 	}
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation

@@ -23,6 +23,12 @@ const (
 	Forge     = "forge"
 	Reconcile = "reconcile"
 	Engine    = "engine"
+	// GitHub is the leader's GitHub worker (a child of Reconcile).
+	GitHub = "github"
+	// Experiments is the leader's experiment service.
+	Experiments = "experiments"
+	// FSM is raft's state machine (a child of Raft's owner).
+	FSM = "fsm"
 )
 
 // RootName is the name of the root logger.

@@ -33,6 +33,11 @@ type statusAnswer struct {
 			Message    string `json:"message"`
 		} `json:"conditions"`
 	} `json:"policies"`
+	// Parts are the node's long-running parts by name.
+	Parts map[string]struct {
+		State   string `json:"state"`
+		Message string `json:"message"`
+	} `json:"parts"`
 	Nodes []struct {
 		ID         string `json:"id"`
 		HTTPAddr   string `json:"httpAddr"`
@@ -166,6 +171,21 @@ func checkFollowerStatus(t *testing.T, c *testCluster, leader string) {
 	if types := s.conditionTypes(); !slices.Contains(types, "Active(1)") || !slices.Contains(types, "Valid(1)") {
 		t.Errorf("conditions = %v", types)
 	}
+	// Each part reports itself: a follower serves, beats, and does not lead.
+	p := s.Parts
+	if p["loader"].State != "OK" || p["loader"].Message != "serving generation 1" || p["heartbeats"].State != "OK" ||
+		p["preview"].State != "OK" || p["leader"].State != "STOPPED" {
+		t.Errorf("follower parts = %+v", p)
+	}
+	var ls statusAnswer
+	eventually(t, waitTimeout, "the leader's parts", func() error {
+		ls = statusAnswer{}
+		call(t, http.MethodGet, c.base(leader)+"/v1/status", "", &ls)
+		if st := ls.Parts["leader"]; st.State != "OK" || !strings.HasPrefix(st.Message, "following main@sha1:") {
+			return fmt.Errorf("leader part %+v", st)
+		}
+		return nil
+	})
 }
 
 func checkPromotion(t *testing.T, c *testCluster, leader string, all []string) {

@@ -16,10 +16,10 @@ import (
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/forge"
+	"github.com/policyrollout/reconciler/internal/github"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
-	"github.com/policyrollout/reconciler/internal/reconcile"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -38,7 +38,7 @@ const (
 
 // githubConfig is the leader loop's GitHub configuration, nil without
 // [github]. The token is read from github.token_env and never logged.
-func (m *Main) githubConfig() (*reconcile.GitHubConfig, error) {
+func (m *Main) githubConfig() (*github.Config, error) {
 	cfg := m.Config
 	if !cfg.GitHub.Enabled() {
 		return nil, nil
@@ -59,7 +59,7 @@ func (m *Main) githubConfig() (*reconcile.GitHubConfig, error) {
 		}
 		return m.preview.Stats()
 	}
-	return &reconcile.GitHubConfig{Forge: client, Summary: cfg.Preview.Summary, Stats: stats,
+	return &github.Config{Forge: client, Summary: cfg.Preview.Summary, Stats: stats,
 		Thresholds: previewThresholds(cfg.Preview)}, nil
 }
 
@@ -82,12 +82,12 @@ func (m *Main) webhookHandler() http.Handler {
 }
 
 // commandQueue is where comment commands are queued on this node: the
-// leader loop (which answers NOT_LEADER where it is not running).
+// GitHub worker (which answers NOT_LEADER where it is not running).
 func (m *Main) commandQueue() api.CommandQueue {
-	if !m.Config.GitHub.Enabled() {
+	if m.github == nil {
 		return nil
 	}
-	return m.loop
+	return m.github
 }
 
 // handOff passes what the webhook accepted to the leader without blocking
@@ -127,7 +127,7 @@ func (h *handOff) Enqueue(cmd webhook.Command) {
 // retrying while the leader changes.
 func (h *handOff) enqueue(ctx context.Context, cmd webhook.Command) error {
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		err := h.m.loop.EnqueueCommand(cmd)
+		err := h.m.github.EnqueueCommand(cmd)
 		if errors.Is(err, raftstore.ErrNotLeader) {
 			err = h.post(ctx, cmd)
 		}

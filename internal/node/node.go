@@ -21,6 +21,9 @@ import (
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/experiments"
+	"github.com/policyrollout/reconciler/internal/github"
+	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
@@ -41,17 +44,22 @@ type Main struct {
 	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
-	gens     generations
-	registry *prometheus.Registry
-	store    *raftstore.Store
-	cluster  *cluster.Cluster
-	loop     *reconcile.Loop
-	loader   *loader
-	preview  *previewRuntime
-	api      *api.Server
-	ln       net.Listener
-	http     *http.Server
+	gens        generations
+	registry    *prometheus.Registry
+	store       *raftstore.Store
+	cluster     *cluster.Cluster
+	loop        *reconcile.Loop
+	experiments *experiments.Service
+	github      *github.Worker // nil without [github]
+	loader      *loader
+	preview     *previewRuntime
+	api         *api.Server
+	ln          net.Listener
+	http        *http.Server
 
+	// parts are the long-running parts (parts.go), started and stopped
+	// together and reported by /v1/status.
+	parts    lifecycle.Manager
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
 
@@ -116,10 +124,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 // abort releases what a failed Run acquired.
 func (m *Main) abort() {
-	if m.bgCancel != nil {
-		m.bgCancel()
-		m.bg.Wait()
-	}
+	m.stopBackground()
 	if m.store != nil {
 		_ = m.store.Close()
 	}
@@ -151,15 +156,23 @@ func (m *Main) startHTTP() {
 func (m *Main) startBackground() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.bgCancel = cancel
-	m.goBackground(func() { m.loader.run(ctx) })
-	m.goBackground(func() { m.preview.run(ctx) })
-	m.goBackground(func() { m.cluster.RunHeartbeats(ctx, m.gens.served) })
-	m.goBackground(func() { m.cluster.RunLeadership(ctx, m.store.LeaderCh(), m.lead) })
+	_ = m.parts.Start(ctx) // the parts' Start cannot fail
 	m.goBackground(func() {
 		if err := m.cluster.Register(ctx, m.self()); err != nil && ctx.Err() == nil {
 			m.fail(err)
 		}
 	})
+}
+
+// stopBackground stops the parts, last started first, and the other
+// background work.
+func (m *Main) stopBackground() {
+	if m.bgCancel == nil {
+		return
+	}
+	m.bgCancel()
+	m.parts.Stop(context.Background()) // each part's work ends with bgCancel; wait for it
+	m.bg.Wait()
 }
 
 func (m *Main) goBackground(fn func()) {
@@ -172,7 +185,7 @@ func (m *Main) goBackground(fn func()) {
 
 // lead runs while this node is the leader: it records the leader in the
 // registry (which also makes sure every earlier entry is applied), then
-// runs the reconcile loop.
+// runs the reconcile loop (Start) until leadership ends (Stop).
 func (m *Main) lead(ctx context.Context) {
 	log := m.Logger.Named(logging.Reconcile)
 	for ctx.Err() == nil {
@@ -189,7 +202,12 @@ func (m *Main) lead(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	m.loop.Run(ctx)
+	if err := m.loop.Start(ctx); err != nil {
+		log.Error("cannot start the leader loop", "error", err)
+		return
+	}
+	<-ctx.Done()
+	m.loop.Stop(context.Background()) // its work ends with ctx; wait for it
 }
 
 // fail stops the node because a background part cannot go on (e.g. the
@@ -257,10 +275,7 @@ func (m *Main) Close() error {
 		m.fatalMu.Lock()
 		errs = append(errs, m.fatalErr)
 		m.fatalMu.Unlock()
-		if m.bgCancel != nil {
-			m.bgCancel()
-			m.bg.Wait()
-		}
+		m.stopBackground()
 		errs = append(errs, m.stopHTTP())
 		if m.store != nil {
 			if err := m.store.Close(); err != nil {

@@ -12,10 +12,8 @@ import (
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
-	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/policy"
-	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -81,13 +79,15 @@ func (m *Main) wire(ctx context.Context) error {
 		Token:          token,
 		Rollback:       m.loop,
 		Client:         client,
-		Experiments:    m.loop,
+		Experiments:    m.experiments,
 		Preview:        m.preview,
 		Mirror:         m.preview,
 		Thresholds:     previewThresholds(cfg.Preview),
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
+		Parts:          m.parts.Statuses,
 	})
+	m.addParts()
 	return nil
 }
 
@@ -101,18 +101,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gh, err := m.githubConfig()
-	if err != nil {
-		return err
-	}
-	m.loop, err = reconcile.New(reconcile.Config{
-		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
-		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
-		LoadOptions: lopts, EngineOptions: eopts,
-		Preview:  preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy},
-		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile), GitHub: gh,
-	})
-	if err != nil {
+	if err := m.wireLeader(src, lopts, eopts); err != nil {
 		return err
 	}
 	m.loader = newLoader(loader{
@@ -142,7 +131,7 @@ func (m *Main) self() cluster.JoinRequest {
 
 // sourceStatus is the leader loop's last read, for the cluster view.
 func (m *Main) sourceStatus() cluster.SourceStatus {
-	s := m.loop.Status()
+	s := m.loop.SourceStatus()
 	return cluster.SourceStatus{Commit: s.Commit, Error: s.Error, Time: s.Time}
 }
 

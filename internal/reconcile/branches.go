@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/policyrollout/reconciler/internal/experiments"
 	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -28,15 +30,31 @@ type branchEntry struct {
 // policies differ from the live branch's head and whether its tree
 // validates. Records are recomputed only for branches whose head or main
 // moved, written only when they differ from the replicated ones, and
-// deleted when their branch is gone: an idle poll writes nothing.
-func (l *Loop) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) error {
+// deleted when their branch is gone: an idle poll writes nothing. It
+// returns what each branch changes, for the experiments.
+func (l *Loop) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) ([]experiments.Change, error) {
 	want, err := l.branchRecords(t, refs)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if err := l.writeBranches(ctx, want); err != nil {
+		return nil, err
+	}
+	var changes []experiments.Change
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if rec := want[name]; len(rec.ChangedPolicies) > 0 {
+			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies,
+				Source: preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch, HeadCommit: rec.HeadCommit}})
+		}
+	}
+	return changes, nil
+}
+
+// writeBranches proposes the records that changed and deletes the gone ones.
+func (l *Loop) writeBranches(ctx context.Context, want map[string]BranchRecord) error {
 	st := l.cfg.Store.State()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
-		p, err := putRecord(name, want[name])
+		p, err := PutRecord(name, want[name])
 		if err != nil {
 			return err
 		}
@@ -93,22 +111,45 @@ func (l *Loop) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRe
 
 // branchRecord compares one branch with main and validates its tree.
 func (l *Loop) branchRecord(head, main gitsource.Revision) (BranchRecord, error) {
-	rec := BranchRecord{Branch: head.Ref, HeadCommit: head.Hash, Revision: head.String(),
-		ChangedPolicies: []string{}, Validation: BranchValidation{Errors: []string{}}}
+	ex, err := l.Examine(head, main)
+	if err != nil {
+		return BranchRecord{}, fmt.Errorf("comparing %s with %s: %w", head, main, err)
+	}
+	return BranchRecord{Branch: head.Ref, HeadCommit: head.Hash, Revision: head.String(),
+		ChangedPolicies: ex.ChangedPolicies, Validation: ex.Validation}, nil
+}
+
+// Examination is what a branch or pull request head holds compared with
+// the live branch: the policies it changes, whether its whole tree is
+// valid, and the etags of its policies when it is.
+type Examination struct {
+	// ChangedPolicies names, sorted, the policies whose content differs.
+	ChangedPolicies []string
+	Validation      BranchValidation
+	// Etags are the etags of every policy at head (valid trees only).
+	Etags map[string]string
+}
+
+// Examine compares head with main and validates head's tree with the
+// same checks as a main commit: the shared work of branch records and
+// pull request records (internal/github).
+func (l *Loop) Examine(head, main gitsource.Revision) (Examination, error) {
+	ex := Examination{ChangedPolicies: []string{}, Validation: BranchValidation{Errors: []string{}}}
 	changed, err := l.cfg.Source.ChangedPolicies(main.Hash, head.Hash)
 	if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
-		return rec, fmt.Errorf("comparing %s with %s: %w", head, main, err)
+		return ex, err
 	}
 	if changed != nil {
-		rec.ChangedPolicies = changed
+		ex.ChangedPolicies = changed
 	}
 	files, problems, err := l.read(head)
 	if err != nil {
-		return rec, err
+		return ex, err
 	}
 	if problems == nil {
-		problems = l.validate(files).Problems
+		v := l.validate(files)
+		problems, ex.Etags = v.Problems, v.Etags
 	}
-	rec.Validation = BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}
-	return rec, nil
+	ex.Validation = BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}
+	return ex, nil
 }

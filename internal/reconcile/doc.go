@@ -1,5 +1,11 @@
-// Package reconcile is the leader loop. Each pass is an ordered list of
-// small steps, as flux's source-controller does it:
+// Package reconcile is the leader loop: the leadership term, triggers,
+// promotion of main and rollback. Its partners run beside it on the
+// leader and are reached through small interfaces declared here:
+// internal/experiments (the AIP-236 experiments: Experiments) and, with
+// [github], internal/github (pull requests, statuses, comments and
+// comment commands: Pulls). Each pass is an ordered list of small steps
+// (pass.go), as flux's source-controller does it, every step handing the
+// next what it computed in memory:
 //
 //  1. Fetch the policy repository (Source, a bare clone in the leader's
 //     data directory). A failure is the PullError condition: kept in the
@@ -13,9 +19,12 @@
 //     record an invalid one INVALID with its errors (MarkInvalid); stage
 //     the newest valid one (StageGeneration). Commits that change no
 //     policy make no generation.
-//  4. Record each other branch as an experiment (BranchRecord): which
-//     policies it changes and whether it validates, written only when
-//     that changed.
+//  4. Record the sources of experiments: each other branch
+//     (BranchRecord: which policies it changes and whether it validates,
+//     written only when that changed), or with [github] each open pull
+//     request (Pulls.SyncPulls).
+//  5. Hand what each source changes to the experiment service, which
+//     keeps the experiments "branch-<name>" or "pr-N" in step.
 //
 // Beside the passes, the promoter activates the staged generation once
 // every reachable node has reported Ready (two-phase promotion), and

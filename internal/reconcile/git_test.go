@@ -91,8 +91,8 @@ func TestGitEveryPushAGeneration(t *testing.T) {
 				t.Errorf("generation 3 = %s, want %s", g.Commit, v3)
 			}
 			time.Sleep(100 * time.Millisecond)
-			if st := r.store.State(); st.Highest != 3 || r.loop.Status().Commit != doc {
-				t.Errorf("highest %d, source at %s, want %s", st.Highest, r.loop.Status().Commit, doc)
+			if st := r.store.State(); st.Highest != 3 || r.loop.SourceStatus().Commit != doc {
+				t.Errorf("highest %d, source at %s, want %s", st.Highest, r.loop.SourceStatus().Commit, doc)
 			}
 		})
 	}

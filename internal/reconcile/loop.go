@@ -14,9 +14,11 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/experiments"
+	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/policy"
-	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -32,6 +34,47 @@ type Members interface {
 	// Required returns the ids of the nodes that must have reported Ready
 	// before the staged generation is activated: the reachable ones.
 	Required(st *raftstore.State) []string
+}
+
+// Experiments is what a pass needs of the experiment service
+// (internal/experiments): the experiments follow the branches or pull
+// requests the pass just computed, a deleted live policy takes its
+// experiments with it, and old operations are pruned.
+type Experiments interface {
+	// Epoch counts the commits the service pushed; a pass that fetched
+	// before one must not sync branch experiments (its refs are stale).
+	Epoch() uint64
+	// SyncBranches makes the branch experiments match changes, unless a
+	// commit happened since epoch; live is the tree main stands for.
+	SyncBranches(ctx context.Context, changes []experiments.Change, live map[string][]byte, epoch uint64) error
+	// SyncPulls makes the pull request experiments match changes.
+	SyncPulls(ctx context.Context, changes []experiments.Change, live map[string][]byte) error
+	// Cascade deletes the experiments of policies live in from, not in to.
+	Cascade(ctx context.Context, from, to raftstore.Generation)
+	// PruneOperations bounds the stored operations; last is when this
+	// term last scanned, updated by the call.
+	PruneOperations(ctx context.Context, last *time.Time)
+}
+
+// Pulls is the pull request side of the GitHub worker
+// (internal/github): with [github], the open pull requests into the live
+// branch are the experiments' sources instead of the other branches.
+type Pulls interface {
+	// SyncPulls records the open pull requests whose heads refs holds,
+	// compared with refs.Main (live holds the etags main stands for), and
+	// returns what each changes.
+	SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[string]string) ([]experiments.Change, error)
+	// OpenKey identifies the open pull requests last listed, for the
+	// skip-unchanged step.
+	OpenKey() string
+	// Refresh asks for the open pull requests to be listed again.
+	Refresh()
+}
+
+// PullRequestOpener opens a pull request (forge.Client), for a rollback
+// whose push to the live branch is refused.
+type PullRequestOpener interface {
+	CreatePullRequest(ctx context.Context, head, base, title, body string) (forge.PullRequest, error)
 }
 
 // Defaults for Config fields left zero.
@@ -75,20 +118,23 @@ type Config struct {
 	Now           func() time.Time
 	CheckInterval time.Duration
 	MaxCommits    int
-	// Preview holds the [preview] settings of experiments (experiments.go).
-	Preview preview.Settings
-	// CommitWait bounds the wait of an experiment commit for its
-	// generation to be active; 0 means DefaultCommitWait.
-	CommitWait time.Duration
-	// GitHub, when set, makes open pull requests the experiments instead
-	// of branches and keeps statuses and comments on GitHub (github*.go).
-	GitHub *GitHubConfig
+	// Experiments is the experiment service; nil keeps no experiments.
+	Experiments Experiments
+	// Pulls, when set ([github]), makes the open pull requests the
+	// experiments' sources instead of the other branches.
+	Pulls Pulls
+	// PullRequests, when set ([github]), opens a refused rollback as a
+	// pull request.
+	PullRequests PullRequestOpener
+	// Beside run beside the passes for each leadership term, stopped
+	// with it: the GitHub worker.
+	Beside []lifecycle.Part
 }
 
-// Status is the loop's last read of its source, in the leader's memory
-// (the cluster view carries it to followers; the replicated SourceRecord
-// keeps a PullError across leader changes).
-type Status struct {
+// SourceStatus is the loop's last read of its source, in the leader's
+// memory (the cluster view carries it to followers; the replicated
+// SourceRecord keeps a PullError across leader changes).
+type SourceStatus struct {
 	// Commit is the live branch's head at the last successful fetch.
 	Commit string
 	Error  string
@@ -107,23 +153,17 @@ type Loop struct {
 	trigger chan struct{}
 	metrics *metrics
 	leading atomic.Bool
-	gh      *github // nil without [github]
+	steps   []passStep
+	// run is the current term (Start/Stop).
+	run lifecycle.Runner
 
 	mu      sync.Mutex
-	status  Status
+	status  SourceStatus
 	waiting string // the last "waiting for" message logged
 
-	// Experiments (experiments.go): expMu serialises their changes;
-	// commits counts experiment commits pushed, so that a pass whose refs
-	// predate one skips its experiment sync; expCache holds branch trees.
-	expMu   sync.Mutex
-	merging map[string]bool // pull request experiments being merged, under expMu
-	commits atomic.Uint64
 	// passes counts finished reconcile passes, so tests can wait for one
 	// instead of sleeping.
-	passes     atomic.Uint64
-	expCacheMu sync.Mutex
-	expCache   map[string]map[string][]byte
+	passes atomic.Uint64
 }
 
 // New returns a Loop, or an error if the poll spec does not parse.
@@ -149,14 +189,9 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Branch == "" {
 		cfg.Branch = gitsource.DefaultBranch
 	}
-	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), expCache: map[string]map[string][]byte{},
-		merging: map[string]bool{}}
+	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1)}
 	l.metrics = newMetrics(cfg.Registry)
-	gh, err := newGitHub(cfg.GitHub, cfg.Logger)
-	if err != nil {
-		return nil, fmt.Errorf("preview.summary %q: %w", cfg.GitHub.Summary, err)
-	}
-	l.gh = gh
+	l.steps = l.passSteps()
 	return l, nil
 }
 
@@ -170,8 +205,8 @@ func (l *Loop) Trigger() {
 	}
 }
 
-// Status returns the last read of the source.
-func (l *Loop) Status() Status {
+// SourceStatus returns the last read of the source.
+func (l *Loop) SourceStatus() SourceStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.status
@@ -187,20 +222,50 @@ type term struct {
 	cursor string
 	// branches caches each branch's record by branch name.
 	branches map[string]branchEntry
-	// pulls caches each open pull request's record by number; open is
-	// the open list (openKey) of the last complete pass.
-	pulls map[int]pullEntry
-	open  string
+	// open is the open pull request list (Pulls.OpenKey) of the last
+	// complete pass.
+	open string
 	// pruned is when pruneOperations last scanned.
 	pruned time.Time
+}
+
+// Leading reports whether a leadership term runs here (Run), for the
+// parts that act only on the leader.
+func (l *Loop) Leading() bool { return l.leading.Load() }
+
+// Start runs one leadership term (Run) in the background until ctx ends
+// or Stop; the node calls it when this node becomes the leader.
+func (l *Loop) Start(ctx context.Context) error {
+	l.run.Go(ctx, l.Run)
+	return nil
+}
+
+// Stop ends the term and waits for it, at most until ctx ends.
+func (l *Loop) Stop(ctx context.Context) { l.run.Halt(ctx) }
+
+// Status reports the loop for /v1/status: STOPPED off the leader, ERROR
+// while the source cannot be fetched, else OK with the live revision.
+func (l *Loop) Status() lifecycle.Status {
+	if !l.run.Running() {
+		return lifecycle.Status{State: lifecycle.Stopped, Message: "not the leader"}
+	}
+	s := l.SourceStatus()
+	switch {
+	case s.Error != "":
+		return lifecycle.Status{State: lifecycle.Error, Message: s.Error}
+	case s.Commit == "":
+		return lifecycle.Status{State: lifecycle.NotReady, Message: "no fetch yet"}
+	}
+	return lifecycle.Status{State: lifecycle.OK, Message: "following " + l.revision(s.Commit)}
 }
 
 // Run reconciles on triggers, on the poll schedule and once at start, and
 // promotes the staged generation when it can, until ctx ends (leadership
 // lost or node stopping). Promotion runs beside the reconcile passes, so a
-// slow remote never delays the activation of a staged generation. A
-// generation staged by an earlier leader is resumed from the replicated
-// state: it is activated once ready, never staged again.
+// slow remote never delays the activation of a staged generation; so do
+// the Beside parts (the GitHub worker). A generation staged by an earlier
+// leader is resumed from the replicated state: it is activated once ready,
+// never staged again.
 func (l *Loop) Run(ctx context.Context) {
 	l.leading.Store(true)
 	defer l.leading.Store(false)
@@ -211,12 +276,12 @@ func (l *Loop) Run(ctx context.Context) {
 		defer wg.Done()
 		l.runPromoter(ctx)
 	}()
-	if l.gh != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.runGitHub(ctx)
-		}()
+	for _, p := range l.cfg.Beside {
+		if err := p.Start(ctx); err != nil {
+			l.log.Error("cannot start a part of the leader", "error", err)
+			continue
+		}
+		defer p.Stop(context.WithoutCancel(ctx))
 	}
 	sched := cron.New()
 	if _, err := sched.AddFunc(l.cfg.Poll, l.Trigger); err != nil {
@@ -224,7 +289,7 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 	sched.Start()
 	defer sched.Stop()
-	t := &term{branches: map[string]branchEntry{}, pulls: map[int]pullEntry{}}
+	t := &term{branches: map[string]branchEntry{}}
 	l.Trigger()
 	for {
 		select {
@@ -254,45 +319,6 @@ func (l *Loop) runPromoter(ctx context.Context) {
 	}
 }
 
-// reconcile is one pass, as an ordered list of small steps: fetch (and
-// record or clear PullError), skip when no ref moved, promote the live
-// branch's new commits, record the other branches.
-func (l *Loop) reconcile(ctx context.Context, t *term) {
-	defer l.passes.Add(1)
-	l.pruneOperations(ctx, t)
-	epoch := l.commits.Load()
-	refs, fresh, err := l.fetch(ctx)
-	if err != nil {
-		msg := "cannot fetch the policy repository"
-		if !fresh {
-			msg = "" // logged when it started; the record and the view show it
-		}
-		l.retry(ctx, "pull_error", msg, err)
-		return
-	}
-	defer l.refreshPulls()
-	open := l.openKey()
-	if t.refs != nil && sameRefs(t.refs, refs) && t.open == open {
-		l.metrics.result("unchanged")
-		l.log.Trace("unchanged", "revision", refs.Main.String())
-		return
-	}
-	if err := l.syncMain(ctx, t, refs.Main); err != nil {
-		t.cursor = "" // resume from the replicated state
-		l.retry(ctx, "error", "cannot promote the live branch", err)
-		return
-	}
-	if err := l.syncSources(ctx, t, refs); err != nil {
-		l.retry(ctx, "error", "cannot record the branches", err)
-		return
-	}
-	if err := l.syncExperiments(ctx, refs, epoch); err != nil {
-		l.retry(ctx, "error", "cannot record the branch experiments", err)
-		return
-	}
-	t.refs, t.open = refs, open
-}
-
 // sameRefs reports whether two fetches saw the same branches and pulls.
 func sameRefs(a, b *gitsource.Refs) bool {
 	if a.Main != b.Main || len(a.Branches) != len(b.Branches) || len(a.Pulls) != len(b.Pulls) {
@@ -313,7 +339,7 @@ func sameRefs(a, b *gitsource.Refs) bool {
 
 // revision formats a live-branch commit as flux does: "main@sha1:<hash>".
 func (l *Loop) revision(commit string) string {
-	if commit == "" || isDirCommit(commit) {
+	if commit == "" || IsDirCommit(commit) {
 		return commit
 	}
 	return gitsource.Revision{Ref: l.cfg.Branch, Hash: commit}.String()
@@ -364,8 +390,8 @@ func (l *Loop) promote(ctx context.Context) {
 		}
 		return
 	}
-	if old, ok := st.ActiveGeneration(); ok {
-		l.cascade(ctx, old, g)
+	if old, ok := st.ActiveGeneration(); ok && l.cfg.Experiments != nil {
+		l.cfg.Experiments.Cascade(ctx, old, g)
 	}
 	took := l.cfg.Now().Sub(g.CreateTime)
 	l.metrics.promoted(took)

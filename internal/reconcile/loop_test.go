@@ -17,21 +17,6 @@ import (
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
-// webPolicy is a valid tree whose rule names its version.
-func webPolicy(rule string) map[string]string {
-	return map[string]string{"web/policy.toml": fmt.Sprintf(`default_action = "deny"
-[[rules]]
-name = %q
-priority = 1
-action = "allow"
-match = 'request.path == "/%s"'
-[[tests]]
-name = "allowed"
-request = { path = "/%s" }
-expect = "allow"
-`, rule, rule, rule)}
-}
-
 // brokenPolicy does not compile (a typo in a field name).
 var brokenPolicy = map[string]string{"web/policy.toml": "default_action = \"deny\"\n[[rules]]\nname = \"x\"\npriority = 1\naction = \"allow\"\nmatch = 'request.pth == \"/\"'\n"}
 
@@ -64,26 +49,6 @@ func runLoop(t *testing.T, l *Loop) func() {
 	return stop
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func ready(t *testing.T, s *fakeStore, gen uint64, nodes ...string) {
-	t.Helper()
-	for _, n := range nodes {
-		if _, err := s.Propose(context.Background(), &raftstore.ReportReady{Generation: gen, NodeID: n}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // gen returns generation n, failing the test when it is not there.
 func gen(t *testing.T, s *fakeStore, n uint64) raftstore.Generation {
 	t.Helper()
@@ -109,7 +74,7 @@ func settle(t *testing.T, l *Loop, _ *fakeRepo) {
 
 func TestLoopStagesThenActivatesWhenAllReady(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	c1 := repo.commit("main", webPolicy("a"))
+	c1 := repo.Commit("main", webPolicy("a"))
 	l := startLoop(t, store, repo, fixedMembers{"n1", "n2"})
 	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
 	g := gen(t, store, 1)
@@ -124,14 +89,14 @@ func TestLoopStagesThenActivatesWhenAllReady(t *testing.T) {
 	ready(t, store, 1, "n2")
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
 	// Idle polls: no new generation, and no raft write at all.
-	writes := store.total()
+	writes := store.Total()
 	for range 3 {
 		settle(t, l, repo)
 	}
-	if st := store.State(); st.Highest != 1 || store.total() != writes {
-		t.Errorf("highest %d, %d writes during idle polls", st.Highest, store.total()-writes)
+	if st := store.State(); st.Highest != 1 || store.Total() != writes {
+		t.Errorf("highest %d, %d writes during idle polls", st.Highest, store.Total()-writes)
 	}
-	if s := l.Status(); s.Commit != c1 || s.Error != "" {
+	if s := l.SourceStatus(); s.Commit != c1 || s.Error != "" {
 		t.Errorf("status = %+v", s)
 	}
 }
@@ -142,15 +107,15 @@ func TestLoopStagesThenActivatesWhenAllReady(t *testing.T) {
 // that change no policy make no generation.
 func TestLoopEveryCommitInOrder(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	repo.commit("main", webPolicy("v0"))
+	repo.Commit("main", webPolicy("v0"))
 	l := startLoop(t, store, repo, fixedMembers{})
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
 
-	repo.commit("main", webPolicy("v1"))                        // valid, superseded by c4
-	c2 := repo.commit("main", brokenPolicy)                     // invalid: generation 2
-	c3 := repo.commit("main", map[string]string{"README": "x"}) // main still broken: generation 3 INVALID
-	c4 := repo.commit("main", webPolicy("v4"))                  // valid: generation 4
-	c5 := repo.commit("main", map[string]string{"README": "y"}) // no policy change: no generation
+	repo.Commit("main", webPolicy("v1"))                        // valid, superseded by c4
+	c2 := repo.Commit("main", brokenPolicy)                     // invalid: generation 2
+	c3 := repo.Commit("main", map[string]string{"README": "x"}) // main still broken: generation 3 INVALID
+	c4 := repo.Commit("main", webPolicy("v4"))                  // valid: generation 4
+	c5 := repo.Commit("main", map[string]string{"README": "y"}) // no policy change: no generation
 	l.Trigger()
 	eventually(t, "generation 4 active", func() bool { return store.State().Active == 4 })
 	for n, want := range map[uint64]struct {
@@ -164,16 +129,16 @@ func TestLoopEveryCommitInOrder(t *testing.T) {
 	if g := gen(t, store, 2); len(g.LeaderErrors) == 0 || !strings.Contains(g.LeaderErrors[0], "pth") {
 		t.Errorf("errors of generation 2 = %q", g.LeaderErrors)
 	}
-	if st := store.State(); st.Highest != 4 || store.count(raftstore.TypeStageGeneration) != 2 {
-		t.Errorf("highest %d, %d stages", st.Highest, store.count(raftstore.TypeStageGeneration))
+	if st := store.State(); st.Highest != 4 || store.Count(raftstore.TypeStageGeneration) != 2 {
+		t.Errorf("highest %d, %d stages", st.Highest, store.Count(raftstore.TypeStageGeneration))
 	}
-	if s := l.Status(); s.Commit != c5 {
+	if s := l.SourceStatus(); s.Commit != c5 {
 		t.Errorf("status commit = %s, want the head %s", s.Commit, c5)
 	}
 	// The newest valid commit before an invalid head is staged, then the
 	// head is recorded INVALID; the valid one still activates.
-	c6 := repo.commit("main", webPolicy("v6"))
-	c7 := repo.commit("main", brokenPolicy)
+	c6 := repo.Commit("main", webPolicy("v6"))
+	c7 := repo.Commit("main", brokenPolicy)
 	l.Trigger()
 	// Generation 6 (the invalid head) is recorded after 5 is activated.
 	eventually(t, "generation 5 active and 6 recorded", func() bool {
@@ -188,7 +153,7 @@ func TestLoopEveryCommitInOrder(t *testing.T) {
 
 func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	repo.commit("main", brokenPolicy)
+	repo.Commit("main", brokenPolicy)
 	l := startLoop(t, store, repo, fixedMembers{"n1"})
 	eventually(t, "generation 1 invalid", func() bool {
 		g, ok := store.State().Generation(1)
@@ -199,7 +164,7 @@ func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
 	}
 	failing := webPolicy("b")
 	failing["web/policy.toml"] = strings.Replace(failing["web/policy.toml"], `expect = "allow"`, `expect = "deny"`, 1)
-	repo.commit("main", failing)
+	repo.Commit("main", failing)
 	l.Trigger()
 	eventually(t, "generation 2 invalid", func() bool {
 		g, ok := store.State().Generation(2)
@@ -207,16 +172,16 @@ func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
 	})
 	big := webPolicy("c")
 	big["web/blob.bin"] = strings.Repeat("x", raftstore.MaxGenerationBytes)
-	repo.commit("main", big)
+	repo.Commit("main", big)
 	l.Trigger()
 	eventually(t, "generation 3 invalid", func() bool {
 		g, ok := store.State().Generation(3)
 		return ok && g.State == raftstore.GenerationInvalid && strings.Contains(g.LeaderErrors[0], "byte limit")
 	})
-	if store.count(raftstore.TypeStageGeneration) != 0 {
+	if store.Count(raftstore.TypeStageGeneration) != 0 {
 		t.Error("an invalid tree was staged")
 	}
-	repo.commit("main", map[string]string{"web/blob.bin": "", "web/policy.toml": webPolicy("d")["web/policy.toml"]})
+	repo.Commit("main", map[string]string{"web/blob.bin": "", "web/policy.toml": webPolicy("d")["web/policy.toml"]})
 	l.Trigger()
 	eventually(t, "generation 4 staged", func() bool { return store.State().Staged == 4 })
 }
@@ -226,11 +191,11 @@ func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
 // twice.
 func TestLoopResumesAfterLeaderChange(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	repo.commit("main", webPolicy("a"))
+	repo.Commit("main", webPolicy("a"))
 	first := newLoop(t, store, repo, fixedMembers{"n1", "n2"})
 	stop := runLoop(t, first)
 	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
-	c2 := repo.commit("main", brokenPolicy)
+	c2 := repo.Commit("main", brokenPolicy)
 	first.Trigger()
 	eventually(t, "generation 2 invalid", func() bool { _, ok := store.State().Generation(2); return ok })
 	stop() // leadership lost with generation 1 staged, 2 invalid
@@ -240,13 +205,13 @@ func TestLoopResumesAfterLeaderChange(t *testing.T) {
 	runLoop(t, second)
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
 	settle(t, second, repo)
-	if st := store.State(); st.Highest != 2 || store.count(raftstore.TypeStageGeneration) != 1 ||
-		store.count(raftstore.TypeMarkInvalid) != 1 || store.count(raftstore.TypeActivateGeneration) != 1 {
-		t.Errorf("highest %d, %d stages, %d invalid, %d activations", st.Highest, store.count(raftstore.TypeStageGeneration),
-			store.count(raftstore.TypeMarkInvalid), store.count(raftstore.TypeActivateGeneration))
+	if st := store.State(); st.Highest != 2 || store.Count(raftstore.TypeStageGeneration) != 1 ||
+		store.Count(raftstore.TypeMarkInvalid) != 1 || store.Count(raftstore.TypeActivateGeneration) != 1 {
+		t.Errorf("highest %d, %d stages, %d invalid, %d activations", st.Highest, store.Count(raftstore.TypeStageGeneration),
+			store.Count(raftstore.TypeMarkInvalid), store.Count(raftstore.TypeActivateGeneration))
 	}
 	// The new leader continues after the newest generation's commit.
-	c3 := repo.commit("main", webPolicy("c"))
+	c3 := repo.Commit("main", webPolicy("c"))
 	second.Trigger()
 	eventually(t, "generation 3 staged", func() bool { return store.State().Staged == 3 })
 	if g := gen(t, store, 3); g.Commit != c3 || gen(t, store, 2).Commit != c2 {
@@ -256,11 +221,11 @@ func TestLoopResumesAfterLeaderChange(t *testing.T) {
 
 func TestLoopNewerCommitSupersedesStaged(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	repo.commit("main", webPolicy("a"))
+	repo.Commit("main", webPolicy("a"))
 	l := startLoop(t, store, repo, fixedMembers{"n1", "n2"})
 	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
 	ready(t, store, 1, "n1") // n2 never answers for 1
-	repo.commit("main", webPolicy("b"))
+	repo.Commit("main", webPolicy("b"))
 	l.Trigger()
 	eventually(t, "generation 2 staged", func() bool { return store.State().Staged == 2 })
 	if g := gen(t, store, 1); g.State != raftstore.GenerationSuperseded {
@@ -284,11 +249,11 @@ func TestLoopNewerCommitSupersedesStaged(t *testing.T) {
 // untouched throughout.
 func TestLoopPullError(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	c1 := repo.commit("main", webPolicy("a"))
+	c1 := repo.Commit("main", webPolicy("a"))
 	l := startLoop(t, store, repo, fixedMembers{})
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
 	down := &gitsource.RemoteError{Op: "fetch", URL: "https://example.com/p.git", Reason: gitsource.ReasonNetwork, Msg: "connection refused"}
-	repo.setFetchErr(down)
+	repo.SetFetchErr(down)
 	for range 4 {
 		settle(t, l, repo)
 	}
@@ -296,56 +261,56 @@ func TestLoopPullError(t *testing.T) {
 	if !ok || rec.Error != down.Error() || rec.Reason != "network" || rec.Revision != "main@sha1:"+c1 || rec.URL == "" {
 		t.Fatalf("record = %+v %v", rec, ok)
 	}
-	if n := store.count(raftstore.TypePutExperiment); n != 1 {
+	if n := store.Count(raftstore.TypePutExperiment); n != 1 {
 		t.Errorf("%d records written for one failure", n)
 	}
-	if s := l.Status(); s.Error != down.Error() || s.Commit != c1 {
+	if s := l.SourceStatus(); s.Error != down.Error() || s.Commit != c1 {
 		t.Errorf("status = %+v", s)
 	}
 	slow := &gitsource.RemoteError{Op: "fetch", Reason: gitsource.ReasonTimeout, Msg: "deadline exceeded"}
-	repo.setFetchErr(slow)
+	repo.SetFetchErr(slow)
 	settle(t, l, repo)
 	if rec2, _ := ReadSourceRecord(store.State()); rec2.Reason != "timeout" || !rec2.Since.Equal(rec.Since) {
 		t.Errorf("changed failure = %+v", rec2)
 	}
-	repo.setFetchErr(nil)
+	repo.SetFetchErr(nil)
 	settle(t, l, repo)
 	settle(t, l, repo)
-	if _, ok := ReadSourceRecord(store.State()); ok || store.count(raftstore.TypeDeleteExperiment) != 1 {
-		t.Errorf("record kept after recovery (%d deletes)", store.count(raftstore.TypeDeleteExperiment))
+	if _, ok := ReadSourceRecord(store.State()); ok || store.Count(raftstore.TypeDeleteExperiment) != 1 {
+		t.Errorf("record kept after recovery (%d deletes)", store.Count(raftstore.TypeDeleteExperiment))
 	}
 	if st := store.State(); st.Active != 1 || st.Highest != 1 {
 		t.Errorf("active %d highest %d", st.Active, st.Highest)
 	}
 	nl := startLoop(t, newFakeStore(), nil, fixedMembers{})
-	eventually(t, "no source", func() bool { return strings.Contains(nl.Status().Error, "git.url") })
+	eventually(t, "no source", func() bool { return strings.Contains(nl.SourceStatus().Error, "git.url") })
 }
 
 // TestLoopSlowFetchDoesNotHoldPromotion: promotion runs beside the passes.
 func TestLoopSlowFetchDoesNotHoldPromotion(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	repo.commit("main", webPolicy("a"))
+	repo.Commit("main", webPolicy("a"))
 	l := startLoop(t, store, repo, fixedMembers{"n1"})
 	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
-	repo.mu.Lock()
-	repo.block = make(chan struct{})
-	repo.mu.Unlock()
+	repo.Mu.Lock()
+	repo.Block = make(chan struct{})
+	repo.Mu.Unlock()
 	l.Trigger() // this pass hangs in Fetch
 	time.Sleep(20 * time.Millisecond)
 	ready(t, store, 1, "n1")
 	eventually(t, "generation 1 active during a hung fetch", func() bool { return store.State().Active == 1 })
-	close(repo.block)
+	close(repo.Block)
 }
 
 func TestLoopBranchRecords(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
-	repo.commit("main", map[string]string{"web/policy.toml": webPolicy("a")["web/policy.toml"],
+	repo.Commit("main", map[string]string{"web/policy.toml": webPolicy("a")["web/policy.toml"],
 		"api/policy.toml": strings.ReplaceAll(webPolicy("x")["web/policy.toml"], "web", "api")})
 	l := startLoop(t, store, repo, fixedMembers{})
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
-	head := repo.commit("feature/b", webPolicy("b"))
-	repo.commit("broken", brokenPolicy)
-	repo.commit("docs", map[string]string{"README": "words"})
+	head := repo.Commit("feature/b", webPolicy("b"))
+	repo.Commit("broken", brokenPolicy)
+	repo.Commit("docs", map[string]string{"README": "words"})
 	settle(t, l, repo)
 	recs := ReadBranchRecords(store.State())
 	b, broken, docs := recs["branches/feature/b"], recs["branches/broken"], recs["branches/docs"]
@@ -359,13 +324,13 @@ func TestLoopBranchRecords(t *testing.T) {
 	if len(docs.ChangedPolicies) != 0 || !docs.Validation.Valid || len(recs) != 3 {
 		t.Errorf("docs = %+v, %d records", docs, len(recs))
 	}
-	puts := store.count(raftstore.TypePutExperiment)
+	puts := store.Count(raftstore.TypePutExperiment)
 	settle(t, l, repo)
-	if n := store.count(raftstore.TypePutExperiment); n != puts {
+	if n := store.Count(raftstore.TypePutExperiment); n != puts {
 		t.Errorf("%d writes when nothing moved", n-puts)
 	}
-	repo.deleteBranch("broken")
-	repo.commit("main", webPolicy("b")) // main catches up with feature/b
+	repo.DeleteBranch("broken")
+	repo.Commit("main", webPolicy("b")) // main catches up with feature/b
 	settle(t, l, repo)
 	eventually(t, "records updated", func() bool {
 		recs = ReadBranchRecords(store.State())

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 
 	"github.com/policyrollout/reconciler/internal/gitsource"
@@ -110,14 +109,14 @@ func reference(st *raftstore.State) (map[string][]byte, bool) {
 }
 
 // read gets a commit's policies root; a root that is missing or too large
-// is a problem of that commit, not a failure of the pass.
+// is a problem of that commit (gitsource.TreeProblem), not a failure of
+// the pass.
 func (l *Loop) read(rev gitsource.Revision) (map[string][]byte, []string, error) {
-	files, err := l.cfg.Source.Files(rev.Hash)
+	files, err := gitsource.ReadPolicies(l.cfg.Source, rev)
+	var problem *gitsource.TreeProblem
 	switch {
-	case errors.Is(err, gitsource.ErrTooLarge):
-		return nil, []string{err.Error()}, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, []string{fmt.Sprintf("the policies root (git.path) does not exist at %s", rev)}, nil
+	case errors.As(err, &problem):
+		return nil, []string{problem.Msg}, nil
 	case err != nil:
 		return nil, nil, err
 	}

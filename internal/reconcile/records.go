@@ -92,8 +92,8 @@ func ReadBranchRecords(st *raftstore.State) map[string]BranchRecord {
 	return out
 }
 
-// putRecord encodes v as the document name.
-func putRecord(name string, v any) (*raftstore.PutExperiment, error) {
+// PutRecord encodes v as the document name.
+func PutRecord(name string, v any) (*raftstore.PutExperiment, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", name, err)

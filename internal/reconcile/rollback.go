@@ -107,7 +107,7 @@ func rollbackTarget(st *raftstore.State, n uint64) (raftstore.Generation, error)
 			raftstore.ErrUnknownGeneration, n, raftstore.HistoryLimit)
 	case g.State == raftstore.GenerationInvalid:
 		return g, fmt.Errorf("%w: generation %d is INVALID and never served; choose a valid one", ErrCannotRollBack, n)
-	case isDirCommit(g.Commit):
+	case IsDirCommit(g.Commit):
 		return g, fmt.Errorf("%w: generation %d was read from a directory (%s), not from a git commit, so there is no commit to revert to",
 			ErrCannotRollBack, n, g.Commit)
 	}
@@ -181,6 +181,14 @@ func (l *Loop) waitForCommit(ctx context.Context, res RollbackResult, wait time.
 		case <-tick.C:
 		}
 	}
+}
+
+// WaitForCommit waits, at most wait, until the generation made from
+// commit is no longer STAGED, and returns it (number 0 when none was
+// recorded in time): the end of an experiment commit.
+func (l *Loop) WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation {
+	res := l.waitForCommit(ctx, RollbackResult{Commit: commit}, wait)
+	return raftstore.Generation{Number: res.Generation, State: res.State, LeaderErrors: res.Errors}
 }
 
 // generationOf is the newest generation made from commit.

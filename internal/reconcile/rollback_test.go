@@ -16,10 +16,10 @@ import (
 func twoGenerations(t *testing.T) (*fakeStore, *fakeRepo, *Loop, string) {
 	t.Helper()
 	store, repo := newFakeStore(), newFakeRepo()
-	c1 := repo.commit("main", webPolicy("a"))
+	c1 := repo.Commit("main", webPolicy("a"))
 	l := startLoop(t, store, repo, fixedMembers{})
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
-	repo.commit("main", webPolicy("b"))
+	repo.Commit("main", webPolicy("b"))
 	l.Trigger()
 	eventually(t, "generation 2 active", func() bool { return store.State().Active == 2 })
 	return store, repo, l, c1
@@ -35,8 +35,8 @@ func TestRollbackToPrevious(t *testing.T) {
 	if res.Target != 1 || res.TargetCommit != c1 || res.Message != want || res.Revision != "main@sha1:"+res.Commit {
 		t.Errorf("result = %+v", res)
 	}
-	if len(repo.reverts) != 1 || repo.reverts[0].ToHash != c1 || repo.reverts[0].Message != want {
-		t.Errorf("reverts = %+v", repo.reverts)
+	if len(repo.Reverts) != 1 || repo.Reverts[0].ToHash != c1 || repo.Reverts[0].Message != want {
+		t.Errorf("reverts = %+v", repo.Reverts)
 	}
 	// The normal path promoted the revert commit as a new generation.
 	if res.Generation != 3 || res.State != raftstore.GenerationActive {
@@ -84,18 +84,18 @@ func TestRollbackRefusals(t *testing.T) {
 		t.Errorf("directory target: %v", err)
 	}
 	// A protected main: the push is refused, with what to do instead.
-	repo.pushErr = &gitsource.PushRefusedError{Ref: "refs/heads/main", Commit: "abc", Message: "GH006: Protected branch update failed"}
+	repo.PushErr = &gitsource.PushRefusedError{Ref: "refs/heads/main", Commit: "abc", Message: "GH006: Protected branch update failed"}
 	_, err := l.Rollback(context.Background(), RollbackRequest{Generation: 1})
 	if !errors.Is(err, gitsource.ErrPushRefused) || !strings.Contains(err.Error(), "GH006") ||
 		!strings.Contains(err.Error(), "pull request") || !strings.Contains(err.Error(), "abc") {
 		t.Errorf("refused push: %v", err)
 	}
 	// A stale push is retried a few times.
-	repo.pushErr = &gitsource.PushRefusedError{Ref: "refs/heads/main", Stale: true}
-	n := len(repo.reverts)
+	repo.PushErr = &gitsource.PushRefusedError{Ref: "refs/heads/main", Stale: true}
+	n := len(repo.Reverts)
 	if _, err := l.Rollback(context.Background(), RollbackRequest{Generation: 1}); !errors.Is(err, gitsource.ErrPushRefused) ||
-		len(repo.reverts)-n != staleRetries {
-		t.Errorf("stale push: %v after %d attempts", err, len(repo.reverts)-n)
+		len(repo.Reverts)-n != staleRetries {
+		t.Errorf("stale push: %v after %d attempts", err, len(repo.Reverts)-n)
 	}
 }
 

@@ -65,6 +65,15 @@ func (g *GitSource) Revert(ctx context.Context, req gitsource.RevertRequest) (st
 	return g.Source.Revert(ctx, req)
 }
 
+// CommitPolicy replaces a policy directory on the live branch in one
+// commit (experiments.PolicyCommitter), apart from history walks as
+// Revert is.
+func (g *GitSource) CommitPolicy(ctx context.Context, req gitsource.CommitPolicyRequest) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.Source.CommitPolicy(ctx, req)
+}
+
 // Commits implements Source.
 func (g *GitSource) Commits(from, head string, max int) ([]string, error) {
 	if from == head {
@@ -107,10 +116,10 @@ func firstParents(repo *git.Repository, from, head string, max int) ([]string, e
 // errNoSource is what a loop without a source reports as its pull error.
 var errNoSource = errors.New("no policy source is configured (git.url)")
 
-// isDirCommit reports whether a generation's commit names the content of a
+// IsDirCommit reports whether a generation's commit names the content of a
 // directory ("dir@sha256:…", from builds that read git.init_from
 // directly) rather than a git commit: such a generation cannot be
 // reverted to.
-func isDirCommit(commit string) bool {
+func IsDirCommit(commit string) bool {
 	return len(commit) > 4 && commit[:4] == "dir@"
 }

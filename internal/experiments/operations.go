@@ -1,4 +1,4 @@
-package reconcile
+package experiments
 
 import (
 	"context"
@@ -24,19 +24,20 @@ const (
 	orphanGrace = time.Minute
 )
 
-// pruneOperations, at most once per pruneEvery per term, deletes done
+// PruneOperations, at most once per pruneEvery per term (last is when
+// this term last scanned), deletes done
 // operations older than OperationRetention and the oldest beyond
 // MaxDoneOperations, and completes, as failed, operations nobody will
 // complete: only a commit waits for its generation, in a goroutine of the
 // leader that started it, so one still running long after the commit wait
 // was left behind by a leader that stopped. Failures wait for the next scan.
-func (l *Loop) pruneOperations(ctx context.Context, t *term) {
-	now := l.cfg.Now()
-	if !t.pruned.IsZero() && now.Sub(t.pruned) < pruneEvery {
+func (s *Service) PruneOperations(ctx context.Context, last *time.Time) {
+	now := s.cfg.Now()
+	if !last.IsZero() && now.Sub(*last) < pruneEvery {
 		return
 	}
-	t.pruned = now
-	wait := l.cfg.CommitWait
+	*last = now
+	wait := s.cfg.CommitWait
 	if wait <= 0 {
 		wait = DefaultCommitWait
 	}
@@ -46,7 +47,7 @@ func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 	}
 	var done []doneOp
 	var drop []string
-	for id, doc := range l.cfg.Store.State().Operations {
+	for id, doc := range s.cfg.Store.State().Operations {
 		op, err := preview.DecodeOperation(doc.Data)
 		if err != nil {
 			drop = append(drop, id) // unreadable: nobody can use it
@@ -60,11 +61,11 @@ func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 		case now.Sub(op.Metadata.CreateTime) > wait+orphanGrace:
 			failed := op.Fail(&preview.Error{Code: preview.Unavailable, Msg: "the leader running this operation " +
 				"stopped before it completed; GET /v1/status shows whether its generation is active"}, now)
-			if err := l.putOperation(ctx, failed); err != nil {
-				l.log.Debug("cannot complete an orphaned operation; later", "operation", op.Name, "error", err)
+			if err := s.putOperation(ctx, failed); err != nil {
+				s.log.Debug("cannot complete an orphaned operation; later", "operation", op.Name, "error", err)
 				return
 			}
-			l.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
+			s.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
 		}
 	}
 	if excess := len(done) - MaxDoneOperations; excess > 0 {
@@ -80,12 +81,12 @@ func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 	}
 	slices.Sort(drop)
 	for _, id := range drop {
-		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteOperation{ID: id}); err != nil {
-			l.log.Debug("cannot delete an operation; later", "operation", id, "error", err)
+		if _, err := s.cfg.Store.Propose(ctx, &raftstore.DeleteOperation{ID: id}); err != nil {
+			s.log.Debug("cannot delete an operation; later", "operation", id, "error", err)
 			return
 		}
 	}
 	if len(drop) > 0 {
-		l.log.Debug("operations pruned", "deleted", len(drop))
+		s.log.Debug("operations pruned", "deleted", len(drop))
 	}
 }

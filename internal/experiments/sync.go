@@ -1,7 +1,8 @@
-package reconcile
+package experiments
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"path"
 	"slices"
@@ -11,6 +12,10 @@ import (
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
+// maxCachedTrees bounds the branch trees kept (twice as many as branches
+// and pull requests the leader tracks at most).
+const maxCachedTrees = 800
+
 // wantedExperiment is what one branch or pull request wants for one
 // policy: the policy and the experiment's full Source (kind, branch or
 // pull request number and URL, head commit).
@@ -19,23 +24,32 @@ type wantedExperiment struct {
 	source preview.Source
 }
 
-// syncExperiments makes the "branch-<name>" experiments match the branches
-// (after syncBranches computed the records): one per changed policy that
-// loads and compiles (a NoOp for a policy the branch deletes), created,
-// updated or deleted as needed. epoch is the count of commits this leader
-// had pushed when the pass fetched: when a commit happened since, the refs
-// are stale and the next pass (already triggered) does the work.
-func (l *Loop) syncExperiments(ctx context.Context, refs *gitsource.Refs, epoch uint64) error {
-	want, err := l.wantedBranchExperiments(refs)
+// Change is what one branch or pull request changes, as the reconcile
+// pass just computed it: its source (kind, branch or pull request number
+// and URL, head commit) and the names of the policies it changes.
+type Change struct {
+	Source   preview.Source
+	Policies []string
+}
+
+// SyncBranches makes the "branch-<name>" experiments match the branches
+// the pass just recorded: one per changed policy that loads and compiles
+// (a NoOp for a policy the branch deletes), created, updated or deleted
+// as needed. live is the tree main stands for. epoch is the count of
+// commits pushed when the pass fetched (Epoch): when a commit happened
+// since, the refs are stale and the next pass (already triggered) does
+// the work.
+func (s *Service) SyncBranches(ctx context.Context, changes []Change, live map[string][]byte, epoch uint64) error {
+	want, err := s.wanted(changes, live)
 	if err != nil {
 		return err
 	}
-	l.expMu.Lock()
-	defer l.expMu.Unlock()
-	if l.commits.Load() != epoch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.commits.Load() != epoch {
 		return nil
 	}
-	return l.syncSourceExperiments(ctx, preview.SourceBranch, want)
+	return s.syncSourceExperiments(ctx, preview.SourceBranch, want)
 }
 
 // syncSourceExperiments makes the experiments of source kind (branch or
@@ -45,13 +59,13 @@ func (l *Loop) syncExperiments(ctx context.Context, refs *gitsource.Refs, epoch 
 // head, and one of that kind no longer wanted is deleted. A name held by
 // an experiment of another kind (an API one took it first) is left alone.
 // Called with expMu held.
-func (l *Loop) syncSourceExperiments(ctx context.Context, kind preview.SourceKind, want map[string]wantedExperiment) error {
+func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.SourceKind, want map[string]wantedExperiment) error {
 	noun, goneMsg := "pull request", "pull request closed or back to live; experiment deleted"
 	if kind == preview.SourceBranch {
 		noun, goneMsg = "branch", "branch gone or back to live; experiment deleted"
 	}
-	now := l.cfg.Now()
-	exps := l.experiments(l.cfg.Store.State())
+	now := s.cfg.Now()
+	exps := s.experiments(s.cfg.Store.State())
 	byName := map[string]*preview.Experiment{}
 	for _, e := range exps {
 		byName[e.Name] = e
@@ -64,22 +78,22 @@ func (l *Loop) syncSourceExperiments(ctx context.Context, kind preview.SourceKin
 		switch {
 		case cur == nil:
 			e, err := preview.Create(exps, preview.CreateRequest{Parent: "policies/" + w.policy.Name, Policy: w.policy,
-				Source: w.source}, l.settings(), now)
+				Source: w.source}, s.settings(), now)
 			if err != nil {
-				l.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
+				s.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(e, l.settings(), now)
+			next = preview.AutoStart(e, s.settings(), now)
 			exps = append(exps, next)
 		case cur.Source.Kind != kind:
 			continue // an experiment of another kind took the name first
 		case cur.Etag != w.policy.Etag():
 			e, err := preview.Update(cur, preview.UpdateRequest{Policy: w.policy, HeadCommit: head}, now)
 			if err != nil {
-				l.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
+				s.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(e, l.settings(), now)
+			next = preview.AutoStart(e, s.settings(), now)
 		case cur.Source.HeadCommit != head:
 			c := *cur // same policy, new head: keep the preview running
 			c.Source.HeadCommit, c.UpdateTime = head, now
@@ -87,46 +101,32 @@ func (l *Loop) syncSourceExperiments(ctx context.Context, kind preview.SourceKin
 		default:
 			continue
 		}
-		if err := l.putExperiment(ctx, next); err != nil {
+		if err := s.putExperiment(ctx, next); err != nil {
 			return err
 		}
 		args := []any{"experiment", name, "etag", next.Etag, "head", head, "active", next.IsActive()}
 		if kind == preview.SourceBranch {
 			args = append(args, "previewed", next.Previewed)
 		}
-		l.log.Info(noun+" experiment recorded", args...)
+		s.log.Info(noun+" experiment recorded", args...)
 	}
 	for _, e := range exps {
 		if _, keep := want[e.Name]; keep || e.Source.Kind != kind || byName[e.Name] == nil {
 			continue
 		}
-		if err := l.deleteExperiment(ctx, e.Name); err != nil {
+		if err := s.deleteExperiment(ctx, e.Name); err != nil {
 			return err
 		}
-		l.log.Info(goneMsg, "experiment", e.Name)
+		s.log.Info(goneMsg, "experiment", e.Name)
 	}
 	return nil
 }
 
-// wantedBranchExperiments computes, by experiment name, what each branch
-// wants, from the branch records of the replicated state (written by
-// syncBranches this pass) and the policies at each branch's head.
-func (l *Loop) wantedBranchExperiments(refs *gitsource.Refs) (map[string]wantedExperiment, error) {
-	st := l.cfg.Store.State()
-	var liveTree map[string][]byte
-	if g, ok := servedGeneration(st); ok {
-		liveTree = g.Files
-	}
+// wanted computes, by experiment name, what each source wants.
+func (s *Service) wanted(changes []Change, live map[string][]byte) (map[string]wantedExperiment, error) {
 	want := map[string]wantedExperiment{}
-	for _, rec := range ReadBranchRecords(st) {
-		if rec.Branch == l.cfg.Branch || len(rec.ChangedPolicies) == 0 {
-			continue
-		}
-		if b, ok := refs.Branches[rec.Branch]; !ok || b.Hash != rec.HeadCommit {
-			continue // a record of an earlier pass
-		}
-		src := preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch, HeadCommit: rec.HeadCommit}
-		if err := l.wantSource(want, src, rec.ChangedPolicies, liveTree); err != nil {
+	for _, c := range changes {
+		if err := s.wantSource(want, c.Source, c.Policies, live); err != nil {
 			return nil, err
 		}
 	}
@@ -136,18 +136,18 @@ func (l *Loop) wantedBranchExperiments(refs *gitsource.Refs) (map[string]wantedE
 // wantSource adds to want the experiments of one branch or pull request
 // at src.HeadCommit: one for each changed policy that has a policy there.
 // A source whose id cannot be made adds none.
-func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, changed []string,
+func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Source, changed []string,
 	liveTree map[string][]byte) error {
 	id, err := preview.ExperimentID(src, "")
 	if err != nil {
 		return nil
 	}
-	files, err := l.branchFiles(src.HeadCommit)
+	files, err := s.branchFiles(src.HeadCommit)
 	if err != nil {
 		return err
 	}
 	for _, pol := range changed {
-		if p := l.branchPolicy(files, liveTree, pol); p != nil {
+		if p := s.branchPolicy(files, liveTree, pol); p != nil {
 			want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src}
 		}
 	}
@@ -155,42 +155,43 @@ func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, 
 }
 
 // branchFiles reads a branch head's policies root, cached by commit.
-func (l *Loop) branchFiles(commit string) (map[string][]byte, error) {
-	l.expCacheMu.Lock()
-	defer l.expCacheMu.Unlock()
-	if f, ok := l.expCache[commit]; ok {
+func (s *Service) branchFiles(commit string) (map[string][]byte, error) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if f, ok := s.cache[commit]; ok {
 		return f, nil
 	}
-	files, problems, err := l.read(gitsource.Revision{Ref: "branch", Hash: commit})
-	if err != nil {
+	files, err := gitsource.ReadPolicies(s.cfg.Source, gitsource.Revision{Ref: "branch", Hash: commit})
+	var problem *gitsource.TreeProblem
+	switch {
+	case errors.As(err, &problem):
+		files = map[string][]byte{}
+	case err != nil:
 		return nil, err
 	}
-	if problems != nil {
-		files = map[string][]byte{}
+	if len(s.cache) > maxCachedTrees {
+		clear(s.cache)
 	}
-	if len(l.expCache) > 4*maxBranches {
-		clear(l.expCache)
-	}
-	l.expCache[commit] = files
+	s.cache[commit] = files
 	return files, nil
 }
 
 // branchPolicy is the experiment policy of pol at a branch: the branch's
 // version when it loads and compiles, a NoOp of the live version when the
 // branch deletes it, nil when it cannot be previewed.
-func (l *Loop) branchPolicy(files, liveTree map[string][]byte, pol string) *policy.Policy {
+func (s *Service) branchPolicy(files, liveTree map[string][]byte, pol string) *policy.Policy {
 	if _, ok := files[path.Join(pol, "policy.toml")]; !ok {
 		var live *policy.Policy
 		if liveTree != nil {
-			live, _ = policy.LoadPolicy(gitsource.FilesFS(liveTree), pol, l.cfg.LoadOptions)
+			live, _ = policy.LoadPolicy(gitsource.FilesFS(liveTree), pol, s.cfg.LoadOptions)
 		}
 		if live == nil {
 			return nil
 		}
 		return preview.NoOp(live, pol)
 	}
-	p, err := policy.LoadPolicy(gitsource.FilesFS(files), pol, l.cfg.LoadOptions)
-	if err != nil || preview.CheckPolicy(p, l.cfg.EngineOptions) != nil {
+	p, err := policy.LoadPolicy(gitsource.FilesFS(files), pol, s.cfg.LoadOptions)
+	if err != nil || preview.CheckPolicy(p, s.cfg.EngineOptions) != nil {
 		return nil
 	}
 	return p

@@ -35,17 +35,17 @@ func (e *refusedError) Unwrap() error { return e.refused }
 func (l *Loop) revertAsPull(ctx context.Context, res RollbackResult, err error) (RollbackResult, bool, error) {
 	var refused *refusedError
 	pusher, canPush := l.cfg.Source.(branchPusher)
-	if l.gh == nil || !canPush || !errors.As(err, &refused) || refused.refused.Commit == "" {
+	if l.cfg.PullRequests == nil || !canPush || !errors.As(err, &refused) || refused.refused.Commit == "" {
 		return res, false, nil
 	}
 	commit := refused.refused.Commit
-	branch := fmt.Sprintf("reconciler/revert-generation-%d-%s", res.Target, short(commit))
+	branch := fmt.Sprintf("reconciler/revert-generation-%d-%s", res.Target, shortHash(commit))
 	if perr := pusher.PushBranch(ctx, commit, branch); perr != nil {
 		return res, true, fmt.Errorf("%w; pushing the revert to the branch %s failed too: %w", err, branch, perr)
 	}
 	body := fmt.Sprintf("%s\n\nThe push of this revert to `%s` was refused (%s), so the reconciler opened this pull request instead. Merging it promotes the revert as a new generation.",
 		res.Message, l.cfg.Branch, refused.refused.Message)
-	pr, perr := l.gh.cfg.Forge.CreatePullRequest(ctx, branch, l.cfg.Branch, res.Message, body)
+	pr, perr := l.cfg.PullRequests.CreatePullRequest(ctx, branch, l.cfg.Branch, res.Message, body)
 	if perr != nil {
 		return res, true, fmt.Errorf("%w; the revert is on the branch %s but opening its pull request failed: %w", err, branch, perr)
 	}
@@ -53,4 +53,12 @@ func (l *Loop) revertAsPull(ctx context.Context, res RollbackResult, err error) 
 	res.PullRequestURL = pr.URL
 	l.log.Info("rollback opened as a pull request", "url", pr.URL, "branch", branch, "to_generation", res.Target)
 	return res, true, nil
+}
+
+// shortHash is the first 12 hex digits of a commit, for branch names.
+func shortHash(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
 }

@@ -1,4 +1,4 @@
-package reconcile
+package github
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -28,10 +29,10 @@ const helpText = "Commands (first line of a comment; write, maintain or admin pe
 // write, answering with a reply comment. A command whose GitHub calls fail for a
 // retryable reason is queued again later (retry: its claim is this
 // leader's); nothing else is retried (the user comments again).
-func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
-	g, cmd := l.gh, q.cmd
+func (g *Worker) runCommand(ctx context.Context, q queuedCommand) {
+	cmd := q.cmd
 	if !q.retry {
-		fresh, err := l.claimCommand(ctx, cmd)
+		fresh, err := g.claimCommand(ctx, cmd)
 		if err != nil {
 			g.log.Warn("cannot record the comment command; not run", "pull", cmd.PR, "verb", cmd.Verb, "error", err)
 			return
@@ -41,7 +42,7 @@ func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 			return
 		}
 	}
-	reply, err := l.command(ctx, cmd)
+	reply, err := g.command(ctx, cmd)
 	if err == nil && reply != "" {
 		_, err = g.cfg.Forge.Comment(ctx, cmd.PR, reply)
 	}
@@ -52,7 +53,7 @@ func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 		g.log.Warn("comment command failed", "pull", cmd.PR, "verb", cmd.Verb, "error", err)
 		return
 	}
-	d := g.retryDelay(err, l.cfg.Now())
+	d := g.retryDelay(err, g.cfg.Now())
 	g.log.Info("comment command delayed by GitHub; retrying", "pull", cmd.PR, "verb", cmd.Verb, "in", d, "error", err)
 	time.AfterFunc(d, func() {
 		if ctx.Err() != nil {
@@ -68,17 +69,17 @@ func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 }
 
 // command authorizes and runs cmd, and returns the reply to post.
-func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error) {
-	perm, err := l.gh.cfg.Forge.Permission(ctx, cmd.User)
+func (g *Worker) command(ctx context.Context, cmd webhook.Command) (string, error) {
+	perm, err := g.cfg.Forge.Permission(ctx, cmd.User)
 	if err != nil {
 		return "", err
 	}
 	if !forge.CanWrite(perm) {
-		l.gh.log.Info("comment command refused", "pull", cmd.PR, "user", cmd.User, "permission", perm, "verb", cmd.Verb)
+		g.log.Info("comment command refused", "pull", cmd.PR, "user", cmd.User, "permission", perm, "verb", cmd.Verb)
 		return fmt.Sprintf("@%s, sorry: only users with write, maintain or admin permission on this repository may run `/reconciler` commands (yours: %s). Nothing was done.",
 			cmd.User, perm), nil
 	}
-	l.gh.log.Info("comment command", "pull", cmd.PR, "user", cmd.User, "verb", cmd.Verb, "args", cmd.Args)
+	g.log.Info("comment command", "pull", cmd.PR, "user", cmd.User, "verb", cmd.Verb, "args", cmd.Args)
 	switch cmd.Verb {
 	case webhook.VerbHelp:
 		if cmd.Error != "" {
@@ -86,15 +87,15 @@ func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error)
 		}
 		return helpText, nil
 	case webhook.VerbStatus:
-		rec, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
+		rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
 		if !ok {
 			return notTracked(cmd.PR), nil
 		}
-		return withoutMarker(commentBody(rec, l.pullSummaries(rec))), nil
+		return withoutMarker(commentBody(rec, g.pullSummaries(rec))), nil
 	case webhook.VerbPreview:
-		return l.setPullPreview(ctx, cmd)
+		return g.setPullPreview(ctx, cmd)
 	case webhook.VerbCommit:
-		return l.commitPull(ctx, cmd)
+		return g.commitPull(ctx, cmd)
 	}
 	return helpText, nil
 }
@@ -102,22 +103,22 @@ func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error)
 // setPullPreview runs preview start/stop through the same AIP methods as
 // the HTTP API (StartPreview/StopPreview) on every experiment "pr-N" of
 // the pull request, and records the state on its record for the comment.
-func (l *Loop) setPullPreview(ctx context.Context, cmd webhook.Command) (string, error) {
-	_, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
+func (g *Worker) setPullPreview(ctx context.Context, cmd webhook.Command) (string, error) {
+	_, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
 	if !ok {
 		return notTracked(cmd.PR), nil
 	}
-	want, method := preview.Active, l.StartPreview
+	want, method := preview.Active, g.cfg.Experiments.StartPreview
 	if len(cmd.Args) > 0 && cmd.Args[0] == "stop" {
-		want, method = preview.Suspended, l.StopPreview
+		want, method = preview.Suspended, g.cfg.Experiments.StopPreview
 	}
 	var notes []string
-	for _, name := range l.pullExperimentNames(cmd.PR) {
+	for _, name := range g.pullExperimentNames(cmd.PR) {
 		if _, err := method(ctx, name); err != nil {
 			notes = append(notes, fmt.Sprintf("- `%s`: %v", name, err))
 		}
 	}
-	if err := l.setPullPreviewState(ctx, cmd.PR, want); err != nil {
+	if err := g.setPullPreviewState(ctx, cmd.PR, want); err != nil {
 		return fmt.Sprintf("UNAVAILABLE: could not record the preview state: %v", err), nil
 	}
 	reply := fmt.Sprintf("Preview of #%d is %s.", cmd.PR, want)
@@ -129,26 +130,26 @@ func (l *Loop) setPullPreview(ctx context.Context, cmd webhook.Command) (string,
 
 // setPullPreviewState records the preview state of pull request n on its
 // record (read and written under pullMu, as writePulls does).
-func (l *Loop) setPullPreviewState(ctx context.Context, n int, want preview.State) error {
-	l.gh.pullMu.Lock()
-	defer l.gh.pullMu.Unlock()
-	rec, ok := ReadPullRecords(l.cfg.Store.State())[n]
+func (g *Worker) setPullPreviewState(ctx context.Context, n int, want preview.State) error {
+	g.pullMu.Lock()
+	defer g.pullMu.Unlock()
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[n]
 	if !ok || rec.Preview == string(want) {
 		return nil
 	}
 	rec.Preview = string(want)
-	p, err := putRecord(PullRecordPrefix+strconv.Itoa(n), rec)
+	p, err := reconcile.PutRecord(PullRecordPrefix+strconv.Itoa(n), rec)
 	if err != nil {
 		return err
 	}
-	_, err = l.cfg.Store.Propose(ctx, p)
+	_, err = g.cfg.Store.Propose(ctx, p)
 	return err
 }
 
 // pullExperimentNames are the AIP experiments of pull request n.
-func (l *Loop) pullExperimentNames(n int) []string {
+func (g *Worker) pullExperimentNames(n int) []string {
 	var out []string
-	for _, e := range l.experiments(l.cfg.Store.State()) {
+	for _, e := range g.cfg.Experiments.List() {
 		if e.Source.Kind == preview.SourcePullRequest && e.Source.Number == n {
 			out = append(out, e.Name)
 		}
@@ -159,15 +160,15 @@ func (l *Loop) pullExperimentNames(n int) []string {
 // commitPull merges the pull request at the head commit its experiments
 // were computed from (GitHub's merge API with sha). A head that moved
 // (409) or a pull request GitHub will not merge (405) changes nothing.
-func (l *Loop) commitPull(ctx context.Context, cmd webhook.Command) (string, error) {
-	rec, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
+func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command) (string, error) {
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
 	if !ok {
 		return notTracked(cmd.PR), nil
 	}
 	if !rec.Validation.Valid {
 		return "FAILED_PRECONDITION: the pull request's policies are invalid (see `reconciler/validate`); nothing was merged.", nil
 	}
-	sha, err := l.MergePullRequest(ctx, cmd.PR, rec.HeadCommit)
+	sha, err := g.MergePullRequest(ctx, cmd.PR, rec.HeadCommit)
 	var perr *preview.Error
 	if errors.As(err, &perr) {
 		return fmt.Sprintf("%s: %s.", perr.Code, perr.Msg), nil
@@ -190,17 +191,13 @@ func withoutMarker(body string) string {
 }
 
 // MergePullRequest is the commit of a pull request experiment through
-// GitHub (for CommitExperiment, the API's :commit): it merges pull request
-// n with sha = head, the commit the experiment etag was computed from, and
-// triggers a reconcile. A head that moved (HTTP 409) is a *preview.Error
-// ABORTED, a pull request GitHub will not merge (405) FAILED_PRECONDITION;
-// nothing changes then. Without [github] it is FAILED_PRECONDITION.
-func (l *Loop) MergePullRequest(ctx context.Context, n int, head string) (string, error) {
-	if l.gh == nil {
-		return "", &preview.Error{Code: preview.FailedPrecondition,
-			Msg: fmt.Sprintf("pull request #%d can only be merged on GitHub: the GitHub integration ([github]) is not configured", n)}
-	}
-	sha, err := l.gh.cfg.Forge.Merge(ctx, n, head, forge.MergeMerge)
+// GitHub (for experiments.Service.CommitExperiment, the API's :commit, and
+// `/reconciler commit`): it merges pull request n with sha = head, the
+// commit the experiment etag was computed from, and triggers a reconcile.
+// A head that moved (HTTP 409) is a *preview.Error ABORTED, a pull request
+// GitHub will not merge (405) FAILED_PRECONDITION; nothing changes then.
+func (g *Worker) MergePullRequest(ctx context.Context, n int, head string) (string, error) {
+	sha, err := g.cfg.Forge.Merge(ctx, n, head, forge.MergeMerge)
 	switch {
 	case errors.Is(err, forge.ErrAborted):
 		return "", &preview.Error{Code: preview.Aborted,
@@ -211,7 +208,7 @@ func (l *Loop) MergePullRequest(ctx context.Context, n int, head string) (string
 	case err != nil:
 		return "", err
 	}
-	l.gh.log.Info("pull request merged", "pull", n, "head", head, "merge_commit", sha)
-	l.Trigger()
+	g.log.Info("pull request merged", "pull", n, "head", head, "merge_commit", sha)
+	g.cfg.Trigger()
 	return sha, nil
 }

@@ -1,4 +1,4 @@
-package reconcile
+package github
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -61,38 +62,38 @@ func commandRecordName(id int64) string { return CommandRecordPrefix + strconv.F
 // claimCommand records that cmd runs now. It returns false when a claim
 // for its comment exists already (a previous leader ran it). A command
 // without a comment id (never from GitHub) is not claimed.
-func (l *Loop) claimCommand(ctx context.Context, cmd webhook.Command) (bool, error) {
+func (g *Worker) claimCommand(ctx context.Context, cmd webhook.Command) (bool, error) {
 	if cmd.CommentID == 0 {
 		return true, nil
 	}
-	st := l.cfg.Store.State()
+	st := g.cfg.Store.State()
 	if _, ok := st.Experiments[commandRecordName(cmd.CommentID)]; ok {
 		return false, nil
 	}
-	p, err := putRecord(commandRecordName(cmd.CommentID), CommandRecord{CommentID: cmd.CommentID, PR: cmd.PR,
-		User: cmd.User, Verb: cmd.Verb, Time: l.cfg.Now().UTC()})
+	p, err := reconcile.PutRecord(commandRecordName(cmd.CommentID), CommandRecord{CommentID: cmd.CommentID, PR: cmd.PR,
+		User: cmd.User, Verb: cmd.Verb, Time: g.cfg.Now().UTC()})
 	if err != nil {
 		return false, err
 	}
-	if _, err := l.cfg.Store.Propose(ctx, p); err != nil {
+	if _, err := g.cfg.Store.Propose(ctx, p); err != nil {
 		return false, err
 	}
-	l.pruneCommandRecords(ctx, nil)
+	g.pruneCommandRecords(ctx, nil)
 	return true, nil
 }
 
 // pruneCommandRecords deletes the claims of the closed pull requests
 // (closed nil: none) and the oldest beyond maxCommandRecords. Failures are
 // left for the next call.
-func (l *Loop) pruneCommandRecords(ctx context.Context, closed map[int]bool) {
-	recs := ReadCommandRecords(l.cfg.Store.State())
+func (g *Worker) pruneCommandRecords(ctx context.Context, closed map[int]bool) {
+	recs := ReadCommandRecords(g.cfg.Store.State())
 	excess := len(recs) - maxCommandRecords
 	for _, r := range recs {
 		if excess <= 0 && !closed[r.PR] {
 			continue
 		}
-		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: commandRecordName(r.CommentID)}); err != nil {
-			l.log.Debug("cannot delete a command claim; later", "comment", r.CommentID, "error", err)
+		if _, err := g.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: commandRecordName(r.CommentID)}); err != nil {
+			g.log.Debug("cannot delete a command claim; later", "comment", r.CommentID, "error", err)
 			return
 		}
 		excess--

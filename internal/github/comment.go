@@ -1,4 +1,4 @@
-package reconcile
+package github
 
 import (
 	"bytes"
@@ -22,24 +22,24 @@ const maxListedErrors = 20
 // one comment up to date. The comment is edited at once when something
 // material changed (head, validity, etags, preview state), else only when
 // the summary schedule fired and the body differs.
-func (l *Loop) pullStatuses(ctx context.Context, w *ghTerm, st *raftstore.State, note func(string, error)) {
+func (g *Worker) pullStatuses(ctx context.Context, w *ghTerm, st *raftstore.State, note func(string, error)) {
 	recs := ReadPullRecords(st)
 	for _, n := range slices.Sorted(maps.Keys(recs)) {
 		rec := recs[n]
 		state, desc := validateStatus(rec)
 		if w.validate[rec.HeadCommit] != state+desc {
-			err := l.gh.cfg.Forge.SetStatus(ctx, rec.HeadCommit, forge.ContextValidate, state, desc, rec.URL)
+			err := g.cfg.Forge.SetStatus(ctx, rec.HeadCommit, forge.ContextValidate, state, desc, rec.URL)
 			if err == nil {
 				w.validate[rec.HeadCommit] = state + desc
 			}
 			note("validate status", err)
 		}
-		summaries := l.pullSummaries(rec)
+		summaries := g.pullSummaries(rec)
 		body := commentBody(rec, summaries)
 		mat := material(rec) + countsKey(summaries)
 		cs, posted := w.comments[n]
 		if !posted || cs.material != mat || (w.due.Load() && cs.body != body) {
-			_, err := l.gh.cfg.Forge.UpsertComment(ctx, n, body)
+			_, err := g.cfg.Forge.UpsertComment(ctx, n, body)
 			if err == nil {
 				w.comments[n] = commentState{material: mat, body: body}
 			}
@@ -47,7 +47,7 @@ func (l *Loop) pullStatuses(ctx context.Context, w *ghTerm, st *raftstore.State,
 		}
 		state, desc = previewStatus(rec, summaries)
 		if w.preview[rec.HeadCommit] != state+desc {
-			err := l.gh.cfg.Forge.SetStatus(ctx, rec.HeadCommit, forge.ContextPreview, state, desc, rec.URL)
+			err := g.cfg.Forge.SetStatus(ctx, rec.HeadCommit, forge.ContextPreview, state, desc, rec.URL)
 			if err == nil {
 				w.preview[rec.HeadCommit] = state + desc
 			}
@@ -99,21 +99,21 @@ func material(rec PullRecord) string {
 // per changed policy (ids pr-N): from the AIP experiment and the cluster's
 // merged stats when the experiment exists, else from the record alone
 // (a policy that does not load or compile has no experiment).
-func (l *Loop) pullSummaries(rec PullRecord) []preview.Summary {
+func (g *Worker) pullSummaries(rec PullRecord) []preview.Summary {
 	exps := map[string]*preview.Experiment{}
-	for _, e := range l.experiments(l.cfg.Store.State()) {
+	for _, e := range g.cfg.Experiments.List() {
 		if e.Source.Kind == preview.SourcePullRequest && e.Source.Number == rec.Number {
 			exps[e.PolicyName()] = e
 		}
 	}
 	var merged []preview.Stats
-	if len(exps) > 0 && l.gh.cfg.Stats != nil {
-		merged = l.gh.cfg.Stats()
+	if len(exps) > 0 && g.cfg.Stats != nil {
+		merged = g.cfg.Stats()
 	}
 	out := make([]preview.Summary, 0, len(rec.ChangedPolicies))
 	for _, name := range rec.ChangedPolicies {
 		if e, ok := exps[name]; ok {
-			s := preview.Summarize(e, rec.LiveEtags[name], merged, l.gh.cfg.Thresholds.For(name))
+			s := preview.Summarize(e, rec.LiveEtags[name], merged, g.cfg.Thresholds.For(name))
 			s.Source.URL = rec.URL
 			out = append(out, s)
 			continue

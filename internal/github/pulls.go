@@ -1,19 +1,21 @@
-package reconcile
+package github
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/policyrollout/reconciler/internal/experiments"
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
 // PullRecordPrefix names the replicated records of open pull requests
@@ -40,10 +42,10 @@ type PullRecord struct {
 	// ChangedPolicies names, sorted, the policies whose content differs
 	// from the live branch's head; Etags are their etags at HeadCommit
 	// (set when the tree is valid), LiveEtags at MainCommit.
-	ChangedPolicies []string          `json:"changedPolicies"`
-	Etags           map[string]string `json:"etags"`
-	LiveEtags       map[string]string `json:"liveEtags"`
-	Validation      BranchValidation  `json:"validation"`
+	ChangedPolicies []string                   `json:"changedPolicies"`
+	Etags           map[string]string          `json:"etags"`
+	LiveEtags       map[string]string          `json:"liveEtags"`
+	Validation      reconcile.BranchValidation `json:"validation"`
 	// Preview is ACTIVE or SUSPENDED (comment commands); ACTIVE at first.
 	Preview string `json:"preview"`
 }
@@ -65,6 +67,14 @@ func ReadPullRecords(st *raftstore.State) map[int]PullRecord {
 	return out
 }
 
+// PullInvalid reports whether pull request n is recorded as invalid at
+// head (experiments.PullRequests): a commit of its experiments is then
+// refused before GitHub is asked to merge.
+func (g *Worker) PullInvalid(n int, head string) bool {
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[n]
+	return ok && rec.HeadCommit == head && !rec.Validation.Valid
+}
+
 // pullEntry caches a computed record with what it was computed from.
 type pullEntry struct {
 	main string
@@ -82,42 +92,54 @@ func openListKey(open []forge.PullRequest) string {
 	return b.String()
 }
 
-// syncPulls records every open pull request into the live branch whose
+// SyncPulls records every open pull request into the live branch whose
 // head the fetch brought (refs/pull/N/head), written only when it changed,
-// and deletes the records of pull requests no longer open. Before the
-// GitHub worker listed them once, it does nothing.
-func (l *Loop) syncPulls(ctx context.Context, t *term, refs *gitsource.Refs) error {
-	open, listed := l.gh.openPulls()
+// deletes the records of pull requests no longer open, and returns what
+// each open one changes, for its experiments (reconcile.Pulls). live holds
+// the etags main stands for. Before the worker listed the pull requests
+// once, it does nothing.
+func (g *Worker) SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[string]string) ([]experiments.Change, error) {
+	open, listed := g.openPulls()
 	if !listed {
-		return nil
+		return nil, nil
 	}
 	want := map[int]PullRecord{}
 	for _, p := range open {
 		if len(want) == maxPulls {
-			l.log.Warn("too many open pull requests; tracking the oldest", "tracked", maxPulls)
+			g.log.Warn("too many open pull requests; tracking the oldest", "tracked", maxPulls)
 			break
 		}
 		head, ok := refs.Pulls[p.Number]
-		if !ok || (p.BaseRef != "" && p.BaseRef != l.cfg.Branch) {
+		if !ok || (p.BaseRef != "" && p.BaseRef != g.cfg.Branch) {
 			continue
 		}
-		rec, err := l.pullRecord(t, p, head, refs.Main)
+		rec, err := g.pullRecord(p, head, refs.Main, live)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		want[p.Number] = rec
 	}
-	return l.writePulls(ctx, want)
+	if err := g.writePulls(ctx, want); err != nil {
+		return nil, err
+	}
+	var changes []experiments.Change
+	for _, n := range slices.Sorted(maps.Keys(want)) {
+		if rec := want[n]; len(rec.ChangedPolicies) > 0 {
+			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies, Source: preview.Source{
+				Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}})
+		}
+	}
+	return changes, nil
 }
 
 // writePulls proposes the records that changed and deletes the gone ones.
 // It keeps each record's preview state as the comment commands set it:
 // under pullMu, read from the state current then, so a command's change
 // made while the records were computed is not overwritten.
-func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
-	l.gh.pullMu.Lock()
-	defer l.gh.pullMu.Unlock()
-	st := l.cfg.Store.State()
+func (g *Worker) writePulls(ctx context.Context, want map[int]PullRecord) error {
+	g.pullMu.Lock()
+	defer g.pullMu.Unlock()
+	st := g.cfg.Store.State()
 	old := ReadPullRecords(st)
 	for n, prev := range old {
 		if rec, ok := want[n]; ok && prev.Preview != "" {
@@ -127,17 +149,17 @@ func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
 	}
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		name := PullRecordPrefix + strconv.Itoa(n)
-		p, err := putRecord(name, want[n])
+		p, err := reconcile.PutRecord(name, want[n])
 		if err != nil {
 			return err
 		}
 		if old, ok := st.Experiments[name]; ok && bytes.Equal(old.Data, p.Data) {
 			continue
 		}
-		if _, err := l.cfg.Store.Propose(ctx, p); err != nil {
+		if _, err := g.cfg.Store.Propose(ctx, p); err != nil {
 			return fmt.Errorf("recording %s: %w", name, err)
 		}
-		l.log.Info("pull request recorded", "pull", n, "head", want[n].HeadCommit,
+		g.log.Info("pull request recorded", "pull", n, "head", want[n].HeadCommit,
 			"changed_policies", want[n].ChangedPolicies, "valid", want[n].Validation.Valid)
 	}
 	closed := map[int]bool{}
@@ -146,85 +168,49 @@ func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
 			continue
 		}
 		name := PullRecordPrefix + strconv.Itoa(n)
-		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: name}); err != nil {
+		if _, err := g.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: name}); err != nil {
 			return fmt.Errorf("deleting %s: %w", name, err)
 		}
 		closed[n] = true
-		l.log.Info("pull request closed; record deleted", "pull", n)
+		g.log.Info("pull request closed; record deleted", "pull", n)
 	}
 	if len(closed) > 0 {
-		l.pruneCommandRecords(ctx, closed)
+		g.pruneCommandRecords(ctx, closed)
 	}
 	return nil
 }
 
 // pullRecord compares a pull request's head with main and validates its
-// tree (the same checks as a main commit), cached per head and main.
-func (l *Loop) pullRecord(t *term, p forge.PullRequest, head, main gitsource.Revision) (PullRecord, error) {
-	if e, ok := t.pulls[p.Number]; ok && e.rec.HeadCommit == head.Hash && e.main == main.Hash {
+// tree (the same checks as a main commit: Examiner), cached per head and
+// main for the term.
+func (g *Worker) pullRecord(p forge.PullRequest, head, main gitsource.Revision, live map[string]string) (PullRecord, error) {
+	if e, ok := g.pulls[p.Number]; ok && e.rec.HeadCommit == head.Hash && e.main == main.Hash {
 		e.rec.Title, e.rec.URL, e.rec.Author = p.Title, p.URL, p.Author
 		return e.rec, nil
 	}
-	rec := PullRecord{Number: p.Number, Title: p.Title, URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
-		MainCommit: main.Hash, ChangedPolicies: []string{}, Etags: map[string]string{}, LiveEtags: map[string]string{},
-		Validation: BranchValidation{Errors: []string{}}, Preview: "ACTIVE"}
-	changed, err := l.cfg.Source.ChangedPolicies(main.Hash, head.Hash)
-	if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
-		return rec, fmt.Errorf("comparing pull request #%d with %s: %w", p.Number, main, err)
-	}
-	if changed != nil {
-		rec.ChangedPolicies = changed
-	}
-	files, problems, err := l.read(head)
+	ex, err := g.cfg.Examiner.Examine(head, main)
 	if err != nil {
-		return rec, err
+		return PullRecord{}, fmt.Errorf("comparing pull request #%d with %s: %w", p.Number, main, err)
 	}
-	var v Validation
-	if problems == nil {
-		v = l.validate(files)
-		problems = v.Problems
-	}
-	rec.Validation = BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}
-	live := l.liveEtags()
+	rec := PullRecord{Number: p.Number, Title: p.Title, URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
+		MainCommit: main.Hash, ChangedPolicies: ex.ChangedPolicies, Etags: map[string]string{},
+		LiveEtags: map[string]string{}, Validation: ex.Validation, Preview: "ACTIVE"}
 	for _, name := range rec.ChangedPolicies {
-		if e, ok := v.Etags[name]; ok {
+		if e, ok := ex.Etags[name]; ok {
 			rec.Etags[name] = e
 		}
 		if e, ok := live[name]; ok {
 			rec.LiveEtags[name] = e
 		}
 	}
-	t.pulls[p.Number] = pullEntry{main: main.Hash, rec: rec}
+	g.pulls[p.Number] = pullEntry{main: main.Hash, rec: rec}
 	return rec, nil
 }
 
-// liveEtags are the etags of the generation main stands for.
-func (l *Loop) liveEtags() map[string]string {
-	if g, ok := servedGeneration(l.cfg.Store.State()); ok {
-		return g.Etags
-	}
-	return nil
-}
-
-// syncSources records what the experiments come from: the open pull
-// requests with [github], else the other branches.
-func (l *Loop) syncSources(ctx context.Context, t *term, refs *gitsource.Refs) error {
-	if l.gh != nil {
-		if err := l.syncPulls(ctx, t, refs); err != nil {
-			return err
-		}
-		return l.syncPullExperiments(ctx)
-	}
-	return l.syncBranches(ctx, t, refs)
-}
-
-// openKey identifies the open pull requests the GitHub worker last listed
-// ("" without GitHub).
-func (l *Loop) openKey() string {
-	if l.gh == nil {
-		return ""
-	}
-	open, listed := l.gh.openPulls()
+// OpenKey identifies the open pull requests the worker last listed
+// (reconcile.Pulls).
+func (g *Worker) OpenKey() string {
+	open, listed := g.openPulls()
 	if !listed {
 		return "unlisted"
 	}

@@ -36,9 +36,9 @@ func (l *Loop) notePull(ctx context.Context, refs *gitsource.Refs, err error) bo
 	l.mu.Lock()
 	fresh := err != nil && l.status.Error != err.Error()
 	if err != nil {
-		l.status = Status{Commit: l.status.Commit, Error: err.Error(), Time: now}
+		l.status = SourceStatus{Commit: l.status.Commit, Error: err.Error(), Time: now}
 	} else {
-		l.status = Status{Commit: refs.Main.Hash, Time: now}
+		l.status = SourceStatus{Commit: refs.Main.Hash, Time: now}
 	}
 	last := l.status.Commit
 	l.mu.Unlock()
@@ -54,7 +54,7 @@ func (l *Loop) notePull(ctx context.Context, refs *gitsource.Refs, err error) bo
 		if had {
 			rec.Since = prev.Since
 		}
-		put, perr := putRecord(SourceRecordName, rec)
+		put, perr := PutRecord(SourceRecordName, rec)
 		if perr != nil {
 			l.log.Error("cannot record the pull error", "error", perr)
 			return fresh

@@ -1,4 +1,4 @@
-package reconcile
+package github
 
 import (
 	"context"
@@ -8,10 +8,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/experiments"
 	"github.com/policyrollout/reconciler/internal/forge"
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/leadertest"
+	"github.com/policyrollout/reconciler/internal/lifecycle"
+	"github.com/policyrollout/reconciler/internal/logging/testlog"
+	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 	"github.com/policyrollout/reconciler/internal/webhook"
+)
+
+type (
+	fakeStore    = leadertest.Store
+	fakeRepo     = leadertest.Repo
+	fixedMembers = leadertest.FixedMembers
+)
+
+var (
+	newFakeStore = leadertest.NewStore
+	newFakeRepo  = leadertest.NewRepo
+	webPolicy    = leadertest.WebPolicy
+	eventually   = leadertest.Eventually
+	ready        = leadertest.Ready
 )
 
 // fakeForge is GitHub as the leader's worker sees it, recording calls.
@@ -93,24 +115,72 @@ func (f *fakeForge) calls() (merges, replies, upserts []string) {
 	return append([]string(nil), f.merges...), append([]string(nil), f.replies...), append([]string(nil), f.upserts...)
 }
 
-// ghLoop is a loop with [github] on fg over store.
-func ghLoop(t *testing.T, store *fakeStore, repo *fakeRepo, fg *fakeForge, stats func() []preview.Stats) *Loop {
+// leader is the leader's three parts wired as internal/node wires them,
+// with the GitHub worker's methods at hand.
+type leader struct {
+	*Worker
+	loop *reconcile.Loop
+	exps *experiments.Service
+}
+
+// ghLoop is a leader with [github] on fg over store.
+func ghLoop(t *testing.T, store *fakeStore, repo *fakeRepo, fg *fakeForge, stats func() []preview.Stats) *leader {
 	t.Helper()
-	l := newLoop(t, store, repo, fixedMembers{"n1"})
-	gh, err := newGitHub(&GitHubConfig{Forge: fg, Summary: "@every 1h", RetryAfter: 10 * time.Millisecond, Stats: stats},
-		l.log)
+	l := &leader{}
+	log := testlog.New(t)
+	lopts := policy.LoadOptions{MergeDefault: policy.StrategyFail}
+	l.exps = experiments.New(experiments.Config{Store: store, Leader: loopRef{l}, Source: repo, Pulls: workerRef{l},
+		LoadOptions: lopts, EngineOptions: engine.DefaultOptions(), Logger: log})
+	w, err := New(Config{Forge: fg, Store: store, Examiner: loopRef{l}, Experiments: l.exps, Trigger: loopRef{l}.Trigger,
+		Summary: "@every 1h", RetryAfter: 10 * time.Millisecond, Stats: stats, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.gh = gh
+	l.Worker = w
+	l.loop, err = reconcile.New(reconcile.Config{Store: store, Members: fixedMembers{"n1"}, Source: repo,
+		Poll: "@every 1h", URL: "https://example.com/p.git", LoadOptions: lopts, EngineOptions: engine.DefaultOptions(),
+		Logger: log, CheckInterval: 10 * time.Millisecond, Experiments: l.exps, Pulls: w, PullRequests: fg,
+		Beside: []lifecycle.Part{w}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return l
+}
+
+// loopRef and workerRef let the parts be built one after the other.
+type loopRef struct{ l *leader }
+
+func (r loopRef) Leading() bool { return r.l.loop.Leading() }
+func (r loopRef) Trigger()      { r.l.loop.Trigger() }
+func (r loopRef) WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation {
+	return r.l.loop.WaitForCommit(ctx, commit, wait)
+}
+func (r loopRef) Examine(head, main gitsource.Revision) (reconcile.Examination, error) {
+	return r.l.loop.Examine(head, main)
+}
+
+type workerRef struct{ l *leader }
+
+func (r workerRef) MergePullRequest(ctx context.Context, n int, head string) (string, error) {
+	return r.l.MergePullRequest(ctx, n, head)
+}
+func (r workerRef) PullInvalid(n int, head string) bool { return r.l.PullInvalid(n, head) }
+
+// runLoop runs l as one leadership term; the returned func ends it.
+func runLoop(t *testing.T, l *leader) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.loop.Run(ctx) }()
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 // putPull records pull request n at head as the reconcile pass would.
 func putPull(t *testing.T, store *fakeStore, n int, head string) {
 	t.Helper()
-	p, err := putRecord(fmt.Sprintf("%s%d", PullRecordPrefix, n), PullRecord{Number: n, HeadCommit: head,
-		ChangedPolicies: []string{}, Validation: BranchValidation{Valid: true}, Preview: "ACTIVE"})
+	p, err := reconcile.PutRecord(fmt.Sprintf("%s%d", PullRecordPrefix, n), PullRecord{Number: n, HeadCommit: head,
+		ChangedPolicies: []string{}, Validation: reconcile.BranchValidation{Valid: true}, Preview: "ACTIVE"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +241,12 @@ func TestCommandRetriedAfterRateLimit(t *testing.T) {
 			select {
 			case <-ctx.Done():
 				return
-			case q := <-l.gh.commands:
+			case q := <-l.commands:
 				l.runCommand(ctx, q)
 			}
 		}
 	}()
-	l.gh.commands <- queuedCommand{cmd: webhook.Command{PR: 3, User: "alice", Verb: webhook.VerbHelp, CommentID: 9}}
+	l.commands <- queuedCommand{cmd: webhook.Command{PR: 3, User: "alice", Verb: webhook.VerbHelp, CommentID: 9}}
 	eventually(t, "the reply after the rate limit", func() bool {
 		_, replies, _ := fg.calls()
 		return len(replies) == 1
@@ -219,9 +289,9 @@ func TestCommandClaimsPruned(t *testing.T) {
 // differs — never on every request.
 func TestCommentRefreshMaterialOrSchedule(t *testing.T) {
 	store, repo, fg := newFakeStore(), newFakeRepo(), newFakeForge()
-	repo.commit("main", webPolicy("v1"))
-	head := repo.commit("pr-branch", webPolicy("v2"))
-	repo.pulls = map[int]string{5: head}
+	repo.Commit("main", webPolicy("v1"))
+	head := repo.Commit("pr-branch", webPolicy("v2"))
+	repo.Pulls = map[int]string{5: head}
 	fg.pulls = []forge.PullRequest{{Number: 5, Title: "v2", HeadSHA: head, BaseRef: "main", State: "open", Author: "alice"}}
 	var mu sync.Mutex
 	var counts preview.Counts
@@ -239,7 +309,7 @@ func TestCommentRefreshMaterialOrSchedule(t *testing.T) {
 	eventually(t, "generation 1 staged", func() bool { _, ok := store.State().Generation(1); return ok })
 	ready(t, store, 1, "n1")
 	eventually(t, "experiment pr-5", func() bool {
-		for _, e := range l.experiments(store.State()) {
+		for _, e := range l.exps.List() {
 			if e.Name == "policies/web/experiments/pr-5" {
 				mu.Lock()
 				exp = e
@@ -292,78 +362,14 @@ func TestCommentRefreshMaterialOrSchedule(t *testing.T) {
 	}
 }
 
-// Operations are bounded: done ones expire after OperationRetention, the
-// oldest beyond MaxDoneOperations go, and one left running by a leader
-// that stopped is completed as UNAVAILABLE after the commit wait.
-func TestPruneOperations(t *testing.T) {
-	store, repo := newFakeStore(), newFakeRepo()
-	l := newLoop(t, store, repo, fixedMembers{"n1"})
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	l.cfg.Now = func() time.Time { return now }
-	ctx := context.Background()
-	put := func(id string, created time.Time, done bool) {
-		op := preview.NewOperation(id, preview.MethodCommit, "policies/web/experiments/e", created)
-		if done {
-			op, _ = op.Succeed(nil, created.Add(time.Second))
-		}
-		if err := l.putOperation(ctx, op); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("expired", now.Add(-25*time.Hour), true)
-	put("orphan", now.Add(-DefaultCommitWait-2*time.Minute), false)
-	put("running", now.Add(-time.Second), false)
-	for i := range MaxDoneOperations + 3 {
-		put(fmt.Sprintf("done-%04d", i), now.Add(-time.Hour+time.Duration(i)*time.Second), true)
-	}
-	tm := &term{}
-	l.pruneOperations(ctx, tm)
-	ops := store.State().Operations
-	for _, gone := range []string{"expired", "done-0000", "done-0001", "done-0002"} {
-		if _, ok := ops[gone]; ok {
-			t.Errorf("operation %s kept", gone)
-		}
-	}
-	for _, kept := range []string{"running", "done-0003", fmt.Sprintf("done-%04d", MaxDoneOperations+2)} {
-		if _, ok := ops[kept]; !ok {
-			t.Errorf("operation %s deleted", kept)
-		}
-	}
-	orphan, err := preview.DecodeOperation(ops["orphan"].Data)
-	if err != nil || !orphan.Done || orphan.Error == nil || orphan.Error.Code != int(preview.Unavailable) {
-		t.Fatalf("orphaned operation %+v %v", orphan, err)
-	}
-
-	// Scans are spaced: a second pass within a minute proposes nothing.
-	before := store.total()
-	put("expired-2", now.Add(-48*time.Hour), true)
-	l.pruneOperations(ctx, tm)
-	if store.total() != before+1 {
-		t.Fatal("a second scan within pruneEvery")
-	}
-	now = now.Add(pruneEvery + time.Second)
-	l.pruneOperations(ctx, tm)
-	if _, ok := store.State().Operations["expired-2"]; ok {
-		t.Fatal("expired-2 kept by the next scan")
-	}
-	// The orphan, now done, made one done operation too many: the oldest went.
-	if _, ok := store.State().Operations["done-0003"]; ok || len(store.State().Operations) != MaxDoneOperations+1 {
-		t.Fatalf("%d operations after the second scan, want %d done and one running", len(store.State().Operations),
-			MaxDoneOperations)
-	}
-	if store.count(raftstore.TypeDeleteOperation) != 6 {
-		t.Fatalf("%d deletes, want 6", store.count(raftstore.TypeDeleteOperation))
-	}
-}
-
 // Experiments pr-N follow the pull request: opened → created, base edited
 // away from the live branch → deleted, base edited back (or reopened) →
 // created again, closed → deleted with its record.
 func TestPullExperimentFollowsBaseAndState(t *testing.T) {
 	store, repo, fg := newFakeStore(), newFakeRepo(), newFakeForge()
-	repo.commit("main", webPolicy("v1"))
-	head := repo.commit("pr-branch", webPolicy("v2"))
-	repo.pulls = map[int]string{5: head}
+	repo.Commit("main", webPolicy("v1"))
+	head := repo.Commit("pr-branch", webPolicy("v2"))
+	repo.Pulls = map[int]string{5: head}
 	open := forge.PullRequest{Number: 5, Title: "v2", HeadSHA: head, BaseRef: "main", State: "open", Author: "alice"}
 	setPulls := func(ps ...forge.PullRequest) {
 		fg.mu.Lock()
@@ -378,7 +384,7 @@ func TestPullExperimentFollowsBaseAndState(t *testing.T) {
 	has := func() (exp, rec bool) {
 		st := store.State()
 		_, rec = ReadPullRecords(st)[5]
-		for _, e := range l.experiments(st) {
+		for _, e := range l.exps.List() {
 			if e.Name == "policies/web/experiments/pr-5" {
 				exp = true
 			}
@@ -388,7 +394,7 @@ func TestPullExperimentFollowsBaseAndState(t *testing.T) {
 	want := func(what string, exp, rec bool) {
 		t.Helper()
 		eventually(t, what, func() bool {
-			l.Trigger()
+			l.loop.Trigger()
 			e, r := has()
 			return e == exp && r == rec
 		})

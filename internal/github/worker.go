@@ -1,4 +1,4 @@
-package reconcile
+package github
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/policyrollout/reconciler/internal/forge"
+	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
 // ghTerm is what the GitHub worker remembers in one leadership term: what
@@ -39,12 +41,12 @@ type commentState struct {
 // comment commands, in its own goroutine, so a slow or rate-limited
 // GitHub never delays a reconcile pass, a promotion or a decision.
 // Failed calls are retried later (after GitHub's reset when it gave one).
-func (l *Loop) runGitHub(ctx context.Context) {
-	g := l.gh
+func (g *Worker) runTerm(ctx context.Context) {
+	g.run.Set(lifecycle.OK, "")
 	w := &ghTerm{promote: map[string]string{}, validate: map[string]string{}, preview: map[string]string{},
 		comments: map[int]commentState{}}
 	g.relistAll.Store(true)
-	sub, unsubscribe := l.cfg.Store.Subscribe()
+	sub, unsubscribe := g.cfg.Store.Subscribe()
 	defer unsubscribe()
 	sched := cron.New()
 	if _, err := sched.AddFunc(g.cfg.Summary, func() { w.due.Store(true); g.wake() }); err == nil {
@@ -58,7 +60,7 @@ func (l *Loop) runGitHub(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case q := <-g.commands:
-			l.runCommand(ctx, q)
+			g.runCommand(ctx, q)
 		case <-g.kick:
 		case <-sub:
 		case <-timer.C:
@@ -67,25 +69,23 @@ func (l *Loop) runGitHub(ctx context.Context) {
 		if !w.retry.IsZero() {
 			continue // a retry is scheduled; the timer brings it
 		}
-		if d := l.ghPass(ctx, w); d > 0 {
-			w.retry = l.cfg.Now().Add(d)
+		if d := g.pass(ctx, w); d > 0 {
+			w.retry = g.cfg.Now().Add(d)
 			timer.Reset(d)
 		}
 	}
 }
 
-// refreshPulls asks the worker to list the open pull requests again
-// (after each reconcile pass).
-func (l *Loop) refreshPulls() {
-	if l.gh != nil {
-		l.gh.relistAll.Store(true)
-		l.gh.wake()
-	}
+// Refresh asks the worker to list the open pull requests again (after
+// each reconcile pass).
+func (g *Worker) Refresh() {
+	g.relistAll.Store(true)
+	g.wake()
 }
 
-// ghPass is one pass of the worker. It returns how soon to retry when a
+// pass is one pass of the worker. It returns how soon to retry when a
 // call failed, else 0.
-func (l *Loop) ghPass(ctx context.Context, w *ghTerm) time.Duration {
+func (g *Worker) pass(ctx context.Context, w *ghTerm) time.Duration {
 	var failed error
 	note := func(what string, err error) {
 		if err == nil || ctx.Err() != nil {
@@ -95,44 +95,45 @@ func (l *Loop) ghPass(ctx context.Context, w *ghTerm) time.Duration {
 			failed = err
 		}
 		if forge.Retryable(err) {
-			l.gh.log.Debug("GitHub call failed; retrying later", "what", what, "error", err)
+			g.log.Debug("GitHub call failed; retrying later", "what", what, "error", err)
 		} else {
-			l.gh.log.Warn("GitHub call failed", "what", what, "error", err)
+			g.log.Warn("GitHub call failed", "what", what, "error", err)
 		}
 	}
-	if l.gh.relistAll.Swap(false) {
-		if err := l.listPulls(ctx); err != nil {
-			l.gh.relistAll.Store(true)
+	if g.relistAll.Swap(false) {
+		if err := g.listPulls(ctx); err != nil {
+			g.relistAll.Store(true)
 			note("list pull requests", err)
 		}
 	}
-	st := l.cfg.Store.State()
-	l.promoteStatuses(ctx, w, st, note)
-	l.pullStatuses(ctx, w, st, note)
+	st := g.cfg.Store.State()
+	g.promoteStatuses(ctx, w, st, note)
+	g.pullStatuses(ctx, w, st, note)
 	w.due.Store(false)
 	if failed == nil {
+		g.run.Set(lifecycle.OK, "")
 		return 0
 	}
-	return l.gh.retryDelay(failed, l.cfg.Now())
+	g.run.Set(lifecycle.Warn, "GitHub calls fail; retrying: "+failed.Error())
+	return g.retryDelay(failed, g.cfg.Now())
 }
 
 // listPulls reads the open pull requests into the live branch, and asks
 // for a reconcile pass when the set or a head changed.
-func (l *Loop) listPulls(ctx context.Context) error {
-	open, err := l.gh.cfg.Forge.OpenPullRequests(ctx, l.cfg.Branch)
+func (g *Worker) listPulls(ctx context.Context) error {
+	open, err := g.cfg.Forge.OpenPullRequests(ctx, g.cfg.Branch)
 	if err != nil {
 		return err
 	}
 	if open == nil {
 		open = []forge.PullRequest{}
 	}
-	g := l.gh
 	g.mu.Lock()
 	changed := g.open == nil || openListKey(g.open) != openListKey(open)
 	g.open = open
 	g.mu.Unlock()
 	if changed {
-		l.Trigger()
+		g.cfg.Trigger()
 	}
 	return nil
 }
@@ -140,19 +141,19 @@ func (l *Loop) listPulls(ctx context.Context) error {
 // promoteStatuses sets reconciler/promote on the commits of the known
 // generations: pending while staged, success once active on every node,
 // failure when invalid.
-func (l *Loop) promoteStatuses(ctx context.Context, w *ghTerm, st *raftstore.State, note func(string, error)) {
+func (g *Worker) promoteStatuses(ctx context.Context, w *ghTerm, st *raftstore.State, note func(string, error)) {
 	for _, n := range st.GenerationNumbers() {
-		g := st.Generations[n]
-		if g.Commit == "" || isDirCommit(g.Commit) {
+		gen := st.Generations[n]
+		if gen.Commit == "" || reconcile.IsDirCommit(gen.Commit) {
 			continue
 		}
-		state, desc := promoteStatus(g)
-		if state == "" || w.promote[g.Commit] == state+desc {
+		state, desc := promoteStatus(gen)
+		if state == "" || w.promote[gen.Commit] == state+desc {
 			continue
 		}
-		err := l.gh.cfg.Forge.SetStatus(ctx, g.Commit, forge.ContextPromote, state, desc, "")
+		err := g.cfg.Forge.SetStatus(ctx, gen.Commit, forge.ContextPromote, state, desc, "")
 		if err == nil {
-			w.promote[g.Commit] = state + desc
+			w.promote[gen.Commit] = state + desc
 		}
 		note("promote status", err)
 	}

@@ -1,4 +1,4 @@
-package reconcile
+package experiments
 
 import (
 	"context"
@@ -17,22 +17,22 @@ import (
 // start/stopPreview, commit); each stores a long-running Operation.
 
 // leaderCheck answers raftstore.ErrNotLeader unless the loop runs here.
-func (l *Loop) leaderCheck() error {
-	if !l.leading.Load() {
+func (s *Service) leaderCheck() error {
+	if s.cfg.Leader == nil || !s.cfg.Leader.Leading() {
 		return fmt.Errorf("%w: this node's reconcile loop is not running", raftstore.ErrNotLeader)
 	}
 	return nil
 }
 
 // finish stores a done operation for method m on e (the response).
-func (l *Loop) finish(ctx context.Context, m preview.Method, target string, resp *preview.Experiment,
+func (s *Service) finish(ctx context.Context, m preview.Method, target string, resp *preview.Experiment,
 	now time.Time) (*preview.Operation, error) {
 	op := preview.NewOperation(preview.OperationID(m, target, now), m, target, now)
 	done, err := op.Succeed(resp, now)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.putOperation(ctx, done); err != nil {
+	if err := s.putOperation(ctx, done); err != nil {
 		return nil, err
 	}
 	return done, nil
@@ -42,7 +42,7 @@ func (l *Loop) finish(ctx context.Context, m preview.Method, target string, resp
 // expMu (compiling takes milliseconds), so that a policy that does not
 // compile is INVALID_ARGUMENT. A body naming another policy is left to
 // preview.Create/Update, which refuse it.
-func (l *Loop) checkInput(pol string, in preview.Input) error {
+func (s *Service) checkInput(pol string, in preview.Input) error {
 	if in.Policy == nil {
 		return nil
 	}
@@ -53,37 +53,37 @@ func (l *Loop) checkInput(pol string, in preview.Input) error {
 	if c.Name != pol {
 		return nil
 	}
-	return preview.CheckPolicy(&c, l.cfg.EngineOptions)
+	return preview.CheckPolicy(&c, s.cfg.EngineOptions)
 }
 
 // CreateExperiment creates an API experiment under parent
 // ("policies/{policy}") and, with auto_start, starts it. Problems with the
 // request are *preview.Error (INVALID_ARGUMENT, ALREADY_EXISTS,
 // RESOURCE_EXHAUSTED).
-func (l *Loop) CreateExperiment(ctx context.Context, parent, id string, in preview.Input) (*preview.Operation, error) {
-	if err := l.leaderCheck(); err != nil {
+func (s *Service) CreateExperiment(ctx context.Context, parent, id string, in preview.Input) (*preview.Operation, error) {
+	if err := s.leaderCheck(); err != nil {
 		return nil, err
 	}
-	if err := l.checkInput(strings.TrimPrefix(parent, "policies/"), in); err != nil {
+	if err := s.checkInput(strings.TrimPrefix(parent, "policies/"), in); err != nil {
 		return nil, err
 	}
-	l.expMu.Lock()
-	defer l.expMu.Unlock()
-	now := l.cfg.Now()
-	e, err := preview.Create(l.experiments(l.cfg.Store.State()), preview.CreateRequest{Parent: parent, ExperimentID: id,
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	e, err := preview.Create(s.experiments(s.cfg.Store.State()), preview.CreateRequest{Parent: parent, ExperimentID: id,
 		Policy: in.Policy, Annotations: in.Annotations, Source: preview.Source{Kind: preview.SourceAPI}},
-		l.settings(), now)
+		s.settings(), now)
 	if err != nil {
 		return nil, err
 	}
-	return l.save(ctx, preview.MethodCreate, preview.AutoStart(e, l.settings(), now), now)
+	return s.save(ctx, preview.MethodCreate, preview.AutoStart(e, s.settings(), now), now)
 }
 
 // UpdateExperiment changes the policy and/or annotations of an experiment
 // (AIP-236 update: an ACTIVE one is suspended, then restarted with
 // auto_start).
-func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Input) (*preview.Operation, error) {
-	if err := l.leaderCheck(); err != nil {
+func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.Input) (*preview.Operation, error) {
+	if err := s.leaderCheck(); err != nil {
 		return nil, err
 	}
 	if in.Policy != nil {
@@ -91,69 +91,69 @@ func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Inp
 		if err != nil {
 			return nil, err
 		}
-		if err := l.checkInput(pol, in); err != nil {
+		if err := s.checkInput(pol, in); err != nil {
 			return nil, err
 		}
 	}
-	return l.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+	return s.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
 		e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
 		if err != nil {
 			return nil, err
 		}
-		return l.save(ctx, preview.MethodUpdate, preview.AutoStart(e, l.settings(), now), now)
+		return s.save(ctx, preview.MethodUpdate, preview.AutoStart(e, s.settings(), now), now)
 	})
 }
 
 // DeleteExperiment deletes an experiment (etag, when given, must match).
-func (l *Loop) DeleteExperiment(ctx context.Context, name, etag string) (*preview.Operation, error) {
-	if err := l.leaderCheck(); err != nil {
+func (s *Service) DeleteExperiment(ctx context.Context, name, etag string) (*preview.Operation, error) {
+	if err := s.leaderCheck(); err != nil {
 		return nil, err
 	}
-	return l.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+	return s.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
 		e, err := preview.Delete(cur, etag)
 		if err != nil {
 			return nil, err
 		}
-		if err := l.deleteExperiment(ctx, name); err != nil {
+		if err := s.deleteExperiment(ctx, name); err != nil {
 			return nil, err
 		}
-		l.log.Info("experiment deleted", "experiment", name)
-		return l.finish(ctx, preview.MethodDelete, name, e, now)
+		s.log.Info("experiment deleted", "experiment", name)
+		return s.finish(ctx, preview.MethodDelete, name, e, now)
 	})
 }
 
 // StartPreview starts previewing an experiment.
-func (l *Loop) StartPreview(ctx context.Context, name string) (*preview.Operation, error) {
-	return l.setPreview(ctx, name, preview.MethodStartPreview, preview.StartPreview)
+func (s *Service) StartPreview(ctx context.Context, name string) (*preview.Operation, error) {
+	return s.setPreview(ctx, name, preview.MethodStartPreview, preview.StartPreview)
 }
 
 // StopPreview stops previewing an experiment.
-func (l *Loop) StopPreview(ctx context.Context, name string) (*preview.Operation, error) {
-	return l.setPreview(ctx, name, preview.MethodStopPreview, preview.StopPreview)
+func (s *Service) StopPreview(ctx context.Context, name string) (*preview.Operation, error) {
+	return s.setPreview(ctx, name, preview.MethodStopPreview, preview.StopPreview)
 }
 
-func (l *Loop) setPreview(ctx context.Context, name string, m preview.Method,
+func (s *Service) setPreview(ctx context.Context, name string, m preview.Method,
 	fn func(*preview.Experiment, time.Time) (*preview.Experiment, error)) (*preview.Operation, error) {
-	if err := l.leaderCheck(); err != nil {
+	if err := s.leaderCheck(); err != nil {
 		return nil, err
 	}
-	return l.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+	return s.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
 		e, err := fn(cur, now)
 		if err != nil {
 			return nil, err
 		}
-		return l.save(ctx, m, e, now)
+		return s.save(ctx, m, e, now)
 	})
 }
 
 // change runs fn on the current version of experiment name (NOT_FOUND
 // when there is none) under expMu, so that it sees the version it
 // replaces; the shared body of update, delete and start/stopPreview.
-func (l *Loop) change(name string, fn func(cur *preview.Experiment, now time.Time) (*preview.Operation, error)) (*preview.Operation, error) {
-	l.expMu.Lock()
-	defer l.expMu.Unlock()
-	now := l.cfg.Now()
-	cur, err := preview.Get(l.experiments(l.cfg.Store.State()), name)
+func (s *Service) change(name string, fn func(cur *preview.Experiment, now time.Time) (*preview.Operation, error)) (*preview.Operation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	cur, err := preview.Get(s.experiments(s.cfg.Store.State()), name)
 	if err != nil {
 		return nil, err
 	}
@@ -161,12 +161,12 @@ func (l *Loop) change(name string, fn func(cur *preview.Experiment, now time.Tim
 }
 
 // save writes e as method m left it and returns m's finished operation.
-func (l *Loop) save(ctx context.Context, m preview.Method, e *preview.Experiment, now time.Time) (*preview.Operation, error) {
-	if err := l.putExperiment(ctx, e); err != nil {
+func (s *Service) save(ctx context.Context, m preview.Method, e *preview.Experiment, now time.Time) (*preview.Operation, error) {
+	if err := s.putExperiment(ctx, e); err != nil {
 		return nil, err
 	}
-	l.log.Info("experiment saved", "method", m, "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
-	return l.finish(ctx, m, e.Name, e, now)
+	s.log.Info("experiment saved", "method", m, "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
+	return s.finish(ctx, m, e.Name, e, now)
 }
 
 // CommitExperiment promotes an experiment to live (AIP-236 commit). The
@@ -178,18 +178,18 @@ func (l *Loop) save(ctx context.Context, m preview.Method, e *preview.Experiment
 // wait. A failed push changes nothing: the experiment keeps previewing and
 // the live policy stays as it was. A pull request experiment is committed
 // by merging its pull request (commitPullExperiment).
-func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error) {
-	if err := l.leaderCheck(); err != nil {
+func (s *Service) CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error) {
+	if err := s.leaderCheck(); err != nil {
 		return nil, err
 	}
-	l.expMu.Lock()
-	defer l.expMu.Unlock()
-	st := l.cfg.Store.State()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.cfg.Store.State()
 	pol, _, err := preview.ParseName(name)
 	if err != nil {
 		return nil, err
 	}
-	cur, _ := preview.Get(l.experiments(st), name)
+	cur, _ := preview.Get(s.experiments(st), name)
 	liveEtag := ""
 	if g, ok := st.ActiveGeneration(); ok {
 		liveEtag = g.Etags[pol]
@@ -199,21 +199,21 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 		return nil, err
 	}
 	if cur.Source.Kind == preview.SourcePullRequest {
-		if l.merging[name] {
+		if s.merging[name] {
 			return nil, &preview.Error{Code: preview.Aborted, Msg: fmt.Sprintf(
 				"a commit of %s is in progress (GitHub is merging its pull request)", name)}
 		}
-		return l.commitPullExperiment(ctx, cur, plan)
+		return s.commitPullExperiment(ctx, cur, plan)
 	}
-	committer, ok := l.cfg.Source.(PolicyCommitter)
-	if !ok || l.cfg.Source == nil {
-		return nil, fmt.Errorf("%w: %w", ErrCannotRollBack, ErrNoCommitter)
+	committer, ok := s.cfg.Source.(PolicyCommitter)
+	if !ok || s.cfg.Source == nil {
+		return nil, ErrNoCommitter
 	}
-	files, err := l.commitFiles(cur)
+	files, err := s.commitFiles(cur)
 	if err != nil {
 		return nil, err
 	}
-	now := l.cfg.Now()
+	now := s.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
 	msg := fmt.Sprintf("Commit experiment %s (etag %s)", name, cur.Etag)
 	if cur.Source.Kind == preview.SourceBranch {
@@ -224,20 +224,20 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 		if errors.Is(err, gitsource.ErrNoChange) {
 			err = fmt.Errorf("%w: the live branch already holds this version of %s", gitsource.ErrNoChange, pol)
 		}
-		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
-		l.log.Warn("commit of experiment failed; nothing changed", "experiment", name, "error", err)
+		_ = s.putOperation(ctx, op.Fail(err, s.cfg.Now()))
+		s.log.Warn("commit of experiment failed; nothing changed", "experiment", name, "error", err)
 		return nil, err
 	}
-	l.commits.Add(1)
-	if err := l.putOperation(ctx, op); err != nil {
+	s.commits.Add(1)
+	if err := s.putOperation(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+	if err := s.deleteExperiment(ctx, plan.Delete); err != nil {
 		return nil, err
 	}
-	l.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "revision", l.revision(commit))
-	l.Trigger()
-	go l.completeCommit(op, commit)
+	s.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "commit", commit)
+	s.cfg.Leader.Trigger()
+	go s.completeCommit(op, commit)
 	return op, nil
 }
 
@@ -254,54 +254,58 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 // promotion) or the other experiments. GitHub's sha check keeps the merge
 // to the previewed head whatever changes meanwhile; merging marks the
 // experiment so a second commit is refused until this one is over.
-func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment, plan preview.CommitPlan) (*preview.Operation, error) {
+func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experiment, plan preview.CommitPlan) (*preview.Operation, error) {
 	n, name := cur.Source.Number, cur.Name
-	if rec, ok := ReadPullRecords(l.cfg.Store.State())[n]; ok && rec.HeadCommit == cur.Source.HeadCommit && !rec.Validation.Valid {
+	if s.cfg.Pulls == nil {
+		return nil, &preview.Error{Code: preview.FailedPrecondition,
+			Msg: fmt.Sprintf("pull request #%d can only be merged on GitHub: the GitHub integration ([github]) is not configured", n)}
+	}
+	if s.cfg.Pulls.PullInvalid(n, cur.Source.HeadCommit) {
 		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"the policies of pull request #%d are invalid (see reconciler/validate); nothing was merged", n)}
 	}
-	now := l.cfg.Now()
+	now := s.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
-	l.merging[name] = true
-	l.expMu.Unlock()
-	sha, err := l.MergePullRequest(ctx, n, cur.Source.HeadCommit)
-	l.expMu.Lock()
-	delete(l.merging, name)
+	s.merging[name] = true
+	s.mu.Unlock()
+	sha, err := s.cfg.Pulls.MergePullRequest(ctx, n, cur.Source.HeadCommit)
+	s.mu.Lock()
+	delete(s.merging, name)
 	if err != nil {
-		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
-		l.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
+		_ = s.putOperation(ctx, op.Fail(err, s.cfg.Now()))
+		s.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
 		return nil, err
 	}
-	if err := l.putOperation(ctx, op); err != nil {
+	if err := s.putOperation(ctx, op); err != nil {
 		return nil, err
 	}
-	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+	if err := s.deleteExperiment(ctx, plan.Delete); err != nil {
 		return nil, err
 	}
-	l.log.Info("experiment committed by merging its pull request", "experiment", name, "etag", cur.Etag,
+	s.log.Info("experiment committed by merging its pull request", "experiment", name, "etag", cur.Etag,
 		"pull", n, "head", cur.Source.HeadCommit, "merge_commit", sha)
-	go l.completeCommit(op, sha)
+	go s.completeCommit(op, sha)
 	return op, nil
 }
 
 // completeCommit waits (bounded) for the generation of commit and
 // completes op.
-func (l *Loop) completeCommit(op *preview.Operation, commit string) {
-	wait := l.cfg.CommitWait
+func (s *Service) completeCommit(op *preview.Operation, commit string) {
+	wait := s.cfg.CommitWait
 	if wait <= 0 {
 		wait = DefaultCommitWait
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
 	defer cancel()
-	res := l.waitForCommit(ctx, RollbackResult{Commit: commit}, wait)
-	now := l.cfg.Now()
+	g := s.cfg.Leader.WaitForCommit(ctx, commit, wait)
+	now := s.cfg.Now()
 	var done *preview.Operation
 	switch {
-	case res.Generation != 0 && res.State == raftstore.GenerationActive:
+	case g.Number != 0 && g.State == raftstore.GenerationActive:
 		done, _ = op.Succeed(nil, now)
-	case res.Generation != 0 && res.State == raftstore.GenerationInvalid:
+	case g.Number != 0 && g.State == raftstore.GenerationInvalid:
 		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
-			"commit %s made generation %d, which is INVALID: %s", commit, res.Generation, strings.Join(res.Errors, "; "))}, now)
+			"commit %s made generation %d, which is INVALID: %s", commit, g.Number, strings.Join(g.LeaderErrors, "; "))}, now)
 	default:
 		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"commit %s was pushed but its generation was not active within %s", commit, wait)}, now)
@@ -309,8 +313,8 @@ func (l *Loop) completeCommit(op *preview.Operation, commit string) {
 	if done == nil {
 		return
 	}
-	if err := l.putOperation(ctx, done); err != nil {
-		l.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)
+	if err := s.putOperation(ctx, done); err != nil {
+		s.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)
 	}
 }
 
@@ -319,10 +323,10 @@ func (l *Loop) completeCommit(op *preview.Operation, commit string) {
 // gives the experiment's etag; otherwise the experiment's policy as one
 // policy.toml (MarshalTOML loads back to the same etag). A NoOp
 // experiment of a branch that deleted the policy deletes the directory.
-func (l *Loop) commitFiles(e *preview.Experiment) (map[string][]byte, error) {
+func (s *Service) commitFiles(e *preview.Experiment) (map[string][]byte, error) {
 	pol := e.PolicyName()
 	if e.Source.Kind == preview.SourceBranch && e.Source.HeadCommit != "" {
-		if all, err := l.cfg.Source.Files(e.Source.HeadCommit); err == nil {
+		if all, err := s.cfg.Source.Files(e.Source.HeadCommit); err == nil {
 			files := map[string][]byte{}
 			for p, data := range all {
 				if rel, ok := strings.CutPrefix(p, pol+"/"); ok {
@@ -332,7 +336,7 @@ func (l *Loop) commitFiles(e *preview.Experiment) (map[string][]byte, error) {
 			if len(files) == 0 && preview.IsNoOp(e.Policy) {
 				return files, nil // the branch deletes the policy
 			}
-			if p, err := policy.LoadPolicy(gitsource.FilesFS(all), pol, l.cfg.LoadOptions); err == nil && p.Etag() == e.Etag {
+			if p, err := policy.LoadPolicy(gitsource.FilesFS(all), pol, s.cfg.LoadOptions); err == nil && p.Etag() == e.Etag {
 				return files, nil
 			}
 		}

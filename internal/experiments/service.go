@@ -1,0 +1,239 @@
+// Package experiments is the leader's AIP-236 experiment service: the
+// create, update, delete, start/stopPreview and commit methods with their
+// long-running operations, the experiments of branches and pull requests
+// kept in step with what the reconcile pass computed, cascading deletes
+// and the bounds on stored operations.
+//
+// Every change is decided here (times included) with the pure state
+// machine of internal/preview and proposed to raft, so followers only read
+// the experiments. Two kinds of callers change them:
+//
+//   - the reconcile pass (internal/reconcile): every branch other than the
+//     live one, or with [github] every open pull request, that changes a
+//     policy is the experiment "branch-<name>" or "pr-N" of that policy,
+//     created, updated (new head commit; AutoStart when
+//     preview.auto_start) and deleted as the sources move (SyncBranches,
+//     SyncPulls); and a live policy deleted on main deletes its
+//     experiments (Cascade) once that generation is active;
+//   - the API and the comment commands (create, update, delete,
+//     start/stopPreview, commit), each of which stores an Operation.
+//
+// One mutex serialises all of them, so each decision is taken on the state
+// the previous one produced.
+package experiments
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// Store is what the service needs of the replicated state
+// (raftstore.Store).
+type Store interface {
+	State() *raftstore.State
+	Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error)
+}
+
+// Tree reads the policies root at a commit (gitsource.Files semantics:
+// gitsource.ErrTooLarge, fs.ErrNotExist).
+type Tree interface {
+	Files(commit string) (map[string][]byte, error)
+}
+
+// PolicyCommitter can replace a policy directory on the live branch in
+// one commit (gitsource.Source.CommitPolicy).
+type PolicyCommitter interface {
+	CommitPolicy(ctx context.Context, req gitsource.CommitPolicyRequest) (string, error)
+}
+
+// Leader is the reconcile loop as the service sees it: whether it leads
+// here, a trigger for a pass after a commit, and the wait for the
+// generation made from a commit (internal/reconcile.Loop).
+type Leader interface {
+	Leading() bool
+	Trigger()
+	// WaitForCommit waits, at most wait, until the generation made from
+	// commit is no longer STAGED, and returns it (number 0 when none).
+	WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation
+}
+
+// PullRequests merges pull requests and knows their validity (the GitHub
+// worker, internal/github); nil without [github].
+type PullRequests interface {
+	// MergePullRequest merges pull request n at head; a head that moved
+	// is ABORTED, a pull request GitHub will not merge
+	// FAILED_PRECONDITION.
+	MergePullRequest(ctx context.Context, n int, head string) (string, error)
+	// PullInvalid reports whether pull request n is known to be invalid
+	// at head.
+	PullInvalid(n int, head string) bool
+}
+
+// Config holds a Service's dependencies.
+type Config struct {
+	Store  Store
+	Leader Leader
+	// Source is the policy repository; nil or not a PolicyCommitter
+	// makes commits of branch and API experiments FAILED_PRECONDITION.
+	Source Tree
+	// Pulls is set with [github].
+	Pulls PullRequests
+	// LoadOptions and EngineOptions load and check experiment policies;
+	// every node compiles with the same ones.
+	LoadOptions   policy.LoadOptions
+	EngineOptions engine.Options
+	// Preview holds the [preview] settings of experiments.
+	Preview preview.Settings
+	// CommitWait bounds the wait of a commit for its generation to be
+	// active; 0 means DefaultCommitWait.
+	CommitWait time.Duration
+	Logger     hclog.Logger
+	Now        func() time.Time
+}
+
+// Service is the experiment service of the leader.
+type Service struct {
+	cfg Config
+	log hclog.Logger
+
+	// mu serialises the changes of experiments; merging marks the pull
+	// request experiments being merged, under mu.
+	mu      sync.Mutex
+	merging map[string]bool
+	// commits counts experiment commits pushed, so that a pass whose refs
+	// predate one skips its branch experiment sync (Epoch).
+	commits atomic.Uint64
+	// cache holds branch trees by commit.
+	cacheMu sync.Mutex
+	cache   map[string]map[string][]byte
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}, cache: map[string]map[string][]byte{}}
+}
+
+// DefaultCommitWait bounds how long the leader waits, after pushing a
+// commit's merge to the live branch, for the new generation to be active
+// before it fails the operation.
+const DefaultCommitWait = 2 * time.Minute
+
+// ErrNoCommitter means the policy source cannot write commits.
+var ErrNoCommitter = errs.Sentinel(errs.FailedPrecondition, "the policy source cannot write commits")
+
+// Epoch counts the commits this service pushed.
+func (s *Service) Epoch() uint64 { return s.commits.Load() }
+
+// settings returns the [preview] settings of the state machine.
+func (s *Service) settings() preview.Settings { return s.cfg.Preview }
+
+// List returns the AIP experiments of the replicated state.
+func (s *Service) List() []*preview.Experiment { return s.experiments(s.cfg.Store.State()) }
+
+// experiments decodes the AIP experiments of st; bad documents are logged.
+func (s *Service) experiments(st *raftstore.State) []*preview.Experiment {
+	exps, bad := preview.FromState(st)
+	for _, err := range bad {
+		s.log.Warn("skipping an experiment document that does not decode", "error", err)
+	}
+	return exps
+}
+
+// proposePut proposes the put payload p (err is the error making it) of
+// the document name: the shared body of putExperiment and putOperation.
+func proposePut[P any, PP interface {
+	*P
+	raftstore.Payload
+}](ctx context.Context, s *Service, name string, p P, err error) error {
+	if err != nil {
+		return err
+	}
+	if _, err := s.cfg.Store.Propose(ctx, PP(&p)); err != nil {
+		return fmt.Errorf("storing %s: %w", name, err)
+	}
+	return nil
+}
+
+// putExperiment proposes e.
+func (s *Service) putExperiment(ctx context.Context, e *preview.Experiment) error {
+	p, err := e.PutPayload()
+	return proposePut(ctx, s, e.Name, p, err)
+}
+
+// putOperation proposes op.
+func (s *Service) putOperation(ctx context.Context, op *preview.Operation) error {
+	p, err := op.PutPayload()
+	return proposePut(ctx, s, op.Name, p, err)
+}
+
+// deleteExperiment proposes the delete of name and previews the
+// experiments of its policy that were waiting for room under the cap.
+func (s *Service) deleteExperiment(ctx context.Context, name string) error {
+	p := preview.DeletePayload(name)
+	if _, err := s.cfg.Store.Propose(ctx, &p); err != nil {
+		return fmt.Errorf("deleting %s: %w", name, err)
+	}
+	pol, _, _ := preview.ParseName(name)
+	return s.rebalance(ctx, pol)
+}
+
+// rebalance previews (and, with auto_start, starts) the experiments of
+// pol that now fit under the cap.
+func (s *Service) rebalance(ctx context.Context, pol string) error {
+	now := s.cfg.Now()
+	for _, e := range preview.Rebalance(s.experiments(s.cfg.Store.State()), pol, s.settings()) {
+		e = preview.AutoStart(e, s.settings(), now)
+		if err := s.putExperiment(ctx, e); err != nil {
+			return err
+		}
+		s.log.Info("experiment previewed: room under the cap", "experiment", e.Name)
+	}
+	return nil
+}
+
+// Cascade deletes the experiments of every policy that was live in from
+// and is not in to (AIP-236: deleting a live policy deletes its
+// experiments). A live policy changed to a no-op keeps them.
+func (s *Service) Cascade(ctx context.Context, from, to raftstore.Generation) {
+	var gone []string
+	for pol := range from.Etags {
+		if _, ok := to.Etags[pol]; !ok {
+			gone = append(gone, pol)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	exps := s.experiments(s.cfg.Store.State())
+	for _, pol := range gone {
+		for _, name := range preview.CascadeDelete(exps, pol) {
+			p := preview.DeletePayload(name)
+			if _, err := s.cfg.Store.Propose(ctx, &p); err != nil {
+				s.log.Warn("cannot delete the experiment of a deleted policy", "experiment", name, "error", err)
+				continue
+			}
+			s.log.Info("live policy deleted; experiment deleted", "policy", pol, "experiment", name,
+				"generation", to.Number)
+		}
+	}
+}
