@@ -81,9 +81,6 @@ type Config struct {
 	// Rollback serves POST /v1/generations:rollback where the leader loop
 	// runs; without it the endpoint answers 404.
 	Rollback Rollbacker
-	// Client sends requests forwarded to the leader (rollback); nil means
-	// a default client (each request has its own deadline).
-	Client *http.Client
 	// Experiments changes experiments where the leader loop runs; without
 	// it the experiment writes answer 404 (experiments.go).
 	Experiments Experiments
@@ -125,7 +122,6 @@ type Server struct {
 	token   string
 
 	rollbacker Rollbacker
-	fwdClient  *http.Client
 
 	experiments Experiments
 	preview     Preview
@@ -148,7 +144,6 @@ func New(cfg Config) *Server {
 		token:   cfg.Token,
 
 		rollbacker: cfg.Rollback,
-		fwdClient:  cfg.Client,
 
 		experiments: cfg.Experiments,
 		preview:     cfg.Preview,
@@ -156,9 +151,6 @@ func New(cfg Config) *Server {
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
 		parts:       cfg.Parts,
-	}
-	if s.fwdClient == nil {
-		s.fwdClient = &http.Client{}
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -28,6 +29,10 @@ type Cluster interface {
 	Reconcile(ctx context.Context) error
 	ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
 	Heartbeat(ctx context.Context, hb cluster.Heartbeat) (cluster.View, error)
+	// OnLeader and ForwardRead are the one way to reach the leader
+	// (cluster.Cluster.OnLeader): run here when leading, else forward once.
+	OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error, call cluster.Call) (*cluster.Answer, error)
+	ForwardRead(ctx context.Context, call cluster.Call) (cluster.Answer, bool, error)
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)

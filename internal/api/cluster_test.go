@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -24,6 +25,8 @@ type fakeCluster struct {
 	proposed  []raftstore.Command
 	reconcile int
 	forwarded []bool
+	// token is sent on forwarded calls, as the cluster layer's Config.Token.
+	token string
 }
 
 var _ Cluster = (*fakeCluster)(nil)
@@ -57,6 +60,31 @@ func (f *fakeCluster) ProposeCommand(_ context.Context, cmd raftstore.Command) (
 	defer f.mu.Unlock()
 	f.proposed = append(f.proposed, cmd)
 	return raftstore.Result{Index: 42}, nil
+}
+
+// OnLeader runs local, and on NOT_LEADER sends call to n1's address in
+// the state (when there is one) with the cluster layer's Sender.
+func (f *fakeCluster) OnLeader(ctx context.Context, _ time.Duration, local func(context.Context) error,
+	call cluster.Call) (*cluster.Answer, error) {
+	err := local(ctx)
+	if !errors.Is(err, raftstore.ErrNotLeader) || cluster.IsForwarded(ctx) {
+		return nil, err
+	}
+	a, ok, ferr := f.ForwardRead(ctx, call)
+	if !ok {
+		return nil, err
+	}
+	return &a, ferr
+}
+
+// ForwardRead sends call to n1 when the state gives it an address.
+func (f *fakeCluster) ForwardRead(ctx context.Context, call cluster.Call) (cluster.Answer, bool, error) {
+	n, ok := f.state.Nodes[f.Leader()]
+	if !ok || n.HTTPAddr == "" || cluster.IsForwarded(ctx) {
+		return cluster.Answer{}, false, nil
+	}
+	a, err := cluster.Sender{Self: f.NodeID(), Token: f.token, Client: http.DefaultClient}.Send(ctx, n.HTTPAddr, call)
+	return a, true, err
 }
 
 func (f *fakeCluster) Heartbeat(context.Context, cluster.Heartbeat) (cluster.View, error) {

@@ -1,95 +1,55 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
-	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
-// maxForwardedAnswer bounds what is read of the leader's answer.
-const maxForwardedAnswer = 4 << 20
-
-// leaderAddr is the HTTP address of the leader when it is another node.
-func (s *Server) leaderAddr() (string, bool) {
-	id := s.cluster.Leader()
-	if id == "" || id == s.cluster.NodeID() {
-		return "", false
+// forwardedContext marks ctx when r was forwarded by another node, so the
+// cluster layer never forwards it again.
+func forwardedContext(ctx context.Context, r *http.Request) context.Context {
+	if r.Header.Get(cluster.ForwardedHeader) != "" {
+		return cluster.WithForwarded(ctx)
 	}
-	n, ok := s.cluster.State().Nodes[id]
-	return n.HTTPAddr, ok && n.HTTPAddr != ""
+	return ctx
 }
 
-// forward sends a request that only the leader can serve to the same path
-// on the leader, marked with cluster.ForwardedHeader so that it is never
-// forwarded again, and copies the answer (status, AIP-193 error included)
-// back to the client. It is for API calls whose work is not a raft command
-// (the cluster layer forwards those); the deadline is the caller's.
-func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, addr string, body []byte) {
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		s.fail(w, r, errorf(kindInternal, "forward: %v", err))
-		return
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(cluster.ForwardedHeader, s.cluster.NodeID())
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	resp, err := s.fwdClient.Do(req)
-	if err != nil {
-		s.fail(w, r, errorf(kindUnavailable, "forwarding to the leader at %s failed: %v", addr, cluster.TransportCause(err)))
-		return
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer))
-	if err != nil {
-		s.fail(w, r, errorf(kindUnavailable, "reading the leader's answer from %s: %v", addr, err))
-		return
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		w.Header().Set("Content-Type", ct)
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(data)
+// callOf is r as a call the leader can serve, with body raw.
+func callOf(r *http.Request, raw []byte) cluster.Call {
+	return cluster.Call{Method: r.Method, Path: r.URL.RequestURI(), Body: raw}
 }
 
-// leaderOnly runs work only the leader can do: here when this node leads,
-// and otherwise forwarded (once) to the leader, waiting up to leaderWait
-// for one to exist. It writes the answer: run's value, its error, or the
-// leader's answer. raw is the request body sent on when forwarding.
+// writeAnswer copies the leader's answer (status, AIP-193 error
+// included) back to the client.
+func writeAnswer(w http.ResponseWriter, a *cluster.Answer) {
+	if a.ContentType != "" {
+		w.Header().Set("Content-Type", a.ContentType)
+	}
+	w.WriteHeader(a.Status)
+	_, _ = w.Write(a.Body)
+}
+
+// leaderOnly runs work only the leader can do through the cluster's one
+// forwarder (cluster.OnLeader): here when this node leads, otherwise
+// forwarded once to the leader, waiting up to leaderWait for one to
+// exist. It writes the answer: run's value, its error, or the leader's
+// answer. raw is the request body sent on when forwarding.
 func (s *Server) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
 	run func(context.Context) (any, error)) {
-	forwarded := r.Header.Get(cluster.ForwardedHeader) != ""
-	deadline := time.Now().Add(leaderWait)
-	for {
-		v, err := run(ctx)
-		switch {
-		case err == nil:
-			s.writeValue(w, r, v)
-			return
-		case !errors.Is(err, raftstore.ErrNotLeader) || forwarded:
-			s.fail(w, r, err)
-			return
-		}
-		if addr, ok := s.leaderAddr(); ok {
-			s.forward(ctx, w, r, addr, raw)
-			return
-		}
-		if time.Now().After(deadline) {
-			s.fail(w, r, err)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			s.fail(w, r, err)
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
+	var v any
+	a, err := s.cluster.OnLeader(forwardedContext(ctx, r), leaderWait, func(ctx context.Context) error {
+		var err error
+		v, err = run(ctx)
+		return err
+	}, callOf(r, raw))
+	switch {
+	case err != nil:
+		s.fail(w, r, err)
+	case a != nil:
+		writeAnswer(w, a)
+	default:
+		s.writeValue(w, r, v)
 	}
 }

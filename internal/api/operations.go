@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/policyrollout/reconciler/internal/cluster"
-
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -24,10 +22,15 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, id string)
 	}
 	id = strings.TrimPrefix(id, "operations/")
 	doc, ok := s.cluster.State().Operations[id]
-	if !ok && id != "" && r.Header.Get(cluster.ForwardedHeader) == "" {
+	if !ok && id != "" {
 		// Just created on the leader, not applied here yet: ask the leader.
-		if addr, isOther := s.leaderAddr(); isOther {
-			s.forward(r.Context(), w, r, addr, nil)
+		a, asked, err := s.cluster.ForwardRead(forwardedContext(r.Context(), r), callOf(r, nil))
+		switch {
+		case asked && err != nil:
+			s.fail(w, r, err)
+			return
+		case asked:
+			writeAnswer(w, &a)
 			return
 		}
 	}

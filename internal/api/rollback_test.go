@@ -123,7 +123,7 @@ func TestRollbackForwarded(t *testing.T) {
 	n1 := st.Nodes["n1"]
 	n1.HTTPAddr = strings.TrimPrefix(watched.URL, "http://")
 	st.Nodes["n1"] = n1
-	follower := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}, Rollback: &rollbackFunc{fn: notLeader}, Token: "tok"})
+	follower := newTestEnv(t, Config{Cluster: &fakeCluster{state: st, token: "tok"}, Rollback: &rollbackFunc{fn: notLeader}, Token: "tok"})
 	auth := map[string]string{"Authorization": "Bearer tok"}
 	a := follower.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"generation":5}`), auth)
 	if a.code != 200 || !strings.Contains(string(a.body), `"commit":"c9"`) || !strings.Contains(string(a.body), `"state":"ACTIVE"`) {

@@ -1,11 +1,9 @@
 package api
 
 import (
-	"errors"
+	"context"
 	"net/http"
 
-	"github.com/policyrollout/reconciler/internal/cluster"
-	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -50,17 +48,15 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	err := s.commands.EnqueueCommand(cmd)
+	a, err := s.cluster.OnLeader(forwardedContext(r.Context(), r), 0, func(context.Context) error {
+		return s.commands.EnqueueCommand(cmd)
+	}, callOf(r, raw))
 	switch {
-	case err == nil:
-		writeJSON(w, http.StatusAccepted, []byte("{}\n"))
-	case errors.Is(err, raftstore.ErrNotLeader) && r.Header.Get(cluster.ForwardedHeader) == "":
-		if addr, ok := s.leaderAddr(); ok {
-			s.forward(r.Context(), w, r, addr, raw)
-			return
-		}
+	case err != nil:
 		s.fail(w, r, err)
+	case a != nil:
+		writeAnswer(w, a)
 	default:
-		s.fail(w, r, err)
+		writeJSON(w, http.StatusAccepted, []byte("{}\n"))
 	}
 }

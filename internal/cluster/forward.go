@@ -95,13 +95,11 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrForward, addr, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	self := ""
 	if direct {
-		req.Header.Set(ForwardedHeader, f.self)
+		self = f.self
 	}
-	if f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+f.token)
-	}
+	mark(req, self, f.token)
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %s%s: %v", ErrForward, addr, path, TransportCause(err))

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -70,7 +68,7 @@ func (m *Main) webhookHandler() http.Handler {
 	if !cfg.GitHub.Enabled() {
 		return nil
 	}
-	h := &handOff{m: m, log: m.Logger.Named(logging.Webhook), client: &http.Client{Timeout: handOffTimeout}}
+	h := &handOff{m: m, log: m.Logger.Named(logging.Webhook)}
 	return webhook.New(webhook.Config{
 		Secret:     []byte(cfg.Secret(cfg.GitHub.WebhookSecretEnv)),
 		Branch:     cfg.Git.Branch,
@@ -92,11 +90,11 @@ func (m *Main) commandQueue() api.CommandQueue {
 
 // handOff passes what the webhook accepted to the leader without blocking
 // the webhook's answer: a trigger through the cluster's reconcile
-// forwarding, a command through the internal enqueue endpoint.
+// forwarding, a command through the cluster's one way to the leader
+// (OnLeader) to the internal enqueue endpoint.
 type handOff struct {
-	m      *Main
-	log    hclog.Logger
-	client *http.Client
+	m   *Main
+	log hclog.Logger
 }
 
 // Trigger implements webhook.Trigger.
@@ -126,12 +124,18 @@ func (h *handOff) Enqueue(cmd webhook.Command) {
 // enqueue queues cmd here when this node leads, else on the leader,
 // retrying while the leader changes.
 func (h *handOff) enqueue(ctx context.Context, cmd webhook.Command) error {
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return err
+	}
+	call := cluster.Call{Method: http.MethodPost, Path: api.WebhookCommandsPath, Body: body}
+	local := func(context.Context) error { return h.m.github.EnqueueCommand(cmd) }
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		err := h.m.github.EnqueueCommand(cmd)
-		if errors.Is(err, raftstore.ErrNotLeader) {
-			err = h.post(ctx, cmd)
+		a, err := h.m.cluster.OnLeader(ctx, 0, local, call)
+		if err == nil && a != nil {
+			err = a.Err()
 		}
-		if err == nil || !errors.Is(err, raftstore.ErrNotLeader) {
+		if err == nil || !errors.Is(err, raftstore.ErrNotLeader) && !errors.Is(err, cluster.ErrForward) {
 			return err
 		}
 		select {
@@ -140,41 +144,6 @@ func (h *handOff) enqueue(ctx context.Context, cmd webhook.Command) error {
 		case <-time.After(delay):
 		}
 	}
-}
-
-// post sends cmd to the leader's internal enqueue endpoint.
-func (h *handOff) post(ctx context.Context, cmd webhook.Command) error {
-	id := h.m.cluster.Leader()
-	n, ok := h.m.cluster.State().Nodes[id]
-	if id == "" || id == h.m.Config.Node.ID || !ok || n.HTTPAddr == "" {
-		return cluster.ErrNoLeader
-	}
-	body, err := json.Marshal(cmd)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+api.WebhookCommandsPath, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(cluster.ForwardedHeader, h.m.Config.Node.ID)
-	if token := h.m.Config.Secret(h.m.Config.API.TokenEnv); token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: %v", cluster.ErrNoLeader, err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	switch {
-	case resp.StatusCode == http.StatusAccepted:
-		return nil
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		return fmt.Errorf("%w: leader %s answered %d: %s", cluster.ErrNoLeader, id, resp.StatusCode, bytes.TrimSpace(msg))
-	}
-	return fmt.Errorf("leader %s answered %d: %s", id, resp.StatusCode, bytes.TrimSpace(msg))
 }
 
 // previewThresholds turns [preview.thresholds] into the thresholds of

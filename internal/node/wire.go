@@ -78,7 +78,6 @@ func (m *Main) wire(ctx context.Context) error {
 		Cluster:        c,
 		Token:          token,
 		Rollback:       m.loop,
-		Client:         client,
 		Experiments:    m.experiments,
 		Preview:        m.preview,
 		Mirror:         m.preview,

@@ -1,0 +1,56 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// OnLeader runs locally on the leader, forwards once from a follower and
+// hands back the leader's answer, never forwards a forwarded request, and
+// waits a bounded time for a leader to be known.
+func TestOnLeader(t *testing.T) {
+	p := newPair(t, "s3cret", "s3cret")
+	ctx := context.Background()
+	reconcile := cluster.Call{Method: http.MethodPost, Path: cluster.PathReconcile, Body: []byte("{}")}
+	calls := 0
+	notLeader := func(context.Context) error { calls++; return raftstore.ErrNotLeader }
+
+	a, err := p.leader.OnLeader(ctx, 0, func(context.Context) error { calls++; return nil }, reconcile)
+	if a != nil || err != nil || calls != 1 || p.triggers.count() != 0 {
+		t.Fatalf("on the leader: %+v %v, %d local calls, %d triggers", a, err, calls, p.triggers.count())
+	}
+	a, err = p.follower.OnLeader(ctx, 0, notLeader, reconcile)
+	if err != nil || a == nil || a.Status != http.StatusAccepted || a.Err() != nil || p.triggers.count() != 1 {
+		t.Fatalf("forwarded: %+v %v, %d triggers", a, err, p.triggers.count())
+	}
+	// A forwarded request is answered here, never forwarded again.
+	calls = 0
+	if a, err = p.follower.OnLeader(cluster.WithForwarded(ctx), time.Second, notLeader, reconcile); a != nil ||
+		!errors.Is(err, raftstore.ErrNotLeader) || calls != 1 || p.triggers.count() != 1 {
+		t.Fatalf("forwarded twice: %+v %v, %d local calls", a, err, calls)
+	}
+	// The leader's error answer keeps its kind.
+	a, err = p.follower.OnLeader(ctx, 0, notLeader, cluster.Call{Method: http.MethodPost, Path: "/v1/cluster:nothing"})
+	var re *cluster.RemoteError
+	if err != nil || a == nil || !errors.As(a.Err(), &re) || re.Code != http.StatusNotFound {
+		t.Fatalf("error answer: %+v %v", a, err)
+	}
+	// No leader known: local is tried again until the wait ends.
+	p.followerStore.leaderID = ""
+	calls = 0
+	if _, err = p.follower.OnLeader(ctx, 250*time.Millisecond, notLeader, reconcile); !errors.Is(err, raftstore.ErrNotLeader) || calls < 2 {
+		t.Fatalf("no leader: %v after %d local calls", err, calls)
+	}
+	// An unreachable leader is ErrForward.
+	p.followerStore.leaderID = "L"
+	p.followerStore.state.Nodes["L"] = raftstore.Node{ID: "L", HTTPAddr: deadAddr(t)}
+	if _, err = p.follower.OnLeader(ctx, 0, notLeader, reconcile); !errors.Is(err, cluster.ErrForward) {
+		t.Fatalf("unreachable leader: %v", err)
+	}
+}
