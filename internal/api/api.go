@@ -98,6 +98,9 @@ type Config struct {
 	// Parts reports the node's long-running parts by name, for
 	// /v1/status; nil reports none.
 	Parts func() map[string]lifecycle.Status
+	// Records reads the leader loop's replicated records for /v1/status;
+	// nil shows none.
+	Records LeaderRecords
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -129,6 +132,7 @@ type Server struct {
 	webhook     http.Handler
 	commands    CommandQueue
 	parts       func() map[string]lifecycle.Status
+	records     LeaderRecords
 }
 
 // New returns a Server for cfg.
@@ -151,6 +155,7 @@ func New(cfg Config) *Server {
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
 		parts:       cfg.Parts,
+		records:     cfg.Records,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -51,7 +52,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	}
 	h, ok := handlers[verb]
 	if !ok || s.cluster == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 		return
 	}
 	if !s.allow(w, r, http.MethodPost) {
@@ -99,7 +100,7 @@ func (s *Server) authorized(r *http.Request) error {
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-		return errorf(kindUnauthenticated, "this endpoint needs the header \"Authorization: Bearer <token>\" with the token in the variable [api] token_env names")
+		return errorf(errs.Unauthenticated, "this endpoint needs the header \"Authorization: Bearer <token>\" with the token in the variable [api] token_env names")
 	}
 	return nil
 }
@@ -194,7 +195,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		if errors.As(err, &tooBig) {
 			return nil, err
 		}
-		return nil, errorf(kindInvalidArgument, "reading the request body: %v", err)
+		return nil, errorf(errs.InvalidArgument, "reading the request body: %v", err)
 	}
 	return data, nil
 }
@@ -208,10 +209,10 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return errorf(kindInvalidArgument, "request body: %v", err)
+		return errorf(errs.InvalidArgument, "request body: %v", err)
 	}
 	if dec.More() {
-		return errorf(kindInvalidArgument, "request body: data after the JSON object")
+		return errorf(errs.InvalidArgument, "request body: data after the JSON object")
 	}
 	return nil
 }

@@ -338,8 +338,8 @@ func TestRemoteErrorsKeepTheirStatus(t *testing.T) {
 		{fmt.Errorf("%w: %w: x", raftstore.ErrRejected, raftstore.ErrUnknownNode), 404, "NOT_FOUND"},
 		{fmt.Errorf("%w: %w: x", raftstore.ErrRejected, raftstore.ErrGenerationState), 400, "FAILED_PRECONDITION"},
 	} {
-		k, _ := classify(tc.err)
-		if code, status := k.httpStatus(); code != tc.code || status != tc.status {
+		v := classify(tc.err)
+		if code, status := v.http, v.code.String(); code != tc.code || status != tc.status {
 			t.Errorf("%v: %d %s, want %d %s", tc.err, code, status, tc.code, tc.status)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 // decodeRequest reads a decision request body (bounded by MaxBodyBytes)
@@ -24,11 +25,11 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request, received 
 		if errors.As(err, &tooBig) {
 			return nil, err
 		}
-		return nil, errorf(kindInvalidArgument, "reading the request body: %v", err)
+		return nil, errorf(errs.InvalidArgument, "reading the request body: %v", err)
 	}
 	data := bytes.TrimSpace(buf.Bytes())
 	if len(data) == 0 {
-		return nil, errorf(kindInvalidArgument, "the request body is empty; send a JSON request object")
+		return nil, errorf(errs.InvalidArgument, "the request body is empty; send a JSON request object")
 	}
 	req, err := engine.DecodeRequest(data)
 	if err != nil {

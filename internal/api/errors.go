@@ -7,178 +7,116 @@ import (
 	"strconv"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
-	"github.com/policyrollout/reconciler/internal/engine"
-	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/jsonenc"
-	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
-	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
-// kind is what went wrong, as the client should understand it.
-type kind int
+// errorf returns an error of code c with a message for the client.
+func errorf(c errs.Code, format string, args ...any) error {
+	return errs.Errorf(c, format, args...)
+}
 
-// The error kinds the API answers with.
-const (
-	kindInternal kind = iota
-	kindInvalidArgument
-	kindNotFound
-	kindMethodNotAllowed
-	kindTooLarge
-	kindUnavailable
-	kindFailedPrecondition
-	kindAlreadyExists
-	kindUnauthenticated
-	// Experiments (AIP-236): stale etags and the cap.
-	kindAborted
-	kindResourceExhausted
-	kindLast = kindResourceExhausted
-)
-
-// apiError is an error whose message is safe to show to the client.
-type apiError struct {
-	kind kind
+// edgeError is an error only the HTTP edge makes, with an HTTP status the
+// code alone does not give (405 for a method, 413 for a body).
+type edgeError struct {
+	http int
+	code errs.Code
 	msg  string
 }
 
-func (e *apiError) Error() string { return e.msg }
+func (e *edgeError) Error() string { return e.msg }
 
-// errorf returns an error of kind k with a message for the client.
-func errorf(k kind, format string, args ...any) error {
-	return &apiError{kind: k, msg: fmt.Sprintf(format, args...)}
+// errMethod refuses a method the resource does not have (405).
+func errMethod(format string, args ...any) error {
+	return &edgeError{http: http.StatusMethodNotAllowed, code: errs.Unimplemented, msg: fmt.Sprintf(format, args...)}
 }
 
 func errNoGeneration() error {
-	return errorf(kindUnavailable, "no policy generation is loaded on this node yet")
+	return errorf(errs.Unavailable, "no policy generation is loaded on this node yet")
 }
 
 func errUnknownPolicy(name string) error {
-	return errorf(kindNotFound, "policy %q not found", "policies/"+name)
+	return errorf(errs.NotFound, "policy %q not found", "policies/"+name)
 }
 
-// classify is the one place that maps errors to what the client sees: the
-// HTTP code, the google.rpc.Code name and a message. Errors it does not
-// know are internal: the client gets a generic message and the caller logs
-// the real one. An error another node answered with (forwarded writes)
-// keeps the status that node gave it.
-func classify(err error) (k kind, msg string) {
-	var ae *apiError
+// verdict is what the client sees of an error: the HTTP status, the
+// google.rpc.Code and a message.
+type verdict struct {
+	http int
+	code errs.Code
+	msg  string
+}
+
+// classify is the one place that maps errors to what the client sees.
+// Errors carry their code from where they were made (internal/errs); this
+// maps the code to its HTTP status (AIP-193). An error another node
+// answered with (forwarded writes) keeps the status that node gave it.
+// Errors without a code are internal: the client gets a generic message
+// and the caller logs the real one.
+func classify(err error) verdict {
+	var edge *edgeError
 	var tooBig *http.MaxBytesError
 	var remote *cluster.RemoteError
+	var e *errs.Error
 	switch {
-	case errors.As(err, &ae):
-		return ae.kind, ae.msg
+	case errors.As(err, &edge):
+		return verdict{edge.http, edge.code, edge.msg}
 	case errors.As(err, &tooBig):
-		return kindTooLarge, "request body is larger than " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"
+		return verdict{http.StatusRequestEntityTooLarge, errs.ResourceExhausted,
+			"request body is larger than " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"}
 	case errors.As(err, &remote):
-		return kindOfStatus(remote.Status), remote.Message
-	case errors.As(err, new(*preview.Error)):
-		return previewKind(err)
-	case errors.Is(err, engine.ErrUnknownPolicy):
-		return kindNotFound, err.Error()
-	case errors.Is(err, engine.ErrBadRequest):
-		return kindInvalidArgument, err.Error()
+		return remoteAnswer(remote)
 	}
-	if k, ok := clusterKind(err); ok {
-		return k, err.Error()
+	c, ok := errs.CodeOf(err)
+	if !ok {
+		c, ok = foreignCode(err)
 	}
-	return kindInternal, "internal error"
+	if !ok {
+		return verdict{http.StatusInternalServerError, errs.Internal, "internal error"}
+	}
+	msg := err.Error()
+	if errors.As(err, &e) && e.Code == c {
+		msg = e.Msg // the client's message, without the code's name
+	}
+	return verdict{c.HTTPStatus(), c, msg}
 }
 
-// clusterKinds maps the sentinel errors of the cluster, raftstore, the
-// leader loop and the git source, most specific first (the rejection kinds
-// wrap raftstore.ErrRejected).
-var clusterKinds = []struct {
-	err  error
-	kind kind
-}{
-	{raftstore.ErrNotLeader, kindUnavailable},
-	{raftstore.ErrLeadershipLost, kindUnavailable},
-	{cluster.ErrForward, kindUnavailable},
-	{raftstore.ErrMembership, kindAlreadyExists},
-	{cluster.ErrRaftUnreachable, kindFailedPrecondition},
-	{cluster.ErrLastVoter, kindFailedPrecondition},
-	{cluster.ErrBadRequest, kindInvalidArgument},
-	{cluster.ErrNotForwardable, kindInvalidArgument},
-	{raftstore.ErrInvalidCommand, kindInvalidArgument},
-	{raftstore.ErrUnknownCommand, kindInvalidArgument},
-	{raftstore.ErrUnknownGeneration, kindNotFound},
-	{raftstore.ErrUnknownNode, kindNotFound},
-	{raftstore.ErrTooLarge, kindFailedPrecondition},
-	{raftstore.ErrNodeState, kindFailedPrecondition},
-	{raftstore.ErrGenerationState, kindFailedPrecondition},
-	{raftstore.ErrGenerationNotNewer, kindFailedPrecondition},
-	{raftstore.ErrRejected, kindFailedPrecondition},
-	// Rollback: a target that cannot be restored, a refused push, a
-	// repository that cannot be reached.
-	{reconcile.ErrCannotRollBack, kindFailedPrecondition},
-	{gitsource.ErrPushRefused, kindFailedPrecondition},
-	{gitsource.ErrNoChange, kindFailedPrecondition},
-	{gitsource.ErrUnknownRevision, kindFailedPrecondition},
-	{gitsource.ErrPull, kindUnavailable},
-	{gitsource.ErrPush, kindUnavailable},
+// foreignCode codes the errors that cannot carry one: hashicorp/raft's
+// (raftstore.ErrNotLeader, ErrLeadershipLost) and a state machine
+// rejection whose kind has none.
+func foreignCode(err error) (errs.Code, bool) {
+	switch {
+	case errors.Is(err, raftstore.ErrNotLeader), errors.Is(err, raftstore.ErrLeadershipLost):
+		return errs.Unavailable, true
+	case errors.Is(err, raftstore.ErrRejected):
+		return errs.FailedPrecondition, true
+	}
+	return 0, false
 }
 
-func clusterKind(err error) (kind, bool) {
-	for _, c := range clusterKinds {
-		if errors.Is(err, c.err) {
-			return c.kind, true
-		}
+// remoteAnswer is the verdict another node gave, as it gave it.
+func remoteAnswer(r *cluster.RemoteError) verdict {
+	c, ok := errs.ParseCode(r.Status)
+	if !ok || r.Code < 400 || r.Code > 599 {
+		return verdict{http.StatusInternalServerError, errs.Internal, "internal error"}
 	}
-	return kindInternal, false
-}
-
-// kindOfStatus maps an AIP-193 status name back to its kind.
-func kindOfStatus(status string) kind {
-	for k := kindInternal; k <= kindLast; k++ {
-		if _, s := k.httpStatus(); s == status {
-			return k
-		}
-	}
-	return kindInternal
-}
-
-// httpStatus returns the HTTP code and AIP-193 status name of a kind.
-func (k kind) httpStatus() (int, string) {
-	switch k {
-	case kindInvalidArgument:
-		return http.StatusBadRequest, "INVALID_ARGUMENT"
-	case kindNotFound:
-		return http.StatusNotFound, "NOT_FOUND"
-	case kindMethodNotAllowed:
-		return http.StatusMethodNotAllowed, "UNIMPLEMENTED"
-	case kindTooLarge:
-		return http.StatusRequestEntityTooLarge, "RESOURCE_EXHAUSTED"
-	case kindUnavailable:
-		return http.StatusServiceUnavailable, "UNAVAILABLE"
-	case kindFailedPrecondition:
-		return http.StatusBadRequest, "FAILED_PRECONDITION"
-	case kindAlreadyExists:
-		return http.StatusConflict, "ALREADY_EXISTS"
-	case kindUnauthenticated:
-		return http.StatusUnauthorized, "UNAUTHENTICATED"
-	case kindAborted:
-		return http.StatusConflict, "ABORTED"
-	case kindResourceExhausted:
-		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"
-	default:
-		return http.StatusInternalServerError, "INTERNAL"
-	}
+	return verdict{r.Code, c, r.Message}
 }
 
 // fail writes err as an AIP-193 body, counts it, and logs internal errors
 // (the only place the API logs them).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	k, msg := classify(err)
-	code, status := k.httpStatus()
-	if k == kindInternal {
+	a := classify(err)
+	code, status, msg := a.http, a.code.String(), a.msg
+	if a.code == errs.Internal {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	} else if s.log.IsDebug() {
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "error", msg)
 	}
 	s.metrics.httpError(code)
 	reason := ""
-	if k != kindInternal {
+	if a.code != errs.Internal {
 		reason = cluster.Reason(err)
 	}
 	writeError(w, code, status, msg, reason)
@@ -218,26 +156,4 @@ func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	}
 	s.fail(w, r, fmt.Errorf("panic: %v", v))
-}
-
-// previewKind maps an experiment method's error (internal/preview) to the
-// kind with the same google.rpc.Code.
-func previewKind(err error) (kind, string) {
-	var pe *preview.Error
-	errors.As(err, &pe)
-	switch pe.Code {
-	case preview.InvalidArgument:
-		return kindInvalidArgument, pe.Msg
-	case preview.NotFound:
-		return kindNotFound, pe.Msg
-	case preview.AlreadyExists:
-		return kindAlreadyExists, pe.Msg
-	case preview.ResourceExhausted:
-		return kindResourceExhausted, pe.Msg
-	case preview.FailedPrecondition:
-		return kindFailedPrecondition, pe.Msg
-	case preview.Aborted:
-		return kindAborted, pe.Msg
-	}
-	return kindInternal, "internal error"
 }

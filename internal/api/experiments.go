@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -46,16 +47,16 @@ const experimentWriteTimeout = 2 * time.Minute
 // "/experiments/{id}:{verb}" under /v1/policies/{policy}.
 func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, tail string) {
 	if s.cluster == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
 	}
 	if !validPolicyName(pol) {
-		s.fail(w, r, errorf(kindInvalidArgument, "%q is not a policy name: [a-z][a-z0-9-]{0,62}", pol))
+		s.fail(w, r, errorf(errs.InvalidArgument, "%q is not a policy name: [a-z][a-z0-9-]{0,62}", pol))
 		return
 	}
 	rest, ok := strings.CutPrefix(tail, "/experiments")
 	if !ok || (rest != "" && rest[0] != '/') {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 		return
 	}
 	parent := "policies/" + pol
@@ -73,7 +74,7 @@ func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, t
 			})
 		default:
 			w.Header().Set("Allow", "GET, POST")
-			s.fail(w, r, errorf(kindMethodNotAllowed, "method %s is not allowed here; use GET or POST", r.Method))
+			s.fail(w, r, errMethod("method %s is not allowed here; use GET or POST", r.Method))
 		}
 		return
 	}
@@ -102,7 +103,7 @@ func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, t
 			})
 		default:
 			w.Header().Set("Allow", "GET, PATCH, DELETE")
-			s.fail(w, r, errorf(kindMethodNotAllowed, "method %s is not allowed here; use GET, PATCH or DELETE", r.Method))
+			s.fail(w, r, errMethod("method %s is not allowed here; use GET, PATCH or DELETE", r.Method))
 		}
 	case "startPreview", "stopPreview", "commit":
 		if !s.allow(w, r, http.MethodPost) {
@@ -128,7 +129,7 @@ func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, t
 			return s.experiments.CommitExperiment(ctx, name, body)
 		})
 	default:
-		s.fail(w, r, errorf(kindNotFound, "no such method %q on experiments: use startPreview, stopPreview or commit", verb))
+		s.fail(w, r, errorf(errs.NotFound, "no such method %q on experiments: use startPreview, stopPreview or commit", verb))
 	}
 }
 
@@ -174,7 +175,7 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 	if v := q.Get("pageSize"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			s.fail(w, r, errorf(kindInvalidArgument, "pageSize %q is not a number", v))
+			s.fail(w, r, errorf(errs.InvalidArgument, "pageSize %q is not a number", v))
 			return
 		}
 		size = n
@@ -199,7 +200,7 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 	run func(ctx context.Context, raw []byte) (*preview.Operation, error)) {
 	if s.experiments == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
 	raw, ok := s.admitBody(w, r)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 // Headers a gateway uses to describe the original request.
@@ -77,11 +78,11 @@ func setOriginalURI(req *engine.Request, r *http.Request, tail string) error {
 	}
 	u, err := url.ParseRequestURI(raw)
 	if err != nil {
-		return errorf(kindInvalidArgument, "X-Original-URI %q is not a request URI", raw)
+		return errorf(errs.InvalidArgument, "X-Original-URI %q is not a request URI", raw)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return errorf(kindInvalidArgument, "X-Original-URI %q has a malformed query", raw)
+		return errorf(errs.InvalidArgument, "X-Original-URI %q has a malformed query", raw)
 	}
 	req.Path = u.Path
 	req.Query = firstValues(q)
@@ -189,7 +190,7 @@ func parseHop(s string) (netip.Addr, error) {
 	if err != nil {
 		ap, err2 := netip.ParseAddrPort(s)
 		if err2 != nil {
-			return netip.Addr{}, errorf(kindInvalidArgument, "forwarded client address %q is not an IP address", s)
+			return netip.Addr{}, errorf(errs.InvalidArgument, "forwarded client address %q is not an IP address", s)
 		}
 		a = ap.Addr()
 	}

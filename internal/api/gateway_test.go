@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 func TestAuthorizeHTTP(t *testing.T) {
@@ -193,7 +194,7 @@ func TestClientIP(t *testing.T) {
 			}
 			req, err := gatewayCase(t, trusted, tc.remote, "/v1/policies/web:authorize", h)
 			if tc.bad {
-				if k, _ := classify(err); err == nil || k != kindInvalidArgument {
+				if err == nil || classify(err).code != errs.InvalidArgument {
 					t.Fatalf("err = %v, want invalid argument", err)
 				}
 				return

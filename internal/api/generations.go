@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -91,7 +92,7 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, n uint64)
 		if n <= st.Highest {
 			msg += " any more (the cluster keeps the last " + strconv.Itoa(raftstore.HistoryLimit) + ")"
 		}
-		s.fail(w, r, errorf(kindNotFound, "%s", msg))
+		s.fail(w, r, errorf(errs.NotFound, "%s", msg))
 		return
 	}
 	s.writeValue(w, r, s.generationResource(g))
@@ -157,7 +158,7 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request, id string) {
 	st := s.cluster.State()
 	n, ok := st.Nodes[id]
 	if !ok {
-		s.fail(w, r, errorf(kindNotFound, "node %q is not registered", id))
+		s.fail(w, r, errorf(errs.NotFound, "node %q is not registered", id))
 		return
 	}
 	s.writeValue(w, r, s.nodeResource(n, st, s.cluster.View()))

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -14,7 +15,7 @@ const operationsPrefix = "/v1/operations/"
 // so any node answers it.
 func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, id string) {
 	if s.cluster == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
 	}
 	if !s.allow(w, r, http.MethodGet) {
@@ -35,7 +36,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, id string)
 		}
 	}
 	if !ok || id == "" {
-		s.fail(w, r, errorf(kindNotFound, "operation %q not found", "operations/"+id))
+		s.fail(w, r, errorf(errs.NotFound, "operation %q not found", "operations/"+id))
 		return
 	}
 	op, err := preview.DecodeOperation(doc.Data)

@@ -6,16 +6,37 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/reconcile"
+	"github.com/policyrollout/reconciler/internal/errs"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
-// Rollbacker runs a rollback where the leader loop runs (reconcile.Loop);
-// elsewhere it answers raftstore.ErrNotLeader and the API forwards.
+// Rollbacker runs a rollback where the leader loop runs
+// (internal/reconcile); elsewhere it answers raftstore.ErrNotLeader and
+// the API forwards.
 type Rollbacker interface {
-	Rollback(ctx context.Context, req reconcile.RollbackRequest) (reconcile.RollbackResult, error)
+	Rollback(ctx context.Context, req RollbackRequest) (RollbackResult, error)
 }
 
-var _ Rollbacker = (*reconcile.Loop)(nil)
+// RollbackRequest asks for a commit on the live branch that restores the
+// policies of an earlier generation (0: the one active before).
+type RollbackRequest struct {
+	Generation uint64
+	// Wait bounds the wait for the revert to be an active generation.
+	Wait time.Duration
+}
+
+// RollbackResult is what a rollback did (rollbackResource renders it).
+type RollbackResult struct {
+	Target         uint64
+	TargetCommit   string
+	Commit         string
+	Revision       string
+	Message        string
+	Generation     uint64
+	State          raftstore.GenerationState
+	Errors         []string
+	PullRequestURL string
+}
 
 // rollbackPath is the custom method on the generations collection.
 const rollbackPath = generationsList + ":rollback"
@@ -66,7 +87,7 @@ type rollbackResource struct {
 // it to become the active generation. Followers forward it.
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	if s.cluster == nil || s.rollbacker == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
 	}
 	if !s.allow(w, r, http.MethodPost) {
@@ -90,21 +111,21 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 }
 
 // request checks the body and turns it into a reconcile request.
-func (b rollbackBody) request() (reconcile.RollbackRequest, error) {
+func (b rollbackBody) request() (RollbackRequest, error) {
 	wait := defaultRollbackWait
 	if b.WaitSeconds != nil {
 		ws := *b.WaitSeconds
 		if math.IsNaN(ws) || ws < 0 || ws > maxRollbackWait.Seconds() {
-			return reconcile.RollbackRequest{}, errorf(kindInvalidArgument, "waitSeconds must be between 0 and %.0f", maxRollbackWait.Seconds())
+			return RollbackRequest{}, errorf(errs.InvalidArgument, "waitSeconds must be between 0 and %.0f", maxRollbackWait.Seconds())
 		}
 		wait = time.Duration(ws * float64(time.Second))
 	}
-	return reconcile.RollbackRequest{Generation: b.Generation, Wait: wait}, nil
+	return RollbackRequest{Generation: b.Generation, Wait: wait}, nil
 }
 
 // runRollback runs the rollback here when this node leads, and otherwise
 // forwards it (once) to the leader, waiting a little for one to exist.
-func (s *Server) runRollback(w http.ResponseWriter, r *http.Request, raw []byte, req reconcile.RollbackRequest) {
+func (s *Server) runRollback(w http.ResponseWriter, r *http.Request, raw []byte, req RollbackRequest) {
 	ctx, cancel := context.WithTimeout(r.Context(), req.Wait+rollbackGitBudget)
 	defer cancel()
 	s.leaderOnly(ctx, w, r, raw, func(ctx context.Context) (any, error) {
@@ -116,7 +137,7 @@ func (s *Server) runRollback(w http.ResponseWriter, r *http.Request, raw []byte,
 	})
 }
 
-func toRollbackResource(res reconcile.RollbackResult) rollbackResource {
+func toRollbackResource(res RollbackResult) rollbackResource {
 	out := rollbackResource{TargetGeneration: res.Target, TargetCommit: res.TargetCommit, Commit: res.Commit,
 		Revision: res.Revision, Message: res.Message, Generation: res.Generation, Errors: res.Errors,
 		PullRequestURL: res.PullRequestURL}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -21,24 +22,28 @@ import (
 // rollbackFunc adapts a function to Rollbacker and counts its calls.
 type rollbackFunc struct {
 	mu    sync.Mutex
-	calls []reconcile.RollbackRequest
-	fn    func(reconcile.RollbackRequest) (reconcile.RollbackResult, error)
+	calls []RollbackRequest
+	fn    func(RollbackRequest) (RollbackResult, error)
 }
 
-func (r *rollbackFunc) Rollback(_ context.Context, req reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
+func (r *rollbackFunc) Rollback(_ context.Context, req RollbackRequest) (RollbackResult, error) {
 	r.mu.Lock()
 	r.calls = append(r.calls, req)
 	r.mu.Unlock()
 	return r.fn(req)
 }
 
-func notLeader(reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
-	return reconcile.RollbackResult{}, fmt.Errorf("%w: follower", raftstore.ErrNotLeader)
+// errCannotRollBack stands for the leader loop's refusal (a
+// FAILED_PRECONDITION made where it happens).
+var errCannotRollBack = errs.Sentinel(errs.FailedPrecondition, "cannot roll back")
+
+func notLeader(RollbackRequest) (RollbackResult, error) {
+	return RollbackResult{}, fmt.Errorf("%w: follower", raftstore.ErrNotLeader)
 }
 
 func TestRollbackOnTheLeader(t *testing.T) {
-	rb := &rollbackFunc{fn: func(req reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
-		return reconcile.RollbackResult{Target: 5, TargetCommit: "c5", Commit: "c9", Revision: "main@sha1:c9",
+	rb := &rollbackFunc{fn: func(req RollbackRequest) (RollbackResult, error) {
+		return RollbackResult{Target: 5, TargetCommit: "c5", Commit: "c9", Revision: "main@sha1:c9",
 			Message: "Revert to generation 5 (c5)", Generation: 9, State: raftstore.GenerationRetired,
 			PullRequestURL: "https://github.com/o/r/pull/3"}, nil
 	}}
@@ -79,13 +84,13 @@ func TestRollbackErrors(t *testing.T) {
 		status string
 	}{
 		{fmt.Errorf("%w: generation 99", raftstore.ErrUnknownGeneration), 404, "NOT_FOUND"},
-		{fmt.Errorf("%w: no previous generation", reconcile.ErrCannotRollBack), 400, "FAILED_PRECONDITION"},
+		{fmt.Errorf("%w: no previous generation", errCannotRollBack), 400, "FAILED_PRECONDITION"},
 		{fmt.Errorf("%w: GH006: Protected branch update failed", gitsource.ErrPushRefused), 400, "FAILED_PRECONDITION"},
 		{&gitsource.RemoteError{Op: "fetch", URL: "https://h/r.git", Reason: gitsource.ReasonNetwork, Msg: "refused"}, 503, "UNAVAILABLE"},
 		{fmt.Errorf("%w: forwarded to the wrong node", raftstore.ErrNotLeader), 503, "UNAVAILABLE"},
 	} {
-		rb := &rollbackFunc{fn: func(reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
-			return reconcile.RollbackResult{}, tc.err
+		rb := &rollbackFunc{fn: func(RollbackRequest) (RollbackResult, error) {
+			return RollbackResult{}, tc.err
 		}}
 		e := newTestEnv(t, Config{Cluster: &fakeCluster{state: clusterState()}, Rollback: rb})
 		a := e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{}`), map[string]string{cluster.ForwardedHeader: "n3"})
@@ -103,11 +108,11 @@ func TestRollbackErrors(t *testing.T) {
 // with the token and the forwarded mark, and answers with the leader's
 // answer, errors included.
 func TestRollbackForwarded(t *testing.T) {
-	leaderRB := &rollbackFunc{fn: func(req reconcile.RollbackRequest) (reconcile.RollbackResult, error) {
+	leaderRB := &rollbackFunc{fn: func(req RollbackRequest) (RollbackResult, error) {
 		if req.Generation == 3 {
-			return reconcile.RollbackResult{}, fmt.Errorf("%w: generation 3 is INVALID", reconcile.ErrCannotRollBack)
+			return RollbackResult{}, fmt.Errorf("%w: generation 3 is INVALID", errCannotRollBack)
 		}
-		return reconcile.RollbackResult{Target: 5, Commit: "c9", Generation: 9, State: raftstore.GenerationActive}, nil
+		return RollbackResult{Target: 5, Commit: "c9", Generation: 9, State: raftstore.GenerationActive}, nil
 	}}
 	var seen []string
 	var mu sync.Mutex
@@ -164,7 +169,7 @@ func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
 		st.Experiments[p.Name] = raftstore.Experiment{Name: p.Name, Data: p.Data}
 	}
 	// A follower that has no view from the leader yet still shows both.
-	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}})
+	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}, Records: reconcile.StatusRecords{}})
 	var s struct {
 		Source      cluster.SourceStatus
 		Experiments []map[string]any

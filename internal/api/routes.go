@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.promH.ServeHTTP(w, r)
 		}
 	default:
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", p))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", p))
 	}
 }
 
@@ -90,7 +91,7 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
 		s.routeExperiments(w, r, name, tail)
 	default:
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 	}
 }
 
@@ -119,19 +120,19 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 	num, rest, sub := strings.Cut(rest, "/")
 	n, err := strconv.ParseUint(num, 10, 64)
 	if err != nil {
-		s.fail(w, r, errorf(kindInvalidArgument, "generation %q is not a number", num))
+		s.fail(w, r, errorf(errs.InvalidArgument, "generation %q is not a number", num))
 		return
 	}
 	if !sub {
 		if s.cluster == nil {
-			s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
+			s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		} else if s.allow(w, r, http.MethodGet) {
 			s.getGeneration(w, r, n)
 		}
 		return
 	}
 	if !strings.HasPrefix(rest, "policies/") {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 		return
 	}
 	cur := s.gens.Current()
@@ -155,7 +156,7 @@ func (s *Server) errNotKept(n uint64, cur *Snapshot) error {
 			kept += " and the one before it, " + strconv.FormatUint(p, 10)
 		}
 	}
-	return errorf(kindNotFound, "generation %d is not kept on this node: a node keeps only the active generation and the one before it; use %s",
+	return errorf(errs.NotFound, "generation %d is not kept on this node: a node keeps only the active generation and the one before it; use %s",
 		n, kept)
 }
 
@@ -163,7 +164,7 @@ func (s *Server) errNotKept(n uint64, cur *Snapshot) error {
 // generations and nodes.
 func (s *Server) routeClusterResource(w http.ResponseWriter, r *http.Request, p string) {
 	if s.cluster == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (%s)", p, withoutClusterMsg))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", p, withoutClusterMsg))
 		return
 	}
 	if !s.allow(w, r, http.MethodGet) {
@@ -187,7 +188,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request, method string) bo
 		return true
 	}
 	w.Header().Set("Allow", method)
-	s.fail(w, r, errorf(kindMethodNotAllowed, "method %s is not allowed here; use %s", r.Method, method))
+	s.fail(w, r, errMethod("method %s is not allowed here; use %s", r.Method, method))
 	return false
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
-	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
 // statusResource answers GET /v1/status (CONTRACT.md §4).
@@ -71,11 +70,11 @@ const (
 // status answers GET /v1/status.
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, v := s.cluster.State(), s.cluster.View()
-	v.Source = sourceStatus(st, v.Source)
+	v.Source = s.sourceStatus(st, v.Source)
 	res := statusResource{
 		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
 		ActiveGeneration: st.Active, Source: v.Source,
-		Policies: conditions(st, v), Experiments: append(branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
+		Policies: conditions(st, v), Experiments: append(s.branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
 	}
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit = g.Commit
@@ -89,33 +88,36 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	s.writeValue(w, r, res)
 }
 
+// LeaderRecords reads what the leader loop records beside the
+// generations (internal/reconcile.StatusRecords), from the replicated
+// state, so every node shows it.
+type LeaderRecords interface {
+	// PullError is the policy source's replicated pull error, if any.
+	PullError(st *raftstore.State) (msg string, since time.Time, ok bool)
+	// Branches renders each branch experiment's record as JSON, by name.
+	Branches(st *raftstore.State) []json.RawMessage
+}
+
 // sourceStatus is the leader's last read of the source (from the cluster
 // view), with the replicated PullError record winning: it reaches every
 // node through the log, survives a change of leader, and is there before
 // the first heartbeat answer.
-func sourceStatus(st *raftstore.State, v cluster.SourceStatus) cluster.SourceStatus {
-	if rec, ok := reconcile.ReadSourceRecord(st); ok {
-		v.Error, v.Time = rec.Error, rec.Since
+func (s *Server) sourceStatus(st *raftstore.State, v cluster.SourceStatus) cluster.SourceStatus {
+	if s.records == nil {
+		return v
+	}
+	if msg, since, ok := s.records.PullError(st); ok {
+		v.Error, v.Time = msg, since
 	}
 	return v
 }
 
-// branchExperiments renders the leader's branch records (every branch
-// other than the live one), by name: {"name": "branches/<branch>", ...}.
-func branchExperiments(st *raftstore.State) []json.RawMessage {
-	recs := reconcile.ReadBranchRecords(st)
-	out := make([]json.RawMessage, 0, len(recs))
-	for _, name := range slices.Sorted(maps.Keys(recs)) {
-		data, err := json.Marshal(struct {
-			Name string `json:"name"`
-			Kind string `json:"kind"`
-			reconcile.BranchRecord
-		}{name, "branch", recs[name]})
-		if err == nil {
-			out = append(out, data)
-		}
+// branchExperiments renders the leader's branch records, by name.
+func (s *Server) branchExperiments(st *raftstore.State) []json.RawMessage {
+	if s.records == nil {
+		return []json.RawMessage{}
 	}
-	return out
+	return s.records.Branches(st)
 }
 
 // experimentStatus is one AIP-236 experiment in /v1/status (kind

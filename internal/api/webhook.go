@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -23,7 +24,7 @@ const WebhookCommandsPath = webhook.Path + ":enqueueCommand"
 // (internal/webhook) when [github] is configured, else 404.
 func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.webhook == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (the GitHub integration, [github], is not configured)", r.URL.Path))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (the GitHub integration, [github], is not configured)", r.URL.Path))
 		return
 	}
 	s.webhook.ServeHTTP(w, r)
@@ -33,7 +34,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 // command. The leader queues it (202); a follower forwards it once.
 func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if s.commands == nil || s.cluster == nil {
-		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 		return
 	}
 	if !s.allow(w, r, http.MethodPost) {

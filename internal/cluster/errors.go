@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -14,22 +15,22 @@ var (
 	// ErrNoLeader means no leader is known and no join address is
 	// configured to ask: retry once the cluster has elected one. It wraps
 	// raftstore.ErrNotLeader, so callers that retry on that retry on this.
-	ErrNoLeader = fmt.Errorf("%w: no leader is known", raftstore.ErrNotLeader)
+	ErrNoLeader = errs.Coded(errs.Unavailable, fmt.Errorf("%w: no leader is known", raftstore.ErrNotLeader))
 	// ErrForward means the leader could not be reached over HTTP (refused,
 	// timed out, or an answer that is not the API's). Retry later.
-	ErrForward = errors.New("forwarding to the leader failed")
+	ErrForward = errs.Sentinel(errs.Unavailable, "forwarding to the leader failed")
 	// ErrRaftUnreachable means the leader cannot open a TCP connection to
 	// the raft address a joining node gave: adding it would put an
 	// unreachable member into the raft configuration.
-	ErrRaftUnreachable = errors.New("raft address unreachable from the leader")
+	ErrRaftUnreachable = errs.Sentinel(errs.FailedPrecondition, "raft address unreachable from the leader")
 	// ErrNotForwardable means a command type that followers never send was
 	// offered to the internal propose endpoint.
-	ErrNotForwardable = errors.New("command type cannot be proposed through the cluster API")
+	ErrNotForwardable = errs.Sentinel(errs.InvalidArgument, "command type cannot be proposed through the cluster API")
 	// ErrBadRequest means a cluster request is malformed (missing id,
 	// address that is not host:port).
-	ErrBadRequest = errors.New("bad cluster request")
+	ErrBadRequest = errs.Sentinel(errs.InvalidArgument, "bad cluster request")
 	// ErrLastVoter means a leave would remove the only voter.
-	ErrLastVoter = errors.New("cannot remove the last voter")
+	ErrLastVoter = errs.Sentinel(errs.FailedPrecondition, "cannot remove the last voter")
 )
 
 // wireError names one sentinel on the wire. rejected marks the kinds the

@@ -6,12 +6,13 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
 // ErrUnknownPolicy is returned (wrapped) by Bundle.Evaluate for a policy
 // name the bundle does not hold; the API maps it to 404.
-var ErrUnknownPolicy = errors.New("unknown policy")
+var ErrUnknownPolicy = errs.Sentinel(errs.NotFound, "unknown policy")
 
 // Bundle is the compiled form of a set of policies, such as a generation.
 // It is immutable once built and safe for concurrent use, so a node can

@@ -3,18 +3,19 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 // ErrBadRequest is wrapped by every error of DecodeRequest and
 // RequestFromMap; the API maps it to 400.
-var ErrBadRequest = errors.New("invalid request")
+var ErrBadRequest = errs.Sentinel(errs.InvalidArgument, "invalid request")
 
 // Request size limits, enforced by DecodeRequest and RequestFromMap.
 const (

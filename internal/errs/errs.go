@@ -68,6 +68,16 @@ func (c Code) String() string {
 	return fmt.Sprintf("CODE_%d", int(c))
 }
 
+// ParseCode returns the code whose name (String) is s.
+func ParseCode(s string) (Code, bool) {
+	for c := Canceled; c <= Unauthenticated; c++ {
+		if c.String() == s {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
 // HTTPStatus is the HTTP status AIP-193 pairs with the code.
 func (c Code) HTTPStatus() int {
 	switch c {
@@ -109,6 +119,9 @@ func (e *Error) Error() string { return e.Code.String() + ": " + e.Msg }
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrCode implements Coder.
+func (e *Error) ErrCode() Code { return e.Code }
+
 // Is makes errors.Is(err, preview.ErrNotFound) and the like match any
 // error of the same code, whatever its message.
 func (e *Error) Is(target error) bool {
@@ -133,20 +146,26 @@ func Errorf(c Code, format string, args ...any) *Error {
 	return &Error{Code: c, Msg: err.Error(), Err: errors.Unwrap(err)}
 }
 
-// Sentinel returns a sentinel error of code c: errors.Is matches it by
-// identity (unlike the per-code sentinels above), and CodeOf finds c on
-// every error that wraps it.
-func Sentinel(c Code, msg string) error { return &sentinel{code: c, msg: msg} }
+// Sentinel returns a sentinel error of code c with text msg: errors.Is
+// matches it by identity (unlike the per-code sentinels above), and
+// CodeOf finds c on every error that wraps it.
+func Sentinel(c Code, msg string) error { return &coded{code: c, err: errors.New(msg)} }
 
-type sentinel struct {
+// Coded gives err the code c without changing its text; errors.Is and
+// errors.As still see err.
+func Coded(c Code, err error) error { return &coded{code: c, err: err} }
+
+type coded struct {
 	code Code
-	msg  string
+	err  error
 }
 
-func (s *sentinel) Error() string { return s.msg }
+func (c *coded) Error() string { return c.err.Error() }
+
+func (c *coded) Unwrap() error { return c.err }
 
 // ErrCode implements Coder.
-func (s *sentinel) ErrCode() Code { return s.code }
+func (c *coded) ErrCode() Code { return c.code }
 
 // Coder is an error that knows its code without being an *Error (the
 // sentinels of other packages).
@@ -154,16 +173,13 @@ type Coder interface {
 	ErrCode() Code
 }
 
-// CodeOf returns the code of err: that of the outermost *Error or Coder
-// in its chain, and false when there is none (an internal failure the API
-// answers with 500 and logs).
+// CodeOf returns the code of err: that of the first Coder in its chain
+// (errors.As order: outermost first, then each wrapped error in turn),
+// and false when there is none (an internal failure the API answers with
+// 500 and logs).
 func CodeOf(err error) (Code, bool) {
-	var e *Error
 	var c Coder
-	switch {
-	case errors.As(err, &e):
-		return e.Code, true
-	case errors.As(err, &c):
+	if errors.As(err, &c) {
 		return c.ErrCode(), true
 	}
 	return 0, false

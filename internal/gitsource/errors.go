@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 // Sentinel errors, for errors.Is. The typed errors below match them and
@@ -16,19 +18,19 @@ var (
 	// ErrPull means the remote could not be read (network, auth, not
 	// found, timeout): the caller sets the PullError condition and keeps
 	// serving what it has.
-	ErrPull = errors.New("gitsource: pulling from the policy repository failed")
+	ErrPull = errs.Sentinel(errs.Unavailable, "gitsource: pulling from the policy repository failed")
 	// ErrPushRefused means the remote refused a push: the branch moved,
 	// the token may not write, or the branch is protected.
-	ErrPushRefused = errors.New("gitsource: the remote refused the push")
+	ErrPushRefused = errs.Sentinel(errs.FailedPrecondition, "gitsource: the remote refused the push")
 	// ErrPush means a push failed for any other reason (network, timeout).
-	ErrPush = errors.New("gitsource: pushing to the policy repository failed")
+	ErrPush = errs.Sentinel(errs.Unavailable, "gitsource: pushing to the policy repository failed")
 	// ErrTooLarge means the policies root at a commit is over MaxFilesSize.
 	ErrTooLarge = errors.New("gitsource: policies root too large")
 	// ErrUnknownRevision means a commit is not in the clone.
-	ErrUnknownRevision = errors.New("gitsource: unknown revision")
+	ErrUnknownRevision = errs.Sentinel(errs.FailedPrecondition, "gitsource: unknown revision")
 	// ErrNoChange means a revert or commit would not change the branch:
 	// its policies already are what was asked for.
-	ErrNoChange = errors.New("gitsource: nothing to commit")
+	ErrNoChange = errs.Sentinel(errs.FailedPrecondition, "gitsource: nothing to commit")
 )
 
 // Reason says why talking to the remote failed, so callers and operators
@@ -84,6 +86,9 @@ func (e *RemoteError) Is(target error) bool {
 	return false
 }
 
+// ErrCode implements errs.Coder: the remote cannot be reached now.
+func (e *RemoteError) ErrCode() errs.Code { return errs.Unavailable }
+
 // Retryable reports whether trying again later may succeed without a human.
 func (e *RemoteError) Retryable() bool {
 	return e.Reason == ReasonNetwork || e.Reason == ReasonTimeout
@@ -114,6 +119,9 @@ func (e *PushRefusedError) Error() string {
 
 // Is matches ErrPushRefused.
 func (e *PushRefusedError) Is(target error) bool { return target == ErrPushRefused }
+
+// ErrCode implements errs.Coder: a human or another route is needed.
+func (e *PushRefusedError) ErrCode() errs.Code { return errs.FailedPrecondition }
 
 // reasonOf classifies a transport error.
 func reasonOf(err error) Reason {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/experiments"
 	"github.com/policyrollout/reconciler/internal/github"
@@ -79,7 +80,19 @@ func (r pullsRef) MergePullRequest(ctx context.Context, n int, head string) (str
 
 func (r pullsRef) PullInvalid(n int, head string) bool { return r.m.github.PullInvalid(n, head) }
 
+// rollbacks is the leader loop's rollback as the API declares it.
+type rollbacks struct{ m *Main }
+
+func (r rollbacks) Rollback(ctx context.Context, req api.RollbackRequest) (api.RollbackResult, error) {
+	res, err := r.m.loop.Rollback(ctx, reconcile.RollbackRequest(req))
+	return api.RollbackResult(res), err
+}
+
 var (
+	_ api.Rollbacker           = rollbacks{}
+	_ api.Experiments          = (*experiments.Service)(nil)
+	_ api.CommandQueue         = (*github.Worker)(nil)
+	_ api.LeaderRecords        = reconcile.StatusRecords{}
 	_ experiments.Leader       = loopRef{}
 	_ github.Examiner          = loopRef{}
 	_ experiments.PullRequests = pullsRef{}

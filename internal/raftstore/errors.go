@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 // Sentinel errors. Callers match them with errors.Is; the raft ones are
@@ -24,24 +26,24 @@ var (
 	ErrRejected = errors.New("command rejected")
 	// ErrInvalidCommand means a payload failed validation (missing field,
 	// zero time, payload too large).
-	ErrInvalidCommand = errors.New("invalid command")
+	ErrInvalidCommand = errs.Sentinel(errs.InvalidArgument, "invalid command")
 	// ErrTooLarge means a generation bundle exceeds MaxGenerationBytes.
-	ErrTooLarge = errors.New("generation bundle too large")
+	ErrTooLarge = errs.Sentinel(errs.FailedPrecondition, "generation bundle too large")
 	// ErrUnknownCommand means this build does not know the command type or
 	// version (a newer proposer during a rolling upgrade).
-	ErrUnknownCommand = errors.New("unknown command type or version")
+	ErrUnknownCommand = errs.Sentinel(errs.InvalidArgument, "unknown command type or version")
 	// ErrGenerationNotNewer means a new generation number is not above the
 	// highest one known: generation numbers only grow.
-	ErrGenerationNotNewer = errors.New("generation number does not grow")
+	ErrGenerationNotNewer = errs.Sentinel(errs.FailedPrecondition, "generation number does not grow")
 	// ErrUnknownGeneration means the generation is not (or no longer) known.
-	ErrUnknownGeneration = errors.New("unknown generation")
+	ErrUnknownGeneration = errs.Sentinel(errs.NotFound, "unknown generation")
 	// ErrGenerationState means the generation's state forbids the command,
 	// e.g. activating a generation that is not STAGED.
-	ErrGenerationState = errors.New("generation state forbids this")
+	ErrGenerationState = errs.Sentinel(errs.FailedPrecondition, "generation state forbids this")
 	// ErrUnknownNode means the node is not registered.
-	ErrUnknownNode = errors.New("unknown node")
+	ErrUnknownNode = errs.Sentinel(errs.NotFound, "unknown node")
 	// ErrNodeState means the node's state forbids the command.
-	ErrNodeState = errors.New("node state forbids this")
+	ErrNodeState = errs.Sentinel(errs.FailedPrecondition, "node state forbids this")
 
 	// ErrCorrupt means the on-disk raft data cannot be trusted. The node
 	// must not serve from it; the fix is to move the data directory aside
@@ -51,7 +53,7 @@ var (
 	ErrDataDirLocked = errors.New("raft data directory is in use by another process")
 	// ErrMembership means a membership change conflicts with the current
 	// configuration (same id at another address, or the reverse).
-	ErrMembership = errors.New("membership conflict")
+	ErrMembership = errs.Sentinel(errs.AlreadyExists, "membership conflict")
 )
 
 // reject builds the error result of a refused command. Both ErrRejected and

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -14,7 +15,7 @@ import (
 // ErrCannotRollBack means the rollback asked for cannot be done as asked
 // (no generation before the active one, an INVALID or directory-based
 // target, nothing that would change): a human must choose another target.
-var ErrCannotRollBack = errors.New("cannot roll back")
+var ErrCannotRollBack = errs.Sentinel(errs.FailedPrecondition, "cannot roll back")
 
 // staleRetries is how often a revert is rebuilt when main moved between
 // its fetch and its push.
