@@ -15,10 +15,14 @@ import (
 // Sentinel errors, for errors.Is. The typed errors below match them and
 // carry the details; their messages hold no credentials.
 var (
-	// ErrPull means the remote could not be read (network, auth, not
+	// ErrFetch means the remote could not be read (network, auth, not
 	// found, timeout): the caller sets the PullError condition and keeps
 	// serving what it has.
-	ErrPull = errs.Sentinel(errs.Unavailable, "gitsource: pulling from the policy repository failed")
+	ErrFetch = errs.Sentinel(errs.Unavailable, "gitsource: fetching from the policy repository failed")
+	// ErrPull is the old name of ErrFetch ("pull" means a pull request).
+	//
+	// Deprecated: use ErrFetch.
+	ErrPull = ErrFetch
 	// ErrPushRefused means the remote refused a push: the branch moved,
 	// the token may not write, or the branch is protected.
 	ErrPushRefused = errs.Sentinel(errs.FailedPrecondition, "gitsource: the remote refused the push")
@@ -55,7 +59,7 @@ var hints = map[Reason]string{
 	ReasonCanceled: "the operation was canceled",
 }
 
-// RemoteError is a failed conversation with the remote. It matches ErrPull
+// RemoteError is a failed conversation with the remote. It matches ErrFetch
 // (Op "fetch") or ErrPush (Op "push"), and context.DeadlineExceeded or
 // context.Canceled when that is the reason.
 type RemoteError struct {
@@ -74,7 +78,7 @@ func (e *RemoteError) Error() string {
 // its text may hold a credential; Msg is its scrubbed message.
 func (e *RemoteError) Is(target error) bool {
 	switch target {
-	case ErrPull:
+	case ErrFetch:
 		return e.Op == "fetch"
 	case ErrPush:
 		return e.Op == "push"

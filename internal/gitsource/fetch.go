@@ -66,7 +66,7 @@ func fetchSpecs(withPulls bool) []gitconfig.RefSpec {
 // Fetch brings the clone up to date with the remote's branches and pull
 // request heads, forced and pruned, and returns them. It lists the remote
 // first and skips the fetch itself when nothing moved, so an idle poll
-// costs one round trip. Failures are *RemoteError matching ErrPull.
+// costs one round trip. Failures are *RemoteError matching ErrFetch.
 func (s *Source) Fetch(ctx context.Context) (*Refs, error) {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()

@@ -38,8 +38,8 @@ func TestFetchWrongOrMissingToken(t *testing.T) {
 		s := newSource(t, Config{URL: url, Token: token})
 		_, err := s.Fetch(context.Background())
 		var re *RemoteError
-		if !errors.Is(err, ErrPull) || !errors.As(err, &re) || re.Reason != ReasonAuth || re.Retryable() {
-			t.Fatalf("token %q: err = %v, want an auth ErrPull", token, err)
+		if !errors.Is(err, ErrFetch) || !errors.As(err, &re) || re.Reason != ReasonAuth || re.Retryable() {
+			t.Fatalf("token %q: err = %v, want an auth ErrFetch", token, err)
 		}
 		if token != "" && strings.Contains(err.Error(), token) {
 			t.Errorf("the token is in the error: %v", err)
@@ -118,8 +118,8 @@ func TestFetchMissingBranchOrRepository(t *testing.T) {
 		s := newSource(t, cfg)
 		_, err := s.Fetch(context.Background())
 		var re *RemoteError
-		if !errors.As(err, &re) || re.Reason != ReasonNotFound || !errors.Is(err, ErrPull) {
-			t.Errorf("%+v: err = %v, want a not-found ErrPull", cfg, err)
+		if !errors.As(err, &re) || re.Reason != ReasonNotFound || !errors.Is(err, ErrFetch) {
+			t.Errorf("%+v: err = %v, want a not-found ErrFetch", cfg, err)
 		}
 	}
 }
@@ -134,7 +134,7 @@ func TestFetchRemoteDown(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		_, err := s.Fetch(context.Background())
 		var re *RemoteError
-		if !errors.As(err, &re) || !errors.Is(err, ErrPull) || !re.Retryable() {
+		if !errors.As(err, &re) || !errors.Is(err, ErrFetch) || !re.Retryable() {
 			t.Fatalf("fetch %d from a stopped remote: %v", i, err)
 		}
 	}
@@ -159,13 +159,13 @@ func TestFetchSlowRemoteHitsDeadline(t *testing.T) {
 		t.Errorf("a slow remote held Fetch for %v with a 300ms timeout", d)
 	}
 	var re *RemoteError
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &re) || re.Reason != ReasonTimeout || !errors.Is(err, ErrPull) {
-		t.Fatalf("err = %v, want a timeout ErrPull", err)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &re) || re.Reason != ReasonTimeout || !errors.Is(err, ErrFetch) {
+		t.Fatalf("err = %v, want a timeout ErrFetch", err)
 	}
 	// The caller's own context is honoured too.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := s.Fetch(ctx); !errors.Is(err, ErrPull) {
+	if _, err := s.Fetch(ctx); !errors.Is(err, ErrFetch) {
 		t.Fatalf("err = %v", err)
 	}
 	if n := settledGoroutines(base + 3); n > base+3 {

@@ -17,6 +17,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -61,7 +62,7 @@ var _ cluster.Piggyback = (*previewRuntime)(nil)
 // with start.
 func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) {
 	cfg := m.Config.Preview
-	log := m.Logger.Named("preview")
+	log := m.Logger.Named(logging.Preview)
 	f, err := preview.OpenRotating(m.Config.Node.DataDir+"/preview.log", cfg.LogMaxBytes, 5)
 	if err != nil {
 		return nil, fmt.Errorf("open the preview log: %w", err)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/policyrollout/reconciler/internal/logging"
 )
 
 // Timeouts are the raft timers. Raft requires LeaderLease <= Heartbeat and
@@ -76,7 +78,7 @@ type Config struct {
 	// Bootstrap makes this node form a single-voter cluster on first start.
 	// On later starts it is harmless.
 	Bootstrap bool
-	// Logger is the root logger; raft logs through Logger.Named("raft").
+	// Logger is the root logger; raft logs through Logger.Named(logging.Raft).
 	Logger hclog.Logger
 	// Transport overrides the TCP transport (tests: raft.InmemTransport).
 	// Raft closes it on shutdown.
@@ -157,7 +159,7 @@ func (c Config) raftConfig() *raft.Config {
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.TrailingLogs = c.TrailingLogs
 	rc.MaxAppendEntries = maxAppendEntries
-	rc.Logger = c.Logger.Named("raft")
+	rc.Logger = c.Logger.Named(logging.Raft)
 	// The Store restores the latest snapshot itself and replays the
 	// committed log tail before raft starts (see recovery.go); raft must
 	// not restore it a second time over the replayed state.

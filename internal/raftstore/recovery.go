@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/policyrollout/reconciler/internal/logging"
 )
 
 const (
@@ -41,7 +43,7 @@ func openDisk(cfg Config) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data dir: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, cfg.Logger.Named("raft"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, cfg.Logger.Named(logging.Raft))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open snapshot store: %w", err)
 	}

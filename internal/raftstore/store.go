@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/policyrollout/reconciler/internal/logging"
 )
 
 // Store is one node's raft: storage, transport, FSM and the operations the
@@ -47,7 +49,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, logger: cfg.Logger}
-	s.fsm = NewFSM(FSMConfig{IgnoreUnknown: cfg.IgnoreUnknown, Logger: cfg.Logger.Named("fsm")})
+	s.fsm = NewFSM(FSMConfig{IgnoreUnknown: cfg.IgnoreUnknown, Logger: cfg.Logger.Named(logging.FSM)})
 	logs, stable, snaps, err := s.openStores()
 	if err != nil {
 		return nil, err
@@ -55,7 +57,7 @@ func Open(cfg Config) (*Store, error) {
 	if s.bolt != nil {
 		// Installed before raft starts, so no apply goes unrecorded:
 		// lifecycle commands synchronously, the rest in the background.
-		s.persister = startPersister(s.fsm, s.bolt, cfg.Logger.Named("fsm"))
+		s.persister = startPersister(s.fsm, s.bolt, cfg.Logger.Named(logging.FSM))
 	}
 	if err := s.openRaft(logs, stable, snaps); err != nil {
 		if s.persister != nil {
@@ -124,7 +126,7 @@ func (s *Store) openTransport() (raft.Transport, error) {
 		advertise = a
 	}
 	t, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, advertise, 3, 10*time.Second,
-		s.cfg.Logger.Named("raft"))
+		s.cfg.Logger.Named(logging.Raft))
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", s.cfg.RaftAddr, err)
 	}

@@ -18,7 +18,7 @@ import (
 // so that a remote that stays down is logged once, not at every poll.
 func (l *Loop) fetch(ctx context.Context) (*gitsource.Refs, bool, error) {
 	if l.cfg.Source == nil {
-		return nil, l.notePull(ctx, nil, errNoSource), errNoSource
+		return nil, l.noteFetch(ctx, nil, errNoSource), errNoSource
 	}
 	start := l.cfg.Now()
 	refs, err := l.cfg.Source.Fetch(ctx)
@@ -26,12 +26,12 @@ func (l *Loop) fetch(ctx context.Context) (*gitsource.Refs, bool, error) {
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err() // leadership ended mid-fetch: not the source's fault
 	}
-	return refs, l.notePull(ctx, refs, err), err
+	return refs, l.noteFetch(ctx, refs, err), err
 }
 
-// notePull records the outcome of a fetch and reports whether a failure
+// noteFetch records the outcome of a fetch and reports whether a failure
 // is new.
-func (l *Loop) notePull(ctx context.Context, refs *gitsource.Refs, err error) bool {
+func (l *Loop) noteFetch(ctx context.Context, refs *gitsource.Refs, err error) bool {
 	now := l.cfg.Now()
 	l.mu.Lock()
 	fresh := err != nil && l.status.Error != err.Error()

@@ -18,7 +18,7 @@ import (
 // implements it over internal/gitsource; tests give the loop a fake.
 type Source interface {
 	// Fetch brings the leader's clone up to date with the remote and
-	// returns its refs. Failures match gitsource.ErrPull.
+	// returns its refs. Failures match gitsource.ErrFetch.
 	Fetch(ctx context.Context) (*gitsource.Refs, error)
 	// Commits lists the commits of the live branch after from up to and
 	// including head, oldest first, following first parents. When from is
