@@ -1,7 +1,8 @@
 // Package cluster is the part of a node that deals with the other nodes:
-// the one forwarding layer (a write is tried locally and, on
-// raftstore.ErrNotLeader, sent to the leader's HTTP address with a
-// deadline), membership (join, leave, rejoin after a restart), heartbeats
+// the one way to reach the leader (OnLeader: a call is run locally and,
+// on raftstore.ErrNotLeader, sent once to the leader's HTTP address with
+// a deadline; raft proposals retry through the same layer, all over
+// Config.Client), membership (join, leave, rejoin after a restart), heartbeats
 // kept in the leader's memory, and leadership (running the leader loop
 // only while this node leads).
 //

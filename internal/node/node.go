@@ -1,6 +1,8 @@
 // Package node wires one reconciler daemon in-process: configuration,
 // logging, the raft store, the cluster layer, the node loader that serves
-// replicated generations, the leader loop and the HTTP API. Main is the
+// replicated generations, the leader's parts (reconcile loop, experiment
+// service, GitHub worker: leader.go) and the HTTP API. The long-running
+// parts share one lifecycle (internal/lifecycle, parts.go). Main is the
 // whole daemon as a value, so tests run clusters of it on 127.0.0.1 with
 // t.TempDir() exactly as `reconciler serve` does.
 package node
