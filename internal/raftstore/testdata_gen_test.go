@@ -17,7 +17,8 @@ import (
 // after it; raft.db still holds every entry from index 1 (TrailingLogs is
 // far above the count), so a replay of the whole log covers both phases.
 //
-// The documents are the JSON those builds wrote (preview.Experiment,
+// Those two commands (types 20 and 21) are LegacyPutExperiment and
+// LegacyDeleteExperiment now. The documents are the JSON those builds wrote (preview.Experiment,
 // preview.Operation, reconcile.SourceRecord, BranchRecord, PullRecord,
 // CommandRecord), copied as literals so that this file does not depend on
 // the packages that later changed them. The tests in migrate_test.go read
@@ -75,7 +76,7 @@ const (
 )
 
 func v1Put(name, doc string) Payload {
-	return &PutExperiment{Name: name, Data: json.RawMessage(doc)}
+	return &LegacyPutExperiment{Name: name, Data: json.RawMessage(doc)}
 }
 
 // v1PhaseA holds every record kind; the snapshot covers it.
@@ -98,7 +99,7 @@ func v1PhaseA() []Payload {
 		v1Put("pulls/7", v1Pull7),
 		v1Put("commands/1001", v1Claim1),
 		v1Put("commands/1002", v1Claim2),
-		&DeleteExperiment{Name: "commands/1001"},
+		&LegacyDeleteExperiment{Name: "commands/1001"},
 	}
 }
 
@@ -110,15 +111,15 @@ func v1PhaseB() []Payload {
 		&ActivateGeneration{Generation: 3},
 		&RemoveNode{ID: "node-2"},
 		v1Put("policies/http/experiments/branch-feature", v1ExpBranch),
-		&DeleteExperiment{Name: "policies/http/experiments/pr-7"},
+		&LegacyDeleteExperiment{Name: "policies/http/experiments/pr-7"},
 		&DeleteOperation{ID: "2b721436ae8cedace06593c2"},
 		v1Put("sources/git", v1Source2),
 		v1Put("branches/broken", v1Branch2),
 		v1Put("pulls/8", v1Pull8),
-		&DeleteExperiment{Name: "pulls/7"},
+		&LegacyDeleteExperiment{Name: "pulls/7"},
 		v1Put("commands/1003", v1Claim3),
-		&DeleteExperiment{Name: "commands/1002"},
-		&DeleteExperiment{Name: "branches/feature"},
+		&LegacyDeleteExperiment{Name: "commands/1002"},
+		&LegacyDeleteExperiment{Name: "branches/feature"},
 		v1Put("branches/feature", v1Branch),
 	}
 }
