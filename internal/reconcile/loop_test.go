@@ -389,3 +389,21 @@ func TestRemoteErrorReason(t *testing.T) {
 		t.Error("reasonOf")
 	}
 }
+
+// TestLoopSkipsBranchPastBounds: a branch whose record raftstore refuses
+// (a name over raftstore.MaxKeyBytes: anyone who can push can make one) is
+// left out with a warning; the pass goes on and records the others.
+func TestLoopSkipsBranchPastBounds(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", webPolicy("a"))
+	l := startLoop(t, store, repo, fixedMembers{})
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	long := "a" + strings.Repeat("x", raftstore.MaxKeyBytes) // sorts first
+	repo.commit(long, webPolicy("b"))
+	repo.commit("fine", webPolicy("c"))
+	settle(t, l, repo)
+	recs := ReadBranchRecords(store.State())
+	if _, ok := recs[BranchRecordPrefix+"fine"]; !ok || len(recs) != 1 {
+		t.Fatalf("%d records, want only branches/fine", len(recs))
+	}
+}
