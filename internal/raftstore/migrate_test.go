@@ -2,10 +2,10 @@ package raftstore
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -145,10 +145,15 @@ func TestOpenV1DataDir(t *testing.T) {
 	if s.State().LastIndex != st.LastIndex {
 		t.Fatalf("opened at %d, restored alone at %d", s.State().LastIndex, st.LastIndex)
 	}
-	// The old raft configuration names an address that is gone; this test
-	// does not need a leader, only the restored state.
-	if _, err := s.Propose(ctxT(t), &DeletePull{Number: 8}); err == nil || !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("propose without a leader: %v", err)
+	// The old configuration has this node as its only voter: it leads
+	// again, and new commands apply on top of the migrated tables.
+	if _, _, err := s.WaitForLeader(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	propose(t, s, &DeletePull{Number: 8})
+	propose(t, s, &PutClaim{Claim: CommandClaim{CommentID: 1004, PR: 8, User: "bob", Verb: "status", Time: at(1)}})
+	if st := s.State(); len(st.Pulls) != 0 || len(st.Claims) != 2 || len(st.Branches) != 2 || len(st.Experiments) != 1 {
+		t.Fatalf("after new commands: %s", jsonOf(t, st))
 	}
 }
 
@@ -170,5 +175,31 @@ func TestSnapshotV2RoundTripsTables(t *testing.T) {
 	}
 	if !sameExceptIndex(got, h.fsm.State()) {
 		t.Fatalf("round trip:\n got %s\nwant %s", jsonOf(t, got), jsonOf(t, h.fsm.State()))
+	}
+}
+
+// TestMigrateStateDropsWhatNoTableTakes: documents the old readers skipped
+// (undecodable, of no known prefix, a record under another record's name)
+// do not survive the migration, and do not stop it.
+func TestMigrateStateDropsWhatNoTableTakes(t *testing.T) {
+	s := NewState()
+	for name, doc := range map[string]string{
+		"policies/http/experiments/pr-1": `{"name":"policies/http/experiments/pr-1"}`,
+		"policies/http/experiments/BAD":  `{}`,
+		"pulls/x":                        `{}`,
+		"pulls/2":                        `{"number":3,"headCommit":"` + shaA + `"}`,
+		"somewhere/else":                 `{}`,
+		"branches/b":                     `not json`,
+		"commands/5":                     `{"commentId":5,"pr":1,"user":"u","verb":"help","time":"2026-01-01T00:00:00Z"}`,
+	} {
+		s.Experiments[name] = Experiment{Name: name, Data: []byte(doc)}
+	}
+	dropped := migrateState(s)
+	want := []string{"branches/b", "policies/http/experiments/BAD", "pulls/2", "pulls/x", "somewhere/else"}
+	if !slices.Equal(dropped, want) {
+		t.Errorf("dropped %v, want %v", dropped, want)
+	}
+	if len(s.Experiments) != 1 || len(s.Claims) != 1 || len(s.Pulls)+len(s.Branches) != 0 {
+		t.Errorf("migrated: %s", jsonOf(t, s))
 	}
 }
