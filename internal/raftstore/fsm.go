@@ -121,8 +121,11 @@ func (f *FSM) applyData(s *State, data []byte) (CommandType, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
-	if f.ignoreUnknown && !Supported(cmd.Type, cmd.Version) {
-		f.logger.Warn("ignoring unknown command, upgrade this node", "type", cmd.Type, "version", cmd.Version)
+	if f.ignoreUnknown {
+		if op, ok := ignoredOp(cmd); ok {
+			f.logger.Warn("ignoring unknown command, upgrade this node", "entry", cmd.Type,
+				"type", op.Type, "version", op.Version)
+		}
 	}
 	a := Applier{State: s, IgnoreUnknown: f.ignoreUnknown}
 	return cmd.Type, a.Apply(cmd)

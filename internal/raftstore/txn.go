@@ -79,10 +79,8 @@ func (a *Applier) applyTxn(raw []byte) error {
 	if err := decodePayload(raw, &t); err != nil {
 		return err
 	}
-	for _, op := range t.Ops {
-		if !Supported(op.Type, op.Version) && a.IgnoreUnknown {
-			return nil
-		}
+	if _, unknown := t.unknownOp(); unknown && a.IgnoreUnknown {
+		return nil
 	}
 	if err := t.Validate(); err != nil {
 		return err
@@ -95,4 +93,27 @@ func (a *Applier) applyTxn(raw []byte) error {
 	}
 	*a.State = *scratch
 	return nil
+}
+
+// unknownOp returns the first op this build cannot apply.
+func (t Txn) unknownOp() (Command, bool) {
+	for _, op := range t.Ops {
+		if !Supported(op.Type, op.Version) {
+			return op, true
+		}
+	}
+	return Command{}, false
+}
+
+// ignoredOp returns, for the log, the op of a Txn entry that IgnoreUnknown
+// makes this build skip.
+func ignoredOp(cmd Command) (Command, bool) {
+	if cmd.Type != TypeTxn || !Supported(cmd.Type, cmd.Version) {
+		return cmd, !Supported(cmd.Type, cmd.Version)
+	}
+	var t Txn
+	if decodePayload(cmd.Payload, &t) != nil {
+		return Command{}, false
+	}
+	return t.unknownOp()
 }
