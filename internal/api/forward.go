@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 )
@@ -31,15 +33,26 @@ func writeAnswer(w http.ResponseWriter, a *cluster.Answer) {
 	_, _ = w.Write(a.Body)
 }
 
+// maxCatchUp bounds the wait of a node that forwarded a write for its
+// own state to reach the leader's (catchUp): a follower cut off from the
+// leader answers anyway.
+const maxCatchUp = 2 * time.Second
+
 // leaderOnly runs work only the leader can do through the cluster's one
 // forwarder (cluster.OnLeader): here when this node leads, otherwise
 // forwarded once to the leader, waiting up to leaderWait for one to
 // exist. It writes the answer: run's value, its error, or the leader's
 // answer. raw is the request body sent on when forwarding.
+//
+// The leader's answer to a forwarded write carries the raft index its
+// state had reached (cluster.AppliedIndexHeader), and the node that
+// forwarded answers only once it applied that index too, so that a client
+// reads its write back from the node it wrote through.
 func (s *Server) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
 	run func(context.Context) (any, error)) {
 	var v any
-	a, err := s.cluster.OnLeader(forwardedContext(ctx, r), leaderWait, func(ctx context.Context) error {
+	ctx = forwardedContext(ctx, r)
+	a, err := s.cluster.OnLeader(ctx, leaderWait, func(ctx context.Context) error {
 		var err error
 		v, err = run(ctx)
 		return err
@@ -48,8 +61,27 @@ func (s *Server) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.
 	case err != nil:
 		s.fail(w, r, err)
 	case a != nil:
+		s.catchUp(ctx, a.AppliedIndex)
 		writeAnswer(w, a)
 	default:
+		if cluster.IsForwarded(ctx) {
+			w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(s.cluster.State().LastIndex, 10))
+		}
 		s.writeValue(w, r, v)
+	}
+}
+
+// catchUp waits, bounded, until this node has applied index.
+func (s *Server) catchUp(ctx context.Context, index uint64) {
+	ctx, cancel := context.WithTimeout(ctx, maxCatchUp)
+	defer cancel()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for s.cluster.State().LastIndex < index {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }

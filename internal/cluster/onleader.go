@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -27,7 +28,16 @@ type Answer struct {
 	Status      int
 	ContentType string
 	Body        []byte
+	// AppliedIndex is the raft index the leader's state had reached once
+	// the work was done (AppliedIndexHeader), 0 when it did not say.
+	AppliedIndex uint64
 }
+
+// AppliedIndexHeader carries, on the leader's answer to a forwarded
+// write, the raft index its state had reached once the work was done, so
+// that the node that forwarded it can wait to have applied it too before
+// it answers its client.
+const AppliedIndexHeader = "X-Reconciler-Applied-Index"
 
 // leaderPoll spaces the checks for a leader while OnLeader waits for one.
 const leaderPoll = 100 * time.Millisecond
@@ -137,7 +147,8 @@ func (s Sender) Send(ctx context.Context, addr string, call Call) (Answer, error
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: reading the leader's answer from %s: %v", ErrForward, addr, err)
 	}
-	return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data}, nil
+	idx, _ := strconv.ParseUint(resp.Header.Get(AppliedIndexHeader), 10, 64)
+	return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data, AppliedIndex: idx}, nil
 }
 
 // mark sets the headers of every node-to-node request: JSON, the node

@@ -24,18 +24,17 @@ func (s *Service) leaderCheck() error {
 	return nil
 }
 
-// finish stores a done operation for method m on e (the response).
-func (s *Service) finish(ctx context.Context, m preview.Method, target string, resp *preview.Experiment,
-	now time.Time) (*preview.Operation, error) {
+// doneOperation is the done operation of method m on target, whose
+// response is resp, and the payload that stores it.
+func doneOperation(m preview.Method, target string, resp *preview.Experiment,
+	now time.Time) (*preview.Operation, raftstore.Payload, error) {
 	op := preview.NewOperation(preview.OperationID(m, target, now), m, target, now)
 	done, err := op.Succeed(resp, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := s.putOperation(ctx, done); err != nil {
-		return nil, err
-	}
-	return done, nil
+	p, err := operationPut(done)
+	return done, p, err
 }
 
 // checkInput compiles the policy of a create or update body for pol, off
@@ -114,11 +113,15 @@ func (s *Service) DeleteExperiment(ctx context.Context, name, etag string) (*pre
 		if err != nil {
 			return nil, err
 		}
-		if err := s.deleteExperiment(ctx, name); err != nil {
+		op, opPut, err := doneOperation(preview.MethodDelete, name, e, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.deleteExperiment(ctx, name, opPut); err != nil {
 			return nil, err
 		}
 		s.log.Info("experiment deleted", "experiment", name)
-		return s.finish(ctx, preview.MethodDelete, name, e, now)
+		return op, nil
 	})
 }
 
@@ -162,11 +165,19 @@ func (s *Service) change(name string, fn func(cur *preview.Experiment, now time.
 
 // save writes e as method m left it and returns m's finished operation.
 func (s *Service) save(ctx context.Context, m preview.Method, e *preview.Experiment, now time.Time) (*preview.Operation, error) {
-	if err := s.putExperiment(ctx, e); err != nil {
+	op, opPut, err := doneOperation(m, e.Name, e, now)
+	if err != nil {
+		return nil, err
+	}
+	put, err := experimentPut(e)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.propose(ctx, "storing "+e.Name, put, opPut); err != nil {
 		return nil, err
 	}
 	s.log.Info("experiment saved", "method", m, "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
-	return s.finish(ctx, m, e.Name, e, now)
+	return op, nil
 }
 
 // CommitExperiment promotes an experiment to live (AIP-236 commit). The
@@ -229,10 +240,11 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 		return nil, err
 	}
 	s.commits.Add(1)
-	if err := s.putOperation(ctx, op); err != nil {
+	opPut, err := operationPut(op)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.deleteExperiment(ctx, plan.Delete); err != nil {
+	if err := s.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
 		return nil, err
 	}
 	s.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "commit", commit)
@@ -276,10 +288,11 @@ func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experim
 		s.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
 		return nil, err
 	}
-	if err := s.putOperation(ctx, op); err != nil {
+	opPut, err := operationPut(op)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.deleteExperiment(ctx, plan.Delete); err != nil {
+	if err := s.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
 		return nil, err
 	}
 	s.log.Info("experiment committed by merging its pull request", "experiment", name, "etag", cur.Etag,

@@ -25,6 +25,7 @@ package experiments
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,54 +158,75 @@ func (s *Service) experiments(st *raftstore.State) []*preview.Experiment {
 	return exps
 }
 
-// proposePut proposes the put payload p (err is the error making it) of
-// the document name: the shared body of putExperiment and putOperation.
-func proposePut[P any, PP interface {
-	*P
-	raftstore.Payload
-}](ctx context.Context, s *Service, name string, p P, err error) error {
-	if err != nil {
-		return err
+// propose proposes ps as one log entry (a raftstore.Txn when there are
+// several): one logical write, which no node and no next leader ever sees
+// half of. what names the write in the error.
+func (s *Service) propose(ctx context.Context, what string, ps ...raftstore.Payload) error {
+	p, err := raftstore.Batch(ps...)
+	if err == nil && p != nil {
+		_, err = s.cfg.Store.Propose(ctx, p)
 	}
-	if _, err := s.cfg.Store.Propose(ctx, PP(&p)); err != nil {
-		return fmt.Errorf("storing %s: %w", name, err)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
 
+// experimentPut is the payload that stores e.
+func experimentPut(e *preview.Experiment) (raftstore.Payload, error) {
+	p, err := e.PutPayload()
+	return &p, err
+}
+
+// operationPut is the payload that stores op.
+func operationPut(op *preview.Operation) (raftstore.Payload, error) {
+	p, err := op.PutPayload()
+	return &p, err
+}
+
 // putExperiment proposes e.
 func (s *Service) putExperiment(ctx context.Context, e *preview.Experiment) error {
-	p, err := e.PutPayload()
-	return proposePut(ctx, s, e.Name, p, err)
+	p, err := experimentPut(e)
+	if err != nil {
+		return err
+	}
+	return s.propose(ctx, "storing "+e.Name, p)
 }
 
 // putOperation proposes op.
 func (s *Service) putOperation(ctx context.Context, op *preview.Operation) error {
-	p, err := op.PutPayload()
-	return proposePut(ctx, s, op.Name, p, err)
-}
-
-// deleteExperiment proposes the delete of name and previews the
-// experiments of its policy that were waiting for room under the cap.
-func (s *Service) deleteExperiment(ctx context.Context, name string) error {
-	p := preview.DeletePayload(name)
-	if _, err := s.cfg.Store.Propose(ctx, &p); err != nil {
-		return fmt.Errorf("deleting %s: %w", name, err)
+	p, err := operationPut(op)
+	if err != nil {
+		return err
 	}
-	pol, _, _ := preview.ParseName(name)
-	return s.rebalance(ctx, pol)
+	return s.propose(ctx, "storing "+op.Name, p)
 }
 
-// rebalance previews (and, with auto_start, starts) the experiments of
-// pol that now fit under the cap.
-func (s *Service) rebalance(ctx context.Context, pol string) error {
+// deleteExperiment proposes, as one log entry, the delete of name, the
+// experiments of its policy that were waiting for room under the cap
+// (previewed now, and started with auto_start), and with (the operation
+// of the delete or commit, when there is one).
+func (s *Service) deleteExperiment(ctx context.Context, name string, with ...raftstore.Payload) error {
+	del := preview.DeletePayload(name)
+	ps := []raftstore.Payload{&del}
+	rest := slices.DeleteFunc(s.experiments(s.cfg.Store.State()), func(e *preview.Experiment) bool { return e.Name == name })
+	pol, _, _ := preview.ParseName(name)
 	now := s.cfg.Now()
-	for _, e := range preview.Rebalance(s.experiments(s.cfg.Store.State()), pol, s.settings()) {
+	var previewed []string
+	for _, e := range preview.Rebalance(rest, pol, s.settings()) {
 		e = preview.AutoStart(e, s.settings(), now)
-		if err := s.putExperiment(ctx, e); err != nil {
+		p, err := experimentPut(e)
+		if err != nil {
 			return err
 		}
-		s.log.Info("experiment previewed: room under the cap", "experiment", e.Name)
+		ps = append(ps, p)
+		previewed = append(previewed, e.Name)
+	}
+	if err := s.propose(ctx, "deleting "+name, append(ps, with...)...); err != nil {
+		return err
+	}
+	for _, n := range previewed {
+		s.log.Info("experiment previewed: room under the cap", "experiment", n)
 	}
 	return nil
 }
@@ -226,12 +248,17 @@ func (s *Service) Cascade(ctx context.Context, from, to raftstore.Generation) {
 	defer s.mu.Unlock()
 	exps := s.experiments(s.cfg.Store.State())
 	for _, pol := range gone {
-		for _, name := range preview.CascadeDelete(exps, pol) {
+		names := preview.CascadeDelete(exps, pol)
+		ps := make([]raftstore.Payload, 0, len(names))
+		for _, name := range names {
 			p := preview.DeletePayload(name)
-			if _, err := s.cfg.Store.Propose(ctx, &p); err != nil {
-				s.log.Warn("cannot delete the experiment of a deleted policy", "experiment", name, "error", err)
-				continue
-			}
+			ps = append(ps, &p)
+		}
+		if err := s.propose(ctx, "deleting the experiments of policies/"+pol, ps...); err != nil {
+			s.log.Warn("cannot delete the experiments of a deleted policy", "policy", pol, "experiments", names, "error", err)
+			continue
+		}
+		for _, name := range names {
 			s.log.Info("live policy deleted; experiment deleted", "policy", pol, "experiment", name,
 				"generation", to.Number)
 		}

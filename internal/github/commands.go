@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/preview"
-	"github.com/policyrollout/reconciler/internal/reconcile"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -138,11 +137,7 @@ func (g *Worker) setPullPreviewState(ctx context.Context, n int, want preview.St
 		return nil
 	}
 	rec.Preview = string(want)
-	p, err := reconcile.PutRecord(PullRecordPrefix+strconv.Itoa(n), rec)
-	if err != nil {
-		return err
-	}
-	_, err = g.cfg.Store.Propose(ctx, p)
+	_, err := g.cfg.Store.Propose(ctx, &raftstore.PutPull{Record: rec})
 	return err
 }
 

@@ -179,11 +179,8 @@ func runLoop(t *testing.T, l *leader) func() {
 // putPull records pull request n at head as the reconcile pass would.
 func putPull(t *testing.T, store *fakeStore, n int, head string) {
 	t.Helper()
-	p, err := reconcile.PutRecord(fmt.Sprintf("%s%d", PullRecordPrefix, n), PullRecord{Number: n, HeadCommit: head,
-		ChangedPolicies: []string{}, Validation: reconcile.BranchValidation{Valid: true}, Preview: "ACTIVE"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := &raftstore.PutPull{Record: PullRecord{Number: n, HeadCommit: head,
+		ChangedPolicies: []string{}, Validation: reconcile.BranchValidation{Valid: true}, Preview: "ACTIVE"}}
 	if _, err := store.Propose(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

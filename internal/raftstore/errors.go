@@ -29,6 +29,9 @@ var (
 	ErrInvalidCommand = errs.Sentinel(errs.InvalidArgument, "invalid command")
 	// ErrTooLarge means a generation bundle exceeds MaxGenerationBytes.
 	ErrTooLarge = errs.Sentinel(errs.FailedPrecondition, "generation bundle too large")
+	// ErrTableFull means a put would add a record beyond a table's bound
+	// (MaxBranches, MaxPulls, MaxClaims).
+	ErrTableFull = errors.New("table full")
 	// ErrUnknownCommand means this build does not know the command type or
 	// version (a newer proposer during a rolling upgrade).
 	ErrUnknownCommand = errs.Sentinel(errs.InvalidArgument, "unknown command type or version")
