@@ -45,25 +45,6 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 	s.offer(name, &d, req) // after the answer: preview never delays it
 }
 
-// mirrorRequest answers POST /v1/policies/{policy}:mirror: the request is
-// counted and handed to preview, never answered with a decision.
-func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
-	if _, err := lookup(snap, name); err != nil && !(s.preview != nil && snap != nil && s.preview.Previewing(name)) {
-		s.fail(w, r, err) // a policy not live yet is mirrored while it has ACTIVE experiments
-		return
-	}
-	req, err := s.decodeRequest(w, r, s.now())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.metrics.mirrored(name)
-	if s.mirror != nil {
-		s.mirror.Mirror(snap, name, req)
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
 // authorize answers the gateway form: 200 allow, 403 deny, the decision in
 // headers and no body (Envoy passes a denial's body on to the client).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapshot, name, tail string) {

@@ -83,10 +83,8 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 	case verb == "authorize" && !pinned:
 		// Gateways send any method (Envoy forwards the original one).
 		s.authorize(w, r, snap, name, tail)
-	case verb == "mirror" && tail == "" && !pinned:
-		if s.allow(w, r, http.MethodPost) {
-			s.mirrorRequest(w, r, snap, name)
-		}
+	case verb == "mirror" && !pinned:
+		s.mirrorRequest(w, r, snap, name, tail)
 	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
 		s.routeExperiments(w, r, name, tail)
 	default:
