@@ -174,6 +174,9 @@ type API struct {
 	// node's config, not in policy.toml, because the node needs it exactly
 	// when it has no policy.toml to read (no generation, unknown policy).
 	FailureModes map[string]string `toml:"failure_modes"`
+	// GRPCAddr, when set, is where Envoy's ext_authz gRPC service
+	// (internal/extauthz) listens; "" (the default) serves none.
+	GRPCAddr string `toml:"grpc_addr"`
 }
 
 // TrustedPrefixes returns TrustedProxies parsed. It assumes a validated

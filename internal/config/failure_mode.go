@@ -11,11 +11,15 @@ const (
 	FailureAllow = "allow"
 )
 
-// validateFailureModes checks [api] failure_mode and [api.failure_modes]:
-// each is "deny" or "allow", keyed by a policy name.
+// validateFailureModes checks the gateway keys of [api]: failure_mode and
+// [api.failure_modes] (each "deny" or "allow", keyed by a policy name) and
+// grpc_addr.
 func (a *API) validateFailureModes(e *errs) {
 	if !isFailureMode(a.FailureMode) {
 		e.add("api.failure_mode", "%q must be %q or %q", a.FailureMode, FailureDeny, FailureAllow)
+	}
+	if a.GRPCAddr != "" {
+		checkHostPort(e, "api.grpc_addr", a.GRPCAddr)
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.FailureModes)) {
 		key := "api.failure_modes." + name
