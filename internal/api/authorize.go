@@ -65,6 +65,10 @@ type GatewayAnswer struct {
 
 	policy string
 	req    *engine.Request // set when the policy decided: offered to preview
+	// shadowOnly: the policy is a new one only experiments know; req goes
+	// to them as a mirrored request of snap (shadow.go).
+	shadowOnly bool
+	snap       *Snapshot
 }
 
 // maxErrorHeader bounds Error, which gateways pass on in a header.
@@ -90,7 +94,13 @@ func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64) G
 		cp, err = lookup(snap, policy)
 	}
 	if err != nil {
-		return s.undecided(snap, err, s.failure.of(policy) == FailureAllow)
+		a := s.undecided(snap, err, s.failure.of(policy) == FailureAllow)
+		if gen == 0 {
+			s.shadowUndecided(&a, snap, policy, func() (*engine.Request, error) {
+				return BuildGatewayRequest(check, s.trusted, received)
+			})
+		}
+		return a
 	}
 	req, err := BuildGatewayRequest(check, s.trusted, received)
 	if err != nil {
@@ -139,7 +149,11 @@ func (s *Server) undecided(snap *Snapshot, err error, allow bool) GatewayAnswer 
 
 // offerGateway hands a decided check to preview.
 func (s *Server) offerGateway(a *GatewayAnswer) {
-	if a.req != nil {
+	switch {
+	case a.req == nil:
+	case a.shadowOnly:
+		s.mirror.Mirror(a.snap, a.policy, a.req)
+	default:
 		s.offer(a.policy, &a.Decision, a.req)
 	}
 }

@@ -27,7 +27,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 	start := time.Now()
 	cp, err := lookup(snap, name)
 	if err != nil {
-		s.fail(w, r, err)
+		s.evaluateUnknown(w, r, snap, name, err)
 		return
 	}
 	req, err := s.decodeRequest(w, r, s.now())

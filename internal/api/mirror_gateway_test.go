@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
 )
@@ -19,6 +20,23 @@ func (m *mirrorRecorder) Mirror(_ *Snapshot, _ string, r *engine.Request) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.got = append(m.got, r)
+}
+
+// wait returns the requests received once there are at least n, or fails
+// the test after 10 s. The gateway forms hand requests over after their
+// answer, so a client can see the answer first.
+func (m *mirrorRecorder) wait(t *testing.T, n int) []*engine.Request {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.mu.Lock()
+		have := len(m.got)
+		m.mu.Unlock()
+		if have >= n || time.Now().After(deadline) {
+			return m.take()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (m *mirrorRecorder) take() []*engine.Request {
