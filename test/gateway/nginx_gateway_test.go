@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ func TestNginx(t *testing.T) {
 	t.Run("allowed requests reach the backend", e.testAllowed)
 	t.Run("denied requests get 403 with the policy headers", e.testDenied)
 	t.Run("client address from the trusted proxy only", e.testClientAddress)
+	t.Run("an unknown policy is a 403, not a 500", e.testUnknownPolicy)
 	t.Run("mirrored requests counted once each", e.testMirror)
 	t.Run("restart and promotion under load give no 5xx", e.testUnderLoad)
 }
@@ -71,6 +73,25 @@ func (e *env) testClientAddress(t *testing.T) {
 	}
 	if e.backend.count("/office/report") != 1 {
 		t.Errorf("backend saw /office/report %d times, want 1", e.backend.count("/office/report"))
+	}
+}
+
+// testUnknownPolicy: nginx turns an auth status other than 2xx, 401 and
+// 403 into a 500; a node that cannot decide answers its failure mode
+// (deny) with the reason, which reaches the client.
+func (e *env) testUnknownPolicy(t *testing.T) {
+	var nodes []string
+	for _, n := range e.cluster.Nodes {
+		nodes = append(nodes, n.HTTPAddr)
+	}
+	listen := harness.FreeAddrs(t, 1)[0]
+	conf := renderGateway(t, nodes, e.backend.addr, listen)
+	conf = strings.Replace(conf, "/v1/policies/web:authorize", "/v1/policies/ghost:authorize", 1)
+	ng := startNginx(t, conf, listen)
+	r := get(t, clientFrom(outsideIP), ng.Base()+"/public/ghost", nil)
+	if r.code != http.StatusForbidden || r.header.Get("X-Policy-Decision") != "DENY" ||
+		!strings.HasPrefix(r.header.Get("X-Policy-Error"), "NOT_FOUND: ") || e.backend.count("/public/ghost") != 0 {
+		t.Errorf("unknown policy through nginx: %d %v", r.code, r.header)
 	}
 }
 
