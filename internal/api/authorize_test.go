@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -76,4 +78,33 @@ func TestAuthorizePinned(t *testing.T) {
 			t.Errorf("pinned to %s: %d %v", gen, a.code, a.header)
 		}
 	}
+}
+
+// BenchmarkAuthorize is the gateway form's handler (nginx's headers, no
+// network) and the Authorize call the ext_authz gRPC service makes.
+func BenchmarkAuthorize(b *testing.B) {
+	s := benchServer(b)
+	b.Run("http-handler", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/v1/policies/bench:authorize", nil)
+			r.Header.Set("X-Original-Method", "GET")
+			r.Header.Set("X-Original-URI", "/svc060/item?x=1")
+			s.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK && rec.Code != http.StatusForbidden {
+				b.Fatalf("status %d", rec.Code)
+			}
+		}
+	})
+	check := &GatewayCheck{Method: "GET", URI: "/svc060/item?x=1", Host: "www.example", Header: http.Header{"User-Agent": {"bench"}},
+		Peer: netip.MustParseAddr("198.51.100.1")}
+	b.Run("authorize-call", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if a := s.Authorize(check, "bench", 0); a.Error != "" {
+				b.Fatal(a.Error)
+			}
+		}
+	})
 }

@@ -174,3 +174,30 @@ func TestStopEndsServing(t *testing.T) {
 		t.Error("a Check was answered after Stop")
 	}
 }
+
+// BenchmarkCheck is one Check over a loopback gRPC connection, against
+// one :authorize over a loopback HTTP connection, same decision.
+func BenchmarkCheck(b *testing.B) {
+	e := newEnv(b, api.FailureModes{})
+	req := checkReq{method: "GET", path: "/public/a?lang=de", host: "www.example", source: "198.51.100.9"}.proto()
+	b.Run("grpc-check", func(b *testing.B) {
+		ctx := context.Background()
+		for b.Loop() {
+			if r, err := e.client.Check(ctx, req); err != nil || r.GetOkResponse() == nil {
+				b.Fatal(r, err)
+			}
+		}
+	})
+	b.Run("http-authorize", func(b *testing.B) {
+		c := e.http.Client()
+		for b.Loop() {
+			hr, _ := http.NewRequest(http.MethodGet, e.http.URL+"/v1/policies/web:authorize", nil)
+			hr.Header.Set("X-Original-URI", "/public/a?lang=de")
+			resp, err := c.Do(hr)
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatal(resp, err)
+			}
+			resp.Body.Close()
+		}
+	})
+}

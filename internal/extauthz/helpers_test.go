@@ -69,7 +69,7 @@ type env struct {
 	conn   *grpc.ClientConn
 }
 
-func newEnv(t *testing.T, modes api.FailureModes) *env {
+func newEnv(t testing.TB, modes api.FailureModes) *env {
 	t.Helper()
 	g := &gens{}
 	g.set(7, testBundle(t))
