@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +106,10 @@ func TestBenchGateway(t *testing.T) {
 	added := func(with, without string) {
 		a, b := res[with], res[without]
 		t.Logf("ADDED %s vs %s: p50 %+v, p99 %+v", with, without, a.p50-b.p50, a.p99-b.p99)
+	}
+	// The numbers mean little on a busy machine: say how busy it was.
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		t.Logf("LOAD %s (1, 5, 15 min) on %d CPUs", strings.Join(strings.Fields(string(la))[:3], " "), runtime.NumCPU())
 	}
 	added("nginx + auth_request", "nginx alone")
 	added("Check over gRPC", ":authorize over HTTP")
