@@ -79,23 +79,25 @@ const maxErrorHeader = 200
 // service calls it; the HTTP form does the same with the offer after its
 // answer is written.
 func (s *Server) Authorize(check *GatewayCheck, policy string, gen uint64) GatewayAnswer {
-	a := s.decideGateway(check, policy, gen)
+	a := s.decideGateway(check, policy, gen, gen != 0)
 	s.offerGateway(&a)
 	return a
 }
 
-// decideGateway is Authorize without the offer to preview.
-func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64) GatewayAnswer {
+// decideGateway is Authorize without the offer to preview; pinned says
+// whether gen was asked for (the HTTP form can pin generation 0, which no
+// node keeps).
+func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64, pinned bool) GatewayAnswer {
 	start := time.Now()
 	received := s.now()
-	snap, err := s.gatewaySnapshot(gen)
+	snap, err := s.gatewaySnapshot(gen, pinned)
 	var cp *engine.CompiledPolicy
 	if err == nil {
 		cp, err = lookup(snap, policy)
 	}
 	if err != nil {
 		a := s.undecided(snap, err, s.failure.of(policy) == FailureAllow)
-		if gen == 0 {
+		if !pinned {
 			s.shadowUndecided(&a, snap, policy, func() (*engine.Request, error) {
 				return BuildGatewayRequest(check, s.trusted, received)
 			})
@@ -111,14 +113,14 @@ func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64) G
 	return GatewayAnswer{Allow: d.Verdict == engine.Allow, Decision: d, Generation: snap.Generation, policy: policy, req: req}
 }
 
-// gatewaySnapshot returns generation gen (0: the active one), or why it
-// cannot.
-func (s *Server) gatewaySnapshot(gen uint64) (*Snapshot, error) {
+// gatewaySnapshot returns generation gen when pinned, else the active
+// one, or why it cannot.
+func (s *Server) gatewaySnapshot(gen uint64, pinned bool) (*Snapshot, error) {
 	cur := s.gens.Current()
 	if cur == nil {
 		return nil, errNoGeneration()
 	}
-	if gen == 0 {
+	if !pinned {
 		return cur, nil
 	}
 	if snap := s.gens.Get(gen); snap != nil {
@@ -183,11 +185,11 @@ func newUndecidedCounter(reg *prometheus.Registry) *prometheus.CounterVec {
 }
 
 // authorize answers the HTTP gateway form, pinned to generation gen when
-// it is not 0: 200 allow, 403 deny, the
+// pinned: 200 allow, 403 deny, the
 // decision in headers and no body (Envoy passes a denial's body on to the
 // client). It never answers another status: see FailureMode.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, name, tail string, gen uint64) {
-	a := s.decideGateway(checkOf(r, tail), name, gen)
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, name, tail string, gen uint64, pinned bool) {
+	a := s.decideGateway(checkOf(r, tail), name, gen, pinned)
 	h := w.Header()
 	if a.Error != "" {
 		h.Set("X-Policy-Decision", string(verdictOf(a.Allow)))

@@ -39,6 +39,7 @@ func TestAuthorizeFailureMode(t *testing.T) {
 	wantGatewayAnswer(t, e.do("GET", "/v1/policies/NOT%20valid:authorize/x", nil, nil), 403, "NOT_FOUND: ")
 	wantGatewayAnswer(t, e.do("GET", "/v1/generations/3/policies/web:authorize", nil, nil), 403, "NOT_FOUND: ")
 	wantGatewayAnswer(t, e.do("GET", "/v1/generations/3/policies/open:authorize", nil, nil), 200, "NOT_FOUND: ")
+	wantGatewayAnswer(t, e.do("GET", "/v1/generations/0/policies/web:authorize/healthz", nil, nil), 403, "NOT_FOUND: ")
 	if a := e.do("GET", "/v1/policies/nope:authorize", nil, nil); a.header.Get("X-Policy-Generation") != "7" {
 		t.Errorf("X-Policy-Generation = %q, want the generation that had no such policy", a.header.Get("X-Policy-Generation"))
 	}

@@ -83,7 +83,7 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 		}
 	case verb == "authorize" && !pinned:
 		// Gateways send any method (Envoy forwards the original one).
-		s.authorize(w, r, name, tail, 0)
+		s.authorize(w, r, name, tail, 0, false)
 	case verb == "mirror" && !pinned:
 		s.mirrorRequest(w, r, snap, name, tail)
 	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
@@ -135,7 +135,7 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 		return
 	}
 	if name, verb, tail := splitPolicyPath(rest[len("policies/"):]); verb == "authorize" {
-		s.authorize(w, r, name, tail, n) // answers allow or deny even for a generation not kept
+		s.authorize(w, r, name, tail, n, true) // answers allow or deny even for a generation not kept
 		return
 	}
 	cur := s.gens.Current()
