@@ -101,6 +101,9 @@ type Config struct {
 	// Records reads the leader loop's replicated records for /v1/status;
 	// nil shows none.
 	Records LeaderRecords
+	// FailureModes say what the gateway forms answer when this node
+	// cannot decide (authorize.go); the zero value denies.
+	FailureModes FailureModes
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -133,6 +136,9 @@ type Server struct {
 	commands    CommandQueue
 	parts       func() map[string]lifecycle.Status
 	records     LeaderRecords
+
+	failure        FailureModes
+	undecidedTotal *prometheus.CounterVec
 }
 
 // New returns a Server for cfg.
@@ -156,6 +162,7 @@ func New(cfg Config) *Server {
 		commands:    cfg.Commands,
 		parts:       cfg.Parts,
 		records:     cfg.Records,
+		failure:     cfg.FailureModes,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -171,6 +178,7 @@ func New(cfg Config) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg, s.gens)
+	s.undecidedTotal = newUndecidedCounter(reg)
 	s.promH = s.metrics.handler()
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	return s

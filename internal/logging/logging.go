@@ -23,6 +23,7 @@ const (
 	Forge     = "forge"
 	Reconcile = "reconcile"
 	Engine    = "engine"
+	ExtAuthz  = "extauthz"
 	// GitHub is the leader's GitHub worker (a child of Reconcile).
 	GitHub = "github"
 	// Experiments is the leader's experiment service.

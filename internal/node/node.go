@@ -24,6 +24,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/experiments"
+	"github.com/policyrollout/reconciler/internal/extauthz"
 	"github.com/policyrollout/reconciler/internal/github"
 	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/logging"
@@ -58,6 +59,7 @@ type Main struct {
 	api         *api.Server
 	ln          net.Listener
 	http        *http.Server
+	grpc        *extauthz.Server // nil without [api] grpc_addr
 
 	// parts are the long-running parts (parts.go), started and stopped
 	// together and reported by /v1/status.
@@ -115,6 +117,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.loader.load(m.store.State()) // the restored generation, before serving
+	if err := m.startGRPC(ctx); err != nil {
+		return err
+	}
 	m.startBackground()
 	m.startHTTP()
 	log := m.Logger.Named(logging.Node)
@@ -133,6 +138,7 @@ func (m *Main) abort() {
 	if m.ln != nil {
 		_ = m.ln.Close()
 	}
+	_ = m.stopGRPC()
 	m.closeOnce.Do(func() { close(m.done) })
 }
 
@@ -278,7 +284,7 @@ func (m *Main) Close() error {
 		errs = append(errs, m.fatalErr)
 		m.fatalMu.Unlock()
 		m.stopBackground()
-		errs = append(errs, m.stopHTTP())
+		errs = append(errs, m.stopGRPC(), m.stopHTTP())
 		if m.store != nil {
 			if err := m.store.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close raft store: %w", err))

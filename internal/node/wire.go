@@ -86,6 +86,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
 		Parts:          m.parts.Statuses,
+		FailureModes:   failureModes(cfg.API),
 	})
 	m.addParts()
 	return nil
