@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -38,7 +39,9 @@ var (
 
 // fakeForge is GitHub as the leader's worker sees it, recording calls.
 type fakeForge struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// listErr, when set, fails OpenPullRequests.
+	listErr  error
 	pulls    []forge.PullRequest
 	perms    map[string]string
 	merges   []string // "N@sha"
@@ -59,6 +62,9 @@ func newFakeForge() *fakeForge {
 func (f *fakeForge) OpenPullRequests(context.Context, string) ([]forge.PullRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
 	return append([]forge.PullRequest(nil), f.pulls...), nil
 }
 
@@ -407,4 +413,33 @@ func TestPullExperimentFollowsBaseAndState(t *testing.T) {
 	want("closed: both gone", false, false)
 	setPulls(open)
 	want("reopened: both again", true, true)
+}
+
+// The worker reports itself for /v1/status: STOPPED outside a leadership
+// term (and it takes no command then), WARN while GitHub calls fail, OK
+// once they succeed again.
+func TestWorkerStatus(t *testing.T) {
+	store, repo, fg := newFakeStore(), newFakeRepo(), newFakeForge()
+	repo.Commit("main", webPolicy("v1"))
+	fg.listErr = errors.New("GitHub is down")
+	l := ghLoop(t, store, repo, fg, nil)
+	if s := l.Status(); s.State != lifecycle.Stopped {
+		t.Fatalf("before a term: %+v", s)
+	}
+	if err := l.EnqueueCommand(webhook.Command{PR: 1, Verb: webhook.VerbHelp}); !errors.Is(err, raftstore.ErrNotLeader) {
+		t.Fatalf("a command off the leader: %v", err)
+	}
+	stop := runLoop(t, l)
+	eventually(t, "WARN while GitHub fails", func() bool {
+		s := l.Status()
+		return s.State == lifecycle.Warn && strings.Contains(s.Message, "GitHub is down")
+	})
+	fg.mu.Lock()
+	fg.listErr = nil
+	fg.mu.Unlock()
+	eventually(t, "OK once GitHub answers", func() bool { return l.Status().State == lifecycle.OK })
+	stop()
+	if s := l.Status(); s.State != lifecycle.Stopped {
+		t.Fatalf("after the term: %+v", s)
+	}
 }
