@@ -17,19 +17,9 @@ func errorf(c errs.Code, format string, args ...any) error {
 	return errs.Errorf(c, format, args...)
 }
 
-// edgeError is an error only the HTTP edge makes, with an HTTP status the
-// code alone does not give (405 for a method, 413 for a body).
-type edgeError struct {
-	http int
-	code errs.Code
-	msg  string
-}
-
-func (e *edgeError) Error() string { return e.msg }
-
 // errMethod refuses a method the resource does not have (405).
 func errMethod(format string, args ...any) error {
-	return &edgeError{http: http.StatusMethodNotAllowed, code: errs.Unimplemented, msg: fmt.Sprintf(format, args...)}
+	return errs.MethodNotAllowed(format, args...)
 }
 
 func errNoGeneration() error {
@@ -55,16 +45,12 @@ type verdict struct {
 // Errors without a code are internal: the client gets a generic message
 // and the caller logs the real one.
 func classify(err error) verdict {
-	var edge *edgeError
 	var tooBig *http.MaxBytesError
 	var remote *cluster.RemoteError
 	var e *errs.Error
 	switch {
-	case errors.As(err, &edge):
-		return verdict{edge.http, edge.code, edge.msg}
 	case errors.As(err, &tooBig):
-		return verdict{http.StatusRequestEntityTooLarge, errs.ResourceExhausted,
-			"request body is larger than " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"}
+		return classify(errs.TooLarge("request body is larger than %d bytes", tooBig.Limit))
 	case errors.As(err, &remote):
 		return remoteAnswer(remote)
 	}
@@ -75,11 +61,10 @@ func classify(err error) verdict {
 	if !ok {
 		return verdict{http.StatusInternalServerError, errs.Internal, "internal error"}
 	}
-	msg := err.Error()
 	if errors.As(err, &e) && e.Code == c {
-		msg = e.Msg // the client's message, without the code's name
+		return verdict{e.HTTPStatus(), c, e.Msg} // the client's message, without the code's name
 	}
-	return verdict{c.HTTPStatus(), c, msg}
+	return verdict{c.HTTPStatus(), c, err.Error()}
 }
 
 // foreignCode codes the errors that cannot carry one: hashicorp/raft's

@@ -112,6 +112,10 @@ type Error struct {
 	Code Code
 	Msg  string
 	Err  error
+	// HTTP, when not 0, is the HTTP status where the code alone does not
+	// give it (405 for a method, 413 for a body): set by the HTTP edge's
+	// own errors (MethodNotAllowed, TooLarge).
+	HTTP int
 }
 
 func (e *Error) Error() string { return e.Code.String() + ": " + e.Msg }
@@ -121,6 +125,26 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrCode implements Coder.
 func (e *Error) ErrCode() Code { return e.Code }
+
+// HTTPStatus is the HTTP status of the answer: HTTP when set, else the
+// code's.
+func (e *Error) HTTPStatus() int {
+	if e.HTTP != 0 {
+		return e.HTTP
+	}
+	return e.Code.HTTPStatus()
+}
+
+// MethodNotAllowed refuses a method the resource does not have: 405,
+// UNIMPLEMENTED.
+func MethodNotAllowed(format string, args ...any) *Error {
+	return &Error{Code: Unimplemented, Msg: fmt.Sprintf(format, args...), HTTP: http.StatusMethodNotAllowed}
+}
+
+// TooLarge refuses a body over its limit: 413, RESOURCE_EXHAUSTED.
+func TooLarge(format string, args ...any) *Error {
+	return &Error{Code: ResourceExhausted, Msg: fmt.Sprintf(format, args...), HTTP: http.StatusRequestEntityTooLarge}
+}
 
 // Is makes errors.Is(err, preview.ErrNotFound) and the like match any
 // error of the same code, whatever its message.
