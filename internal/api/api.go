@@ -93,7 +93,7 @@ type Config struct {
 	// Webhook, when set ([github]), serves POST /v1/webhooks/github;
 	// Commands queues the comment commands it receives on the leader
 	// (followers forward them). See webhook.go.
-	Webhook  http.Handler
+	Webhook  WebhookReceiver
 	Commands CommandQueue
 	// Parts reports the node's long-running parts by name, for
 	// /v1/status; nil reports none.
@@ -132,7 +132,7 @@ type Server struct {
 	experiments Experiments
 	preview     Preview
 	thresholds  preview.ThresholdSet
-	webhook     http.Handler
+	webhook     WebhookReceiver
 	commands    CommandQueue
 	parts       func() map[string]lifecycle.Status
 	records     LeaderRecords

@@ -8,6 +8,13 @@ import (
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
+// WebhookReceiver handles a GitHub delivery (webhook.Handler): it writes
+// the answer of a delivery it handled and returns a refusal, with its
+// code, for the API to answer as every error (AIP-193).
+type WebhookReceiver interface {
+	Receive(w http.ResponseWriter, r *http.Request) error
+}
+
 // CommandQueue takes GitHub comment commands where the leader loop runs
 // (reconcile.Loop); elsewhere it answers raftstore.ErrNotLeader and the
 // API forwards the command to the leader.
@@ -27,7 +34,9 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (the GitHub integration, [github], is not configured)", r.URL.Path))
 		return
 	}
-	s.webhook.ServeHTTP(w, r)
+	if err := s.webhook.Receive(w, r); err != nil {
+		s.fail(w, r, err)
+	}
 }
 
 // enqueueCommand is internal: a follower hands the leader a comment

@@ -63,7 +63,7 @@ func (m *Main) githubConfig() (*github.Config, error) {
 
 // webhookHandler is the receiver of POST /v1/webhooks/github, nil
 // without [github]. Without a secret it refuses every delivery (503).
-func (m *Main) webhookHandler() http.Handler {
+func (m *Main) webhookHandler() api.WebhookReceiver {
 	cfg := m.Config
 	if !cfg.GitHub.Enabled() {
 		return nil

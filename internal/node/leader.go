@@ -15,6 +15,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
+	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
 // wireLeader builds the leader's three parts, which call each other
@@ -92,6 +93,7 @@ var (
 	_ api.Rollbacker           = rollbacks{}
 	_ api.Experiments          = (*experiments.Service)(nil)
 	_ api.CommandQueue         = (*github.Worker)(nil)
+	_ api.WebhookReceiver      = (*webhook.Handler)(nil)
 	_ api.LeaderRecords        = reconcile.StatusRecords{}
 	_ experiments.Leader       = loopRef{}
 	_ github.Examiner          = loopRef{}

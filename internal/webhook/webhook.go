@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 // Path is where the handler is mounted (CONTRACT §4).
@@ -88,64 +90,70 @@ func New(cfg Config) *Handler {
 	return &Handler{cfg: cfg, log: cfg.Logger, seen: newRecent(cfg.RememberDeliveries)}
 }
 
-// ServeHTTP checks, in order: method, secret configured, size, signature;
-// only then does it parse the payload and route the event.
+// ServeHTTP serves Receive on its own (tests, a receiver without the
+// API): a refusal is answered with its HTTP status and no body, since
+// error bodies are the HTTP edge's (internal/api).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.Receive(w, r); err != nil {
+		status := http.StatusInternalServerError
+		var e *errs.Error
+		if errors.As(err, &e) {
+			status = e.HTTPStatus()
+		}
+		w.WriteHeader(status)
+	}
+}
+
+// Receive checks, in order: method, secret configured, size, signature;
+// only then does it parse the payload and route the event. It writes the
+// answer of a delivery it handled; a refusal is returned as an error with
+// its code, for the HTTP edge to answer (AIP-193, internal/api).
+func (h *Handler) Receive(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "use POST")
-		return
+		return errs.MethodNotAllowed("use POST")
 	}
 	if len(h.cfg.Secret) == 0 {
-		writeError(w, http.StatusServiceUnavailable, "webhook secret not configured")
-		return
+		return errs.Errorf(errs.Unavailable, "webhook secret not configured")
 	}
 	if r.ContentLength > h.cfg.MaxBodyBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, "payload too large")
-		return
+		return errs.TooLarge("payload too large")
 	}
 	sig := r.Header.Get("X-Hub-Signature-256")
 	if !strings.HasPrefix(sig, "sha256=") {
-		h.refuse(w, r, "missing X-Hub-Signature-256 (SHA-1 signatures are not accepted)")
-		return
+		return h.refuse(r, "missing X-Hub-Signature-256 (SHA-1 signatures are not accepted)")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "payload too large")
-			return
+			return errs.TooLarge("payload too large")
 		}
-		writeError(w, http.StatusBadRequest, "could not read the payload")
-		return
+		return errs.Errorf(errs.InvalidArgument, "could not read the payload")
 	}
 	if !validSignature(h.cfg.Secret, sig, body) {
-		h.refuse(w, r, "signature does not match")
-		return
+		return h.refuse(r, "signature does not match")
 	}
-	h.handle(w, r, body)
+	return h.handle(w, r, body)
 }
 
 // handle routes a delivery whose signature is good.
-func (h *Handler) handle(w http.ResponseWriter, r *http.Request, body []byte) {
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request, body []byte) error {
 	event, delivery := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
 	if event == "" {
-		writeError(w, http.StatusBadRequest, "missing X-GitHub-Event")
-		return
+		return errs.Errorf(errs.InvalidArgument, "missing X-GitHub-Event")
 	}
 	payload, err := payloadOf(r.Header.Get("Content-Type"), body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return errs.Errorf(errs.InvalidArgument, "%s", err.Error())
 	}
 	d, err := decide(event, payload, h.cfg.Branch, h.cfg.Repository)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "malformed "+event+" payload")
-		return
+		return errs.Errorf(errs.InvalidArgument, "%s", "malformed "+event+" payload")
 	}
 	if delivery != "" && !h.seen.add(delivery) {
 		writeResult(w, http.StatusOK, "duplicate", "delivery "+delivery+" was handled already")
-		return
+		return nil
 	}
 	h.act(d, delivery)
 	status := http.StatusAccepted
@@ -153,6 +161,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request, body []byte) {
 		status = http.StatusOK
 	}
 	writeResult(w, status, d.status, d.reason)
+	return nil
 }
 
 // act hands the decision to the small interfaces.
@@ -167,11 +176,12 @@ func (h *Handler) act(d decision, delivery string) {
 	h.log.Debug("webhook delivery", "delivery", delivery, "status", d.status, "reason", d.reason)
 }
 
-// refuse answers 401 and says why in the log (never the body).
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, why string) {
+// refuse is a 401 (UNAUTHENTICATED) that says why, logged here with the
+// delivery's headers.
+func (h *Handler) refuse(r *http.Request, why string) error {
 	h.log.Warn("refused a webhook delivery", "reason", why, "delivery", r.Header.Get("X-GitHub-Delivery"),
 		"event", r.Header.Get("X-GitHub-Event"), "remote", r.RemoteAddr)
-	writeError(w, http.StatusUnauthorized, why)
+	return errs.Errorf(errs.Unauthenticated, "%s", why)
 }
 
 // validSignature compares "sha256=<hex>" with the body's HMAC-SHA256 in
@@ -212,22 +222,6 @@ func payloadOf(contentType string, body []byte) ([]byte, error) {
 // writeResult answers a handled delivery.
 func writeResult(w http.ResponseWriter, status int, result, reason string) {
 	writeJSON(w, status, map[string]string{"status": result, "reason": reason})
-}
-
-// writeError answers with an AIP-193 error body.
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]any{"error": map[string]any{
-		"code": code, "status": statusName[code], "message": msg,
-	}})
-}
-
-// statusName maps the codes this handler uses to AIP-193 status names.
-var statusName = map[int]string{
-	http.StatusBadRequest:            "INVALID_ARGUMENT",
-	http.StatusUnauthorized:          "UNAUTHENTICATED",
-	http.StatusMethodNotAllowed:      "UNIMPLEMENTED",
-	http.StatusRequestEntityTooLarge: "RESOURCE_EXHAUSTED",
-	http.StatusServiceUnavailable:    "UNAVAILABLE",
 }
 
 // writeJSON sends v as JSON.

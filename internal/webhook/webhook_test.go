@@ -3,6 +3,8 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,7 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/githubemu"
 )
 
@@ -79,10 +82,25 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		cfg.Secret = []byte(secret)
 	}
 	cfg.Trigger, cfg.Commands = f.rec, f.rec
-	srv := httptest.NewServer(New(cfg))
+	srv := httptest.NewServer(edge(New(cfg)))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL + Path
 	return f
+}
+
+// edge serves h as the API does: a refusal is answered with its code's
+// HTTP status and name (internal/api writes the full AIP-193 body).
+func edge(h *Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h.Receive(w, r); err != nil {
+			var e *errs.Error
+			if !errors.As(err, &e) {
+				e = &errs.Error{Code: errs.Internal}
+			}
+			w.WriteHeader(e.HTTPStatus())
+			fmt.Fprintf(w, `{"error":{"code":%d,"status":%q}}`, e.HTTPStatus(), e.Code)
+		}
+	})
 }
 
 // deliver sends payload as event and returns the answer.
