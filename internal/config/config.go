@@ -159,9 +159,24 @@ type Policy struct {
 
 // API is the [api] section: the HTTP API.
 type API struct {
-	// TokenEnv names the environment variable holding the bearer token that
-	// mutating endpoints require when it is set.
+	// TokenEnv names the environment variable holding an admin token (the
+	// one the nodes of a cluster also present to each other); unset or
+	// empty: none. See Tokens for the other roles.
 	TokenEnv string `toml:"token_env"`
+	// Tokens are the named role tokens ([[api.tokens]], apiauth.go).
+	Tokens []APIToken `toml:"tokens"`
+	// DecisionRole, when set, is the role decisions (:evaluate,
+	// :authorize, :mirror) require; "" leaves the data plane open.
+	DecisionRole string `toml:"decision_role"`
+	// AllowedOrigins are the browser origins ("https://console.example")
+	// whose cross-origin requests the API accepts; others are refused.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// TLSCertFile and TLSKeyFile make the API serve HTTPS; ClientCAFile
+	// additionally requires every client to present a certificate that
+	// chains to it. Reloaded when the files change.
+	TLSCertFile  string `toml:"tls_cert_file"`
+	TLSKeyFile   string `toml:"tls_key_file"`
+	ClientCAFile string `toml:"client_ca_file"`
 	// TrustedProxies are the CIDRs (or single addresses) whose
 	// X-Forwarded-For, X-Real-IP and X-Forwarded-Host headers are believed.
 	TrustedProxies []string `toml:"trusted_proxies"`
@@ -239,6 +254,8 @@ func Default() *Config {
 		Policy: Policy{MergeDefault: policy.StrategyFail},
 		API: API{
 			TokenEnv:       "RECONCILER_TOKEN",
+			Tokens:         []APIToken{},
+			AllowedOrigins: []string{},
 			TrustedProxies: []string{},
 			MaxBodyBytes:   DefaultMaxBodyBytes,
 		},
@@ -248,8 +265,8 @@ func Default() *Config {
 
 // Secret returns the value of the environment variable envName, but only
 // when envName is one of the variables this configuration names
-// (git.token_env, api.token_env, github.token_env,
-// github.webhook_secret_env); for any
+// (git.token_env, api.token_env, the env of each [[api.tokens]],
+// github.token_env, github.webhook_secret_env); for any
 // other name it returns "". This keeps the process from reading variables
 // the operator did not point it at.
 func (c *Config) Secret(envName string) string {
@@ -259,6 +276,11 @@ func (c *Config) Secret(envName string) string {
 	switch envName {
 	case c.Git.TokenEnv, c.API.TokenEnv, c.GitHub.TokenEnv, c.GitHub.WebhookSecretEnv:
 		return os.Getenv(envName)
+	}
+	for _, t := range c.API.Tokens {
+		if t.Env == envName {
+			return os.Getenv(envName)
+		}
 	}
 	return ""
 }

@@ -86,6 +86,7 @@ func (c *Config) resolvePaths(baseDir string) {
 	if IsLocalPath(c.Git.URL) {
 		c.Git.URL = resolve(baseDir, c.Git.URL)
 	}
+	c.API.resolvePaths(baseDir)
 }
 
 func resolve(baseDir, p string) string {

@@ -23,6 +23,8 @@ const (
 	Forge     = "forge"
 	Reconcile = "reconcile"
 	Engine    = "engine"
+	// Audit receives one line per write to the API: who, what, answer.
+	Audit = "audit"
 )
 
 // RootName is the name of the root logger.

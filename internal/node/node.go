@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging"
@@ -49,6 +50,7 @@ type Main struct {
 	loader   *loader
 	preview  *previewRuntime
 	api      *api.Server
+	creds    []auth.Credential
 	ln       net.Listener
 	http     *http.Server
 
@@ -84,6 +86,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.done = make(chan struct{})
 	m.served = make(chan struct{})
 	m.fatal = make(chan error, 1)
+	if err := m.checkExposure(); err != nil {
+		return err
+	}
 	if err := m.prepareSource(ctx); err != nil {
 		return err
 	}
@@ -98,6 +103,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.abort()
 		}
 	}()
+	if err := m.serveTLS(); err != nil {
+		return err
+	}
 	if err := m.openStore(); err != nil {
 		return err
 	}

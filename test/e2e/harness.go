@@ -130,6 +130,7 @@ func (c *cluster) serving(want string) (uint64, error) {
 func (c *cluster) trigger(n *node) {
 	c.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, n.Base()+"/v1/cluster:reconcile", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
 	if c.opts.APIToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.APIToken)
 	}
