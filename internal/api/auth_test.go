@@ -28,7 +28,9 @@ func testCredentials() []auth.Credential {
 	}
 }
 
-func bearer(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
+func bearer(token string) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + token}
+}
 
 // syncBuffer is an audit log the test reads while the server writes.
 type syncBuffer struct {
