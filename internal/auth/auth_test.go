@@ -99,8 +99,8 @@ func TestLoopback(t *testing.T) {
 	for host, want := range map[string]bool{
 		"localhost": true, "LOCALHOST:8181": true, "localhost.": true, "app.localhost:1": true,
 		"127.0.0.1": true, "127.0.0.1:8181": true, "127.9.9.9": true, "[::1]:8181": true, "::1": true,
-		"[::ffff:127.0.0.1]:80": true,
-		"":                      false, "evil.example": false, "evil.example:8181": false, "localhost.evil.example": false,
+		"[::ffff:127.0.0.1]:80": true, "": false,
+		"evil.example": false, "evil.example:8181": false, "localhost.evil.example": false,
 		"127.0.0.1.nip.io": false, "10.0.0.1:8181": false, "0.0.0.0:8181": false, "[::]:8181": false,
 		"2130706433": false, "0x7f.1": false,
 	} {
