@@ -100,6 +100,9 @@ func (g GitHub) Enabled() bool { return g.Repository != "" }
 type Preview struct {
 	AutoStart               bool `toml:"auto_start"`
 	MaxExperimentsPerPolicy int  `toml:"max_experiments_per_policy"`
+	// MaxExperiments caps the experiments of the whole cluster, every
+	// policy and source together (replicated state on every node).
+	MaxExperiments int `toml:"max_experiments"`
 	// Summary is a robfig/cron spec for posting summaries.
 	Summary string `toml:"summary"`
 	// Redact lists dotted request paths (case-insensitive) replaced by
@@ -244,6 +247,7 @@ func Default() *Config {
 		Preview: Preview{
 			AutoStart:               true,
 			MaxExperimentsPerPolicy: 10,
+			MaxExperiments:          200,
 			Summary:                 "@every 1m",
 			Redact:                  []string{"headers.authorization", "headers.cookie"},
 			QueueSize:               4096,

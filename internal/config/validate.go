@@ -20,7 +20,10 @@ import (
 const (
 	maxBodyBytesLimit = 64 << 20
 	maxExperiments    = 1000
-	maxGitTimeout     = 10 * time.Minute
+	// maxExperimentsTotal bounds [preview] max_experiments: every
+	// experiment (up to api.max_body_bytes of policy) is on every node.
+	maxExperimentsTotal = 10000
+	maxGitTimeout       = 10 * time.Minute
 )
 
 // Validate checks every value and returns one error listing all problems,
@@ -125,6 +128,9 @@ func (g *GitHub) validate(e *errs) {
 func (p *Preview) validate(e *errs) {
 	if p.MaxExperimentsPerPolicy < 1 || p.MaxExperimentsPerPolicy > maxExperiments {
 		e.add("preview.max_experiments_per_policy", "%d must be between 1 and %d", p.MaxExperimentsPerPolicy, maxExperiments)
+	}
+	if p.MaxExperiments < 1 || p.MaxExperiments > maxExperimentsTotal {
+		e.add("preview.max_experiments", "%d must be between 1 and %d", p.MaxExperiments, maxExperimentsTotal)
 	}
 	if strings.TrimSpace(p.Summary) == "" {
 		e.add("preview.summary", "must be a cron spec such as \"@every 1m\"")

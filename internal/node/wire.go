@@ -114,7 +114,8 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
 		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
 		LoadOptions: lopts, EngineOptions: eopts,
-		Preview:  preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy},
+		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
+			MaxTotal: cfg.Preview.MaxExperiments},
 		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile), GitHub: gh,
 	})
 	if err != nil {
