@@ -75,6 +75,11 @@ type Git struct {
 	TokenEnv string `toml:"token_env"`
 	// Timeout bounds every network call to the remote (fetch, push).
 	Timeout Duration `toml:"timeout"`
+	// Verify is "none" or "signed": only commits signed by a trusted key
+	// (OpenPGPKeyringFile, SSHAllowedSignersFile) become generations.
+	Verify                string `toml:"verify"`
+	OpenPGPKeyringFile    string `toml:"openpgp_keyring_file"`
+	SSHAllowedSignersFile string `toml:"ssh_allowed_signers_file"`
 }
 
 // SeedsURL reports whether git.init_from applies: it seeds git.url only
@@ -238,6 +243,7 @@ func Default() *Config {
 			Poll:     "@every 10s",
 			TokenEnv: "GIT_TOKEN",
 			Timeout:  Duration{DefaultGitTimeout},
+			Verify:   "none",
 		},
 		GitHub: GitHub{
 			APIURL:           "https://api.github.com/",

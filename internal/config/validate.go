@@ -82,6 +82,15 @@ func (g *Git) validate(e *errs) {
 		e.add("git.poll", "%q is not a cron spec (%v); try \"@every 10s\"", g.Poll, err)
 	}
 	checkEnvName(e, "git.token_env", g.TokenEnv)
+	switch g.Verify {
+	case "none":
+	case "signed":
+		if g.OpenPGPKeyringFile == "" && g.SSHAllowedSignersFile == "" {
+			e.add("git.verify", "\"signed\" needs trusted keys: openpgp_keyring_file or ssh_allowed_signers_file")
+		}
+	default:
+		e.add("git.verify", "%q must be \"none\" or \"signed\"", g.Verify)
+	}
 	if g.Timeout.Duration <= 0 || g.Timeout.Duration > maxGitTimeout {
 		e.add("git.timeout", "%s must be above 0 and at most %s", g.Timeout.Duration, maxGitTimeout)
 	}

@@ -111,7 +111,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		return err
 	}
 	m.loop, err = reconcile.New(reconcile.Config{
-		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
+		Store: m.store, Members: m.cluster, Source: src, Verify: commitVerifier(src, cfg.Git), Poll: cfg.Git.Poll,
 		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
 		LoadOptions: lopts, EngineOptions: eopts,
 		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
