@@ -1,14 +1,8 @@
 package api
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -16,54 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/certtest"
 )
-
-// testCA issues certificates for the TLS tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate (PEM) and key (PEM) for 127.0.0.1 with serial.
-func (ca *testCA) issue(t *testing.T, serial int64, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // fakeClock is a clock the test moves.
 type fakeClock struct {
@@ -129,11 +78,11 @@ func getServerSerial(t *testing.T, url string, roots *x509.CertPool, client []tl
 // the next handshake after the files change, without a restart; files
 // that do not load leave the previous certificate in place.
 func TestServerTLSReloadsRotatedFiles(t *testing.T) {
-	ca := newTestCA(t, "api-ca")
+	ca := certtest.NewCA(t, "api-ca")
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "api.crt"), filepath.Join(dir, "api.key")
 	mod := time.Now().Add(-time.Hour)
-	c1, k1 := ca.issue(t, 101, x509.ExtKeyUsageServerAuth)
+	c1, k1 := ca.Issue(t, 101, x509.ExtKeyUsageServerAuth)
 	writeFile(t, certFile, c1, mod)
 	writeFile(t, keyFile, k1, mod)
 	clock := &fakeClock{now: time.Now()}
@@ -142,13 +91,12 @@ func TestServerTLSReloadsRotatedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := serveTLS(t, tc)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	roots := ca.Pool()
 	if serial, err := getServerSerial(t, url, roots, nil); err != nil || serial != 101 {
 		t.Fatalf("first serial = %d, %v", serial, err)
 	}
 
-	c2, k2 := ca.issue(t, 102, x509.ExtKeyUsageServerAuth)
+	c2, k2 := ca.Issue(t, 102, x509.ExtKeyUsageServerAuth)
 	writeFile(t, certFile, c2, mod.Add(time.Minute))
 	writeFile(t, keyFile, k2, mod.Add(time.Minute))
 	clock.advance(tlsCheckEvery)
@@ -169,27 +117,21 @@ func TestServerTLSReloadsRotatedFiles(t *testing.T) {
 // TestServerTLSClientCA: with a client CA, a client without a
 // certificate, or with one from another CA, fails the handshake.
 func TestServerTLSClientCA(t *testing.T) {
-	ca, other := newTestCA(t, "api-ca"), newTestCA(t, "other-ca")
+	ca, other := certtest.NewCA(t, "api-ca"), certtest.NewCA(t, "other-ca")
 	dir := t.TempDir()
 	paths := map[string]string{"cert": filepath.Join(dir, "api.crt"), "key": filepath.Join(dir, "api.key"), "ca": filepath.Join(dir, "clients.crt")}
-	c, k := ca.issue(t, 7, x509.ExtKeyUsageServerAuth)
+	c, k := ca.Issue(t, 7, x509.ExtKeyUsageServerAuth)
 	writeFile(t, paths["cert"], c, time.Now())
 	writeFile(t, paths["key"], k, time.Now())
-	writeFile(t, paths["ca"], ca.pem, time.Now())
+	writeFile(t, paths["ca"], ca.PEM, time.Now())
 	tc, err := ServerTLS(TLSFiles{CertFile: paths["cert"], KeyFile: paths["key"], ClientCAFile: paths["ca"]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	url := serveTLS(t, tc)
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
-	clientCert := func(ca *testCA) []tls.Certificate {
-		cp, kp := ca.issue(t, 9, x509.ExtKeyUsageClientAuth)
-		pair, err := tls.X509KeyPair(cp, kp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []tls.Certificate{pair}
+	roots := ca.Pool()
+	clientCert := func(ca *certtest.CA) []tls.Certificate {
+		return []tls.Certificate{ca.KeyPair(t, 9, x509.ExtKeyUsageClientAuth)}
 	}
 	if _, err := getServerSerial(t, url, roots, nil); err == nil {
 		t.Error("a client without a certificate got through")

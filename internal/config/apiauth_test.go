@@ -138,3 +138,18 @@ func TestCheckExposure(t *testing.T) {
 		}
 	}
 }
+
+func TestGitVerifyValidation(t *testing.T) {
+	for _, tc := range []struct{ toml, want string }{
+		{"[git]\nverify = \"signed\"\n", "git.verify: \"signed\" needs trusted keys"},
+		{"[git]\nverify = \"maybe\"\n", "git.verify: \"maybe\" must be"},
+	} {
+		if _, err := Parse([]byte(tc.toml), ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v", tc.toml, err)
+		}
+	}
+	c, err := Parse([]byte("[git]\nverify = \"signed\"\nssh_allowed_signers_file = \"keys/allowed\"\n"), "/etc/reconciler")
+	if err != nil || c.Git.SSHAllowedSignersFile != "/etc/reconciler/keys/allowed" {
+		t.Errorf("%+v %v", c, err)
+	}
+}
