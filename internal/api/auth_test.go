@@ -1,15 +1,14 @@
 package api
 
 import (
-	"bytes"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/auth"
+	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -32,29 +31,11 @@ func bearer(token string) map[string]string {
 	return map[string]string{"Authorization": "Bearer " + token}
 }
 
-// syncBuffer is an audit log the test reads while the server writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newGuardedEnv is a node's API with the three role tokens, a cluster, a
 // rollback and the audit log in a buffer.
-func newGuardedEnv(t *testing.T, cfg Config) (*testEnv, *syncBuffer) {
+func newGuardedEnv(t *testing.T, cfg Config) (*testEnv, *testlog.Buffer) {
 	t.Helper()
-	audit := &syncBuffer{}
+	audit := &testlog.Buffer{}
 	cfg.Credentials = testCredentials()
 	cfg.Audit = hclog.New(&hclog.LoggerOptions{Name: "reconciler.audit", Output: audit, Level: hclog.Info})
 	if cfg.Cluster == nil {

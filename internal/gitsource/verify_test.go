@@ -14,25 +14,9 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-)
 
-// sshKey makes an ed25519 key with ssh-keygen and returns the private
-// key's path and the allowed-signers line of its public key.
-func sshKey(t *testing.T, name string) (string, string) {
-	t.Helper()
-	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Fatalf("ssh-keygen is needed to make real SSH signatures: %v", err)
-	}
-	path := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", path).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v: %s", err, out)
-	}
-	pub, err := os.ReadFile(path + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return path, name + "@example.com namespaces=\"git\" " + strings.TrimSpace(string(pub))
-}
+	"github.com/policyrollout/reconciler/internal/gittest"
+)
 
 // gitCommit commits one file in a new repository with the git CLI, with
 // extra -c settings (signing), and returns the commit as go-git reads it.
@@ -119,9 +103,9 @@ func pgpSigned(t *testing.T, e *openpgp.Entity) *object.Commit {
 // verifies; unsigned, another key's, a tampered commit and a key allowed
 // only for another namespace do not.
 func TestVerifierSSH(t *testing.T) {
-	key, line := sshKey(t, "alice")
-	other, _ := sshKey(t, "mallory")
-	_, fileOnly := sshKey(t, "files")
+	key, line := gittest.SigningKey(t, "alice")
+	other, _ := gittest.SigningKey(t, "mallory")
+	_, fileOnly := gittest.SigningKey(t, "files")
 	fileOnly = strings.Replace(fileOnly, `namespaces="git"`, `namespaces="file"`, 1)
 	v, err := NewVerifier(nil, []byte("# trusted\n"+line+"\n"+fileOnly+"\n"))
 	if err != nil {
@@ -154,7 +138,7 @@ func TestVerifierOpenPGP(t *testing.T) {
 	if _, err := v.Verify(pgpSigned(t, mallory)); err == nil {
 		t.Error("mallory's signature verified")
 	}
-	key, _ := sshKey(t, "bob")
+	key, _ := gittest.SigningKey(t, "bob")
 	if _, err := v.Verify(sshSigned(t, key)); err == nil {
 		t.Error("an SSH signature verified without allowed signers")
 	}

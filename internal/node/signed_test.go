@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,39 +11,13 @@ import (
 	"github.com/policyrollout/reconciler/internal/gittest"
 )
 
-// signingKey makes an SSH key with ssh-keygen; it returns the key's path
-// and its allowed-signers line.
-func signingKey(t *testing.T, name string) (string, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", path).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v: %s", err, out)
-	}
-	pub, err := os.ReadFile(path + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return path, name + "@example.com " + strings.TrimSpace(string(pub))
-}
-
-// signWith makes the clone's next commits signed by key (or unsigned).
-func signWith(git *gittest.Server, work, key string) {
-	if key == "" {
-		git.Git(work, "config", "commit.gpgsign", "false")
-		return
-	}
-	git.Git(work, "config", "gpg.format", "ssh")
-	git.Git(work, "config", "user.signingkey", key)
-	git.Git(work, "config", "commit.gpgsign", "true")
-}
-
 // TestSignedCommitsOnly: with [git] verify = "signed", a commit on main
 // that a stolen git credential alone can make (unsigned, or signed by a
 // key nobody trusts) is recorded INVALID and never served; a commit
 // signed by a trusted key is promoted.
 func TestSignedCommitsOnly(t *testing.T) {
-	trusted, line := signingKey(t, "alice")
-	untrusted, _ := signingKey(t, "mallory")
+	trusted, line := gittest.SigningKey(t, "alice")
+	untrusted, _ := gittest.SigningKey(t, "mallory")
 	signers := filepath.Join(t.TempDir(), "allowed_signers")
 	if err := os.WriteFile(signers, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -52,7 +25,7 @@ func TestSignedCommitsOnly(t *testing.T) {
 	git := gittest.NewServer(t, gittest.Options{})
 	url := git.InitRepo("policies", nil)
 	work := git.Clone(url)
-	signWith(git, work, trusted)
+	git.SignWith(work, trusted)
 	git.Commit(work, map[string]string{"web/policy.toml": webPolicy(1)}, "v1, signed")
 	git.Push(work, "main")
 
@@ -68,7 +41,7 @@ func TestSignedCommitsOnly(t *testing.T) {
 
 	for i, key := range []string{"", untrusted} {
 		gen := uint64(i + 2)
-		signWith(git, work, key)
+		git.SignWith(work, key)
 		git.Commit(work, map[string]string{"web/policy.toml": webPolicy(int(gen))}, "not signed by a trusted key")
 		git.Push(work, "main")
 		call(t, http.MethodPost, base+"/v1/cluster:reconcile", "{}", nil)
@@ -90,7 +63,7 @@ func TestSignedCommitsOnly(t *testing.T) {
 		}
 	}
 
-	signWith(git, work, trusted)
+	git.SignWith(work, trusted)
 	git.Commit(work, map[string]string{"web/policy.toml": webPolicy(4)}, "v4, signed")
 	git.Push(work, "main")
 	call(t, http.MethodPost, base+"/v1/cluster:reconcile", "{}", nil)
