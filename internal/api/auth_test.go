@@ -203,3 +203,14 @@ func mustRequest(t *testing.T, method, path string) *http.Request {
 	}
 	return r
 }
+
+// TestOpenRoutesIgnoreForeignCredentials: a probe or scraper that sends
+// an Authorization header of its own is not refused for it.
+func TestOpenRoutesIgnoreForeignCredentials(t *testing.T) {
+	e, _ := newGuardedEnv(t, Config{})
+	for _, p := range []string{"/healthz", "/metrics"} {
+		if a := e.do(http.MethodGet, p, nil, bearer("someone-elses-token")); a.code != 200 {
+			t.Errorf("%s = %d %s", p, a.code, a.body)
+		}
+	}
+}
