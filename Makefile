@@ -42,6 +42,7 @@ bench:
 	RECONCILER_SYSTEM_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/system/
 	RECONCILER_E2E_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/e2e/
 	RECONCILER_PREVIEW_BENCH=1 $(GO) test -count=1 -v -run '^TestPreviewOverhead$$' -timeout 30m ./test/preview/
+	RECONCILER_TLS_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchAPITLS$$' ./internal/node/
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each)
 fuzz:
