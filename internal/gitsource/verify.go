@@ -135,20 +135,9 @@ const sshSigMagic = "SSHSIG"
 // verifySSH checks an armoured SSH signature of msg in the "git"
 // namespace by one of the allowed keys; it returns the key's fingerprint.
 func (v *Verifier) verifySSH(armored string, msg []byte) (string, error) {
-	block, _ := pem.Decode([]byte(armored))
-	if block == nil || block.Type != "SSH SIGNATURE" || !bytes.HasPrefix(block.Bytes, []byte(sshSigMagic)) {
-		return "", errors.New("malformed SSH signature")
-	}
-	var blob struct {
-		Version   uint32
-		PublicKey []byte
-		Namespace string
-		Reserved  string
-		HashAlg   string
-		Signature []byte
-	}
-	if err := ssh.Unmarshal(block.Bytes[len(sshSigMagic):], &blob); err != nil || blob.Version != 1 {
-		return "", errors.New("malformed SSH signature")
+	blob, err := parseSSHSig(armored)
+	if err != nil {
+		return "", err
 	}
 	if blob.Namespace != "git" {
 		return "", fmt.Errorf("SSH signature for namespace %q, not git", blob.Namespace)
@@ -182,6 +171,28 @@ func (v *Verifier) verifySSH(armored string, msg []byte) (string, error) {
 		return "", errors.New("bad SSH signature")
 	}
 	return ssh.FingerprintSHA256(pub), nil
+}
+
+// sshSig is an SSH signature blob after its magic.
+type sshSig struct {
+	Version   uint32
+	PublicKey []byte
+	Namespace string
+	Reserved  string
+	HashAlg   string
+	Signature []byte
+}
+
+func parseSSHSig(armored string) (*sshSig, error) {
+	block, _ := pem.Decode([]byte(armored))
+	if block == nil || block.Type != "SSH SIGNATURE" || !bytes.HasPrefix(block.Bytes, []byte(sshSigMagic)) {
+		return nil, errors.New("malformed SSH signature")
+	}
+	var blob sshSig
+	if err := ssh.Unmarshal(block.Bytes[len(sshSigMagic):], &blob); err != nil || blob.Version != 1 {
+		return nil, errors.New("malformed SSH signature")
+	}
+	return &blob, nil
 }
 
 func (v *Verifier) allowedSSH(wire []byte) bool {
