@@ -30,7 +30,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var aw *auditWriter
-	if isWrite(r.Method) && rule.class != classDecision && rule.class != classWebhook {
+	if isWrite(r.Method) && rule.class != classDecision {
 		aw = &auditWriter{ResponseWriter: w}
 		w = aw
 	}

@@ -140,6 +140,7 @@ func TestAuditLines(t *testing.T) {
 	e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"waitSeconds":0}`), bearer(adminToken))
 	e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{}`), bearer(readerToken))
 	e.do(http.MethodPost, "/v1/cluster:reconcile", strings.NewReader(`{}`), nil)
+	e.do(http.MethodPost, "/v1/webhooks/github", strings.NewReader(`{}`), nil)
 	e.do(http.MethodGet, "/v1/status", nil, bearer(readerToken))
 	e.post("/v1/policies/web:evaluate", `{"path":"/"}`)
 	lines := strings.Split(strings.TrimSpace(audit.String()), "\n")
@@ -147,6 +148,7 @@ func TestAuditLines(t *testing.T) {
 		"reconciler.audit: request: method=POST path=/v1/generations:rollback role=admin token=ops remote=127.0.0.1:",
 		"reconciler.audit: request: method=POST path=/v1/generations:rollback role=reader token=dashboard remote=127.0.0.1:",
 		"reconciler.audit: request: method=POST path=/v1/cluster:reconcile role=none token=- remote=127.0.0.1:",
+		"reconciler.audit: request: method=POST path=/v1/webhooks/github role=none token=anonymous remote=127.0.0.1:",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("audit log has %d lines, want %d (writes only):\n%s", len(lines), len(want), audit.String())
@@ -156,7 +158,8 @@ func TestAuditLines(t *testing.T) {
 			t.Errorf("line %d = %q, want %q", i, lines[i], w)
 		}
 	}
-	for i, end := range []string{"status=200 admitted=true", "status=403 admitted=false", "status=401 admitted=false"} {
+	for i, end := range []string{"status=200 admitted=true", "status=403 admitted=false", "status=401 admitted=false",
+		"status=404 admitted=true"} {
 		if !strings.HasSuffix(lines[i], end) {
 			t.Errorf("line %d = %q, want it to end %q", i, lines[i], end)
 		}
