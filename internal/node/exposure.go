@@ -9,6 +9,9 @@ import (
 	"github.com/policyrollout/reconciler/internal/logging"
 )
 
+// minTokenLen is the token length below which the node warns.
+const minTokenLen = 16
+
 // checkExposure reads the API's credentials and refuses to start a node
 // that others could reach without them (config.CheckExposure). On
 // loopback without credentials it warns that anyone on this machine, any
@@ -25,6 +28,12 @@ func (m *Main) checkExposure() error {
 	}
 	m.creds = creds
 	log := m.Logger.Named(logging.Node)
+	for _, c := range creds {
+		if len(c.Secret) < minTokenLen {
+			log.Warn("an API token is short enough to guess: use at least 16 random characters (openssl rand -base64 32)",
+				"token", c.Name, "role", c.Role.String())
+		}
+	}
 	if dev {
 		log.Warn("the API has no credentials: every local process may change the policy (development mode; set [api] token_env or [[api.tokens]])",
 			"http_addr", cfg.Node.HTTPAddr)
