@@ -8,8 +8,10 @@
 // about the cluster through the Cluster interface (internal/cluster, which
 // forwards writes to the leader).
 //
-// Every error answer is an AIP-193 JSON body; error kinds map to HTTP codes
-// in one place (errors.go). The decision path logs nothing at info level and
+// Every request passes the guard first (auth.go): the browser checks
+// (origin.go) and the caller's role against the route table (roles.go),
+// with an audit line for every write. Every error answer is an AIP-193
+// JSON body; error kinds map to HTTP codes in one place (errors.go). The decision path logs nothing at info level and
 // avoids reflection when it writes its answer.
 package api
 
