@@ -56,6 +56,10 @@ func (m *Main) serveTLS() error {
 		return fmt.Errorf("node.http_addr: %w", err)
 	}
 	m.ln = tls.NewListener(m.ln, tc)
+	if len(m.Config.Node.Join) > 0 || !m.Config.Node.Bootstrap {
+		m.Logger.Named(logging.Node).Warn("the API serves TLS but nodes call each other's API over plain HTTP in this build: a cluster needs node-to-node TLS",
+			"http_addr", m.Config.Node.HTTPAddr)
+	}
 	return nil
 }
 
