@@ -22,6 +22,12 @@ func errMethod(format string, args ...any) error {
 	return errs.MethodNotAllowed(format, args...)
 }
 
+// errUnsupportedMedia refuses a write that is not JSON (415,
+// INVALID_ARGUMENT).
+func errUnsupportedMedia(format string, args ...any) error {
+	return &errs.Error{Code: errs.InvalidArgument, Msg: fmt.Sprintf(format, args...), HTTP: http.StatusUnsupportedMediaType}
+}
+
 func errNoGeneration() error {
 	return errorf(errs.Unavailable, "no policy generation is loaded on this node yet")
 }
@@ -58,7 +64,7 @@ func classify(err error) verdict {
 	if !ok {
 		c, ok = foreignCode(err)
 	}
-	if !ok {
+	if !ok || c == errs.Internal {
 		return verdict{http.StatusInternalServerError, errs.Internal, "internal error"}
 	}
 	if errors.As(err, &e) && e.Code == c {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -203,7 +204,7 @@ func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
-	raw, ok := s.admitBody(w, r)
+	raw, ok := s.admitBody(w, r, auth.RoleWriter)
 	if !ok {
 		return
 	}

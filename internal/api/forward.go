@@ -18,9 +18,12 @@ func forwardedContext(ctx context.Context, r *http.Request) context.Context {
 	return ctx
 }
 
-// callOf is r as a call the leader can serve, with body raw.
+// callOf is r as a call the leader can serve, with body raw and the
+// caller's own credential: the leader checks its role again (every node
+// holds the same tokens).
 func callOf(r *http.Request, raw []byte) cluster.Call {
-	return cluster.Call{Method: r.Method, Path: r.URL.RequestURI(), Body: raw}
+	return cluster.Call{Method: r.Method, Path: r.URL.RequestURI(), Body: raw,
+		Caller: true, Authorization: r.Header.Get("Authorization")}
 }
 
 // writeAnswer copies the leader's answer (status, AIP-193 error

@@ -19,6 +19,12 @@ type Call struct {
 	Method string
 	Path   string
 	Body   []byte
+	// Caller, when true, sends Authorization (the original caller's
+	// credential, "" for none) instead of the node's token: the leader
+	// checks the caller's role again, and a node never lends its own
+	// credential to a request it forwards.
+	Caller        bool
+	Authorization string
 }
 
 // Answer is the leader's answer to a forwarded Call, as it gave it
@@ -138,6 +144,12 @@ func (s Sender) Send(ctx context.Context, addr string, call Call) (Answer, error
 		return Answer{}, fmt.Errorf("%w: %s: %v", ErrForward, addr, err)
 	}
 	mark(req, s.Self, s.Token)
+	if call.Caller {
+		req.Header.Del("Authorization")
+		if call.Authorization != "" {
+			req.Header.Set("Authorization", call.Authorization)
+		}
+	}
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: forwarding to the leader at %s failed: %v", ErrForward, addr, TransportCause(err))

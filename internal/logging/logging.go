@@ -24,6 +24,8 @@ const (
 	Reconcile = "reconcile"
 	Engine    = "engine"
 	ExtAuthz  = "extauthz"
+	// Audit receives one line per write to the API: who, what, answer.
+	Audit = "audit"
 	// GitHub is the leader's GitHub worker (a child of Reconcile).
 	GitHub = "github"
 	// Experiments is the leader's experiment service.

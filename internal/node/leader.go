@@ -36,11 +36,12 @@ func (m *Main) wireLeader(src *reconcile.GitSource, lopts policy.LoadOptions, eo
 	m.experiments = experiments.New(experiments.Config{
 		Store: m.store, Leader: loopRef{m}, Source: src, Pulls: pulls,
 		LoadOptions: lopts, EngineOptions: eopts,
-		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy},
-		Logger:  m.Logger.Named(logging.Reconcile).Named(logging.Experiments),
+		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
+			MaxTotal: cfg.Preview.MaxExperiments},
+		Logger: m.Logger.Named(logging.Reconcile).Named(logging.Experiments),
 	})
 	lc := reconcile.Config{
-		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
+		Store: m.store, Members: m.cluster, Source: src, Verify: commitVerifier(src, cfg.Git), Poll: cfg.Git.Poll,
 		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
 		LoadOptions: lopts, EngineOptions: eopts, Experiments: m.experiments,
 		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile),

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/experiments"
@@ -57,6 +58,7 @@ type Main struct {
 	loader      *loader
 	preview     *previewRuntime
 	api         *api.Server
+	creds       []auth.Credential
 	ln          net.Listener
 	http        *http.Server
 	grpc        *extauthz.Server // nil without [api] grpc_addr
@@ -96,6 +98,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.done = make(chan struct{})
 	m.served = make(chan struct{})
 	m.fatal = make(chan error, 1)
+	if err := m.checkExposure(); err != nil {
+		return err
+	}
 	if err := m.prepareSource(ctx); err != nil {
 		return err
 	}
@@ -110,6 +115,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.abort()
 		}
 	}()
+	if err := m.serveTLS(); err != nil {
+		return err
+	}
 	if err := m.openStore(); err != nil {
 		return err
 	}

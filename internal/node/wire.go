@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/logging"
@@ -76,7 +77,11 @@ func (m *Main) wire(ctx context.Context) error {
 		MaxBodyBytes:   cfg.API.MaxBodyBytes,
 		Registry:       m.registry,
 		Cluster:        c,
-		Token:          token,
+		Credentials:    m.creds,
+		DecisionRole:   decisionRole(cfg.API.DecisionRole),
+		AllowedOrigins: cfg.API.AllowedOrigins,
+		LoopbackOnly:   auth.LoopbackAddr(cfg.Node.HTTPAddr),
+		Audit:          m.Logger.Named(logging.Audit),
 		Rollback:       rollbacks{m},
 		Records:        reconcile.StatusRecords{},
 		Experiments:    m.experiments,

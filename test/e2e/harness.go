@@ -34,6 +34,10 @@ type clusterOptions struct {
 	Poll       string // git.poll
 	Timeout    string // git.timeout
 	APIToken   string // set: [api] token_env names E2E_API_TOKEN
+	// Extra is TOML appended to every node's config; Env are further
+	// variables of every node (the tokens Extra names).
+	Extra string
+	Env   []string
 }
 
 // cluster is three nodes following one repository.
@@ -49,13 +53,15 @@ func startCluster(t testing.TB, opts clusterOptions) *cluster {
 	t.Helper()
 	hc := harness.StartCluster(t, harness.ClusterOptions{
 		Size: 3,
-		Env:  []string{tokenEnv + "=" + opts.Token},
+		Env:  append([]string{tokenEnv + "=" + opts.Token, "E2E_API_TOKEN=" + opts.APIToken}, opts.Env...),
 		Configure: func(cfg *harness.Config) {
 			cfg.GitURL, cfg.Poll, cfg.Timeout, cfg.TokenEnv = opts.URL, opts.Poll, opts.Timeout, tokenEnv
 			if opts.APIToken != "" {
 				cfg.APITokenEnv = "E2E_API_TOKEN"
 			}
+			cfg.Extra = opts.Extra
 		},
+		APIToken:   opts.APIToken,
 		TailLines:  60,
 		AlwaysLogs: os.Getenv(EnvLogs) != "",
 	})
@@ -130,6 +136,7 @@ func (c *cluster) serving(want string) (uint64, error) {
 func (c *cluster) trigger(n *node) {
 	c.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, n.Base()+"/v1/cluster:reconcile", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
 	if c.opts.APIToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.APIToken)
 	}

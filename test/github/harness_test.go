@@ -91,9 +91,10 @@ func newEnvWith(t *testing.T, extra string) *env {
 	// Registered after the servers' cleanups, the cluster's runs first:
 	// the processes die before the servers they talk to close.
 	e.cluster = harness.StartCluster(t, harness.ClusterOptions{
-		Size: 3,
-		Race: true, // as when the nodes ran in process under -race
-		Env:  []string{tokenEnv + "=" + ghToken, secretEnv + "=" + ghSecret, apiTokenEnv + "=" + apiToken},
+		Size:     3,
+		Race:     true, // as when the nodes ran in process under -race
+		APIToken: apiToken,
+		Env:      []string{tokenEnv + "=" + ghToken, secretEnv + "=" + ghSecret, apiTokenEnv + "=" + apiToken},
 		Configure: func(c *harness.Config) {
 			c.GitURL, c.Poll, c.APITokenEnv = e.url, "@every 1h", apiTokenEnv
 			c.Extra = nodeTOML(e.api, extra)

@@ -28,6 +28,10 @@ type ClusterOptions struct {
 	// would in process.
 	Race bool
 
+	// APIToken is a token the nodes accept (in the variable [api]
+	// token_env names), sent with the harness's own status reads.
+	APIToken string
+
 	TailLines  int  // log lines per node printed at teardown when the test failed (default 40)
 	AlwaysLogs bool // print them even when the test passed
 }

@@ -36,6 +36,7 @@ func (c *Client) Status(n *Node) (Status, error) {
 func (c *Cluster) WaitLeader(timeout time.Duration) *Node {
 	c.T.Helper()
 	cl := NewClient(10*time.Second, 0)
+	cl.Token = c.opts.APIToken
 	var leader *Node
 	err := Eventually(timeout, func() error {
 		var err error
