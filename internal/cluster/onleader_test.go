@@ -41,6 +41,18 @@ func TestOnLeader(t *testing.T) {
 	if err != nil || a == nil || !errors.As(a.Err(), &re) || re.Code != http.StatusNotFound {
 		t.Fatalf("error answer: %+v %v", a, err)
 	}
+	// A caller's call carries the caller's credential, never the node's:
+	// without one the leader refuses it, with the right one it runs.
+	asCaller := reconcile
+	asCaller.Caller = true
+	a, err = p.follower.OnLeader(ctx, 0, notLeader, asCaller)
+	if err != nil || a == nil || !errors.As(a.Err(), &re) || re.Code != http.StatusUnauthorized {
+		t.Fatalf("a caller without a credential: %+v %v", a, err)
+	}
+	asCaller.Authorization = "Bearer s3cret"
+	if a, err = p.follower.OnLeader(ctx, 0, notLeader, asCaller); err != nil || a == nil || a.Err() != nil {
+		t.Fatalf("a caller with the credential: %+v %v", a, err)
+	}
 	// No leader known: local is tried again until the wait ends.
 	p.followerStore.leaderID = ""
 	calls = 0
