@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // The TestBench* tests measure; they print numbers and never assert on
@@ -63,9 +65,9 @@ func TestBenchPromotionLatency(t *testing.T) {
 // k, and returns the generation and how long after start the last one did.
 func waitServingTimed(t *testing.T, c *Cluster, k int, start time.Time) (uint64, time.Duration) {
 	t.Helper()
-	deadline := start.Add(PromoteTimeout)
+	deadline := start.Add(harness.PromoteTimeout)
 	for time.Now().Before(deadline) {
-		if gen, err := servingTree(k, c.Nodes); err == nil {
+		if gen, err := c.ServingTree(k, c.Nodes); err == nil {
 			return gen, time.Since(start)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -119,15 +121,15 @@ func TestBenchLeaderFailover(t *testing.T) {
 	load := StartLoad(t, c, chk, DefaultLoad)
 	var toLeader, toPromotion []time.Duration
 	for round := 1; round <= 3; round++ {
-		leader := c.Leader(LeaderTimeout)
+		leader := c.Leader(harness.LeaderTimeout)
 		survivors := c.Others(leader)
 		okBefore, _, failedBefore := chk.Counts()
 		c.Kill(leader)
 		killed := time.Now()
-		c.Leader(LeaderTimeout, survivors...)
+		c.Leader(harness.LeaderTimeout, survivors...)
 		toLeader = append(toLeader, time.Since(killed))
 		c.Promote(round, survivors...)
-		c.WaitServing(round, survivors, PromoteTimeout)
+		c.WaitServing(round, survivors, harness.PromoteTimeout)
 		toPromotion = append(toPromotion, time.Since(killed))
 		ok, _, failedAfter := chk.Counts()
 		for _, p := range survivors {
@@ -135,7 +137,7 @@ func TestBenchLeaderFailover(t *testing.T) {
 				round, p.ID, ok[p.ID]-okBefore[p.ID], failedAfter[p.ID]-failedBefore[p.ID])
 		}
 		c.Restart(leader)
-		c.WaitServing(round, c.Nodes, PromoteTimeout)
+		c.WaitServing(round, c.Nodes, harness.PromoteTimeout)
 	}
 	report(t, "kill→new leader       %v", toLeader)
 	report(t, "kill→promotion served %v", toPromotion)
