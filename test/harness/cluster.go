@@ -26,8 +26,11 @@ type ClusterOptions struct {
 	// Repo, if set, is followed by every node: git.url, its token and a
 	// one-second poll are set before Configure runs.
 	Repo *Repo
-	// Extra is TOML appended to every node's config (Config.Extra)
-	// before Configure runs.
+	// GitHub, if set, is the GitHub emulator every node's [github] table
+	// names (with its token and webhook secret in the environment).
+	GitHub *GitHub
+	// Extra is TOML appended to every node's config (Config.Extra),
+	// after the [github] table, before Configure runs.
 	Extra string
 	// APIToken, if set, is required by the nodes for mutations ([api]
 	// token_env) and sent by Cluster.Client.
@@ -127,6 +130,9 @@ func (c *Cluster) env() []string {
 	if c.opts.APIToken != "" {
 		env = append(env, APITokenEnv+"="+c.opts.APIToken)
 	}
+	if c.opts.GitHub != nil {
+		env = append(env, c.opts.GitHub.Env()...)
+	}
 	return env
 }
 
@@ -137,6 +143,9 @@ func (c *Cluster) configure(n *Node, bootstrap bool) {
 	c.T.Helper()
 	cfg := Config{ID: n.ID, DataDir: n.DataDir, HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr, Bootstrap: bootstrap,
 		Extra: c.opts.Extra}
+	if c.opts.GitHub != nil {
+		cfg.Extra = c.opts.GitHub.TOML() + "\n" + cfg.Extra
+	}
 	if !bootstrap {
 		for _, o := range c.Nodes {
 			if o != n {

@@ -48,13 +48,13 @@ func startBenchNode(t *testing.T, url string, pin *pinning, queue int) *benchNod
 		},
 	})
 	n := c.Nodes[0]
-	b := &benchNode{t: t, node: n, pid: nodePid(t, n), url: n.Base() + "/v1/policies/bench:evaluate"}
+	b := &benchNode{t: t, node: n, pid: n.Pid(), url: n.Base() + "/v1/policies/bench:evaluate"}
 	pin.pinNode(t, b.pid)
 	var err error
 	if b.load, err = newTarget(b.url); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "bench live", func() error {
+	harness.WaitFor(t, 30*time.Second, "bench live", func() error {
 		code, body, err := do(http.MethodPost, b.url, benchBodies[0])
 		if err == nil && code != 200 {
 			err = fmt.Errorf("%d %s", code, body)

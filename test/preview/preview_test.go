@@ -23,20 +23,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-// startCluster starts n nodes following url with auto-started previews;
+// startCluster starts n nodes following repo with auto-started previews;
 // extra is more of the [preview] section.
-func startCluster(t testing.TB, url string, extra string, n int) *harness.Cluster {
+func startCluster(t testing.TB, repo *harness.Repo, extra string, n int) *harness.Cluster {
 	t.Helper()
 	return harness.StartCluster(t, harness.ClusterOptions{
-		Size: n,
-		Configure: func(cfg *harness.Config) {
-			cfg.GitURL, cfg.Poll = url, "@every 1h"
-			cfg.Extra = "[preview]\nauto_start = true\n" + extra
-		},
+		Size:      n,
+		Repo:      repo,
+		Extra:     "[preview]\nauto_start = true\n" + extra,
+		Configure: func(cfg *harness.Config) { cfg.Poll = "@every 1h" },
 	})
 }
 
@@ -57,13 +55,6 @@ func call(t testing.TB, method, url, body string, out any) int {
 		}
 	}
 	return code
-}
-
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	if err := harness.Eventually(timeout, cond); err != nil {
-		t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-	}
 }
 
 // exampleFiles reads policies.example (without the traffic) as repository
@@ -232,11 +223,9 @@ func TestPreviewEndToEnd(t *testing.T) {
 		t.Fatalf("the tightened rule changes nothing in the sample traffic: %+v", want)
 	}
 
-	srv := gittest.NewServer(t, gittest.Options{})
-	srv.InitRepo("policies", files)
-	url := srv.RepoPath("policies")
-	work := srv.Clone(url)
-	c := startCluster(t, url, "queue_size = 100000\nrecord_requests = 0", 3)
+	repo := harness.NewRepo(t, harness.RepoOptions{Files: files})
+	srv, work := repo.Git, repo.Work
+	c := startCluster(t, repo, "queue_size = 100000\nrecord_requests = 0", 3)
 	n1 := c.Nodes[0]
 
 	srv.CreateBranch(work, "tighten-geo")
@@ -247,7 +236,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 
 	expURL := "/v1/policies/edge-firewall/experiments/branch-tighten-geo"
 	var exp experiment
-	eventually(t, 30*time.Second, "the branch experiment ACTIVE", func() error {
+	harness.WaitFor(t, 30*time.Second, "the branch experiment ACTIVE", func() error {
 		code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
 		if code != 200 || exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "ACTIVE" {
 			return fmt.Errorf("HTTP %d %+v", code, exp)
@@ -257,7 +246,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 	// Every node installs experiments within its poll interval (200ms)
 	// after applying; the stats heartbeat shows a node's cell once it has
 	// one. Wait for all three to report the version with zero counts.
-	eventually(t, 30*time.Second, "every node previewing", func() error {
+	harness.WaitFor(t, 30*time.Second, "every node previewing", func() error {
 		call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
 		if exp.Stats == nil || len(exp.Stats.Nodes) != 3 {
 			return fmt.Errorf("stats = %+v", exp.Stats)
@@ -276,7 +265,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 	t.Logf("sent %d requests to each of 3 nodes in %v", len(lines), time.Since(start).Round(time.Millisecond))
 
 	for _, p := range c.Nodes { // stats read on every node agree
-		eventually(t, 30*time.Second, "merged stats on "+p.ID, func() error {
+		harness.WaitFor(t, 30*time.Second, "merged stats on "+p.ID, func() error {
 			call(t, http.MethodGet, p.Base()+expURL, "", &exp)
 			s := exp.Stats
 			if s == nil || s.Evaluated != 3*uint64(len(lines)) || s.AllowToDeny != 3*want.AllowToDeny ||
@@ -329,7 +318,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 		fmt.Sprintf(`{"etag":%q,"parentEtag":"0000"}`, exp.Etag), &e); code != 409 || e.Error.Status != "ABORTED" {
 		t.Fatalf("stale parentEtag: %d %+v", code, e)
 	}
-	if h := srv.Head("policies", "main"); h == head {
+	if h := repo.Head(); h == head {
 		t.Fatal("main moved to the branch")
 	}
 	if code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
@@ -346,7 +335,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 		fmt.Sprintf(`{"etag":%q,"parentEtag":%q}`, exp.Etag, liveEtag), &op); code != 200 {
 		t.Fatalf("commit: %d %+v", code, op)
 	}
-	eventually(t, 60*time.Second, "the commit operation", func() error {
+	harness.WaitFor(t, 60*time.Second, "the commit operation", func() error {
 		call(t, http.MethodGet, c.Nodes[1].Base()+"/v1/"+op.Name, "", &op)
 		if !op.Done {
 			return fmt.Errorf("%+v", op)
