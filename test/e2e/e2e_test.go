@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,13 +12,7 @@ import (
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-func TestMain(m *testing.M) {
-	os.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
-	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	code := m.Run()
-	harness.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // gitToken is what the git server requires and the nodes send.
 const gitToken = "e2e-git-token-Zq81"

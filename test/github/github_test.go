@@ -14,6 +14,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 func TestPullRequestLifecycle(t *testing.T) {
@@ -158,13 +159,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 	n2, head4 := e.openPull("deny-public", webPolicy("/admin", "/secret", "/private", "/public"))
 	e.gh.WaitStatus(head4, forge.ContextPreview, forge.StateSuccess)
 	exp := fmt.Sprintf("/v1/policies/web/experiments/pr-%d", n2)
-	var got struct {
-		Name   string `json:"name"`
-		Etag   string `json:"etag"`
-		Source struct {
-			HeadCommit string `json:"headCommit"`
-		} `json:"source"`
-	}
+	var got harness.Experiment
 	eventually(t, "the experiment at the new head", func() error {
 		if err := client.GetJSON(e.nodes[1].Base()+exp, &got); err != nil {
 			return err
@@ -197,11 +192,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("commit: %d %s", code, body)
 	}
-	var op struct {
-		Name  string          `json:"name"`
-		Done  bool            `json:"done"`
-		Error json.RawMessage `json:"error"`
-	}
+	var op harness.Operation
 	if err := json.Unmarshal(body, &op); err != nil || op.Name == "" {
 		t.Fatalf("operation %s: %v", body, err)
 	}
@@ -217,8 +208,8 @@ func TestPullRequestLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	if len(op.Error) != 0 {
-		t.Fatalf("commit operation failed: %s", op.Error)
+	if op.Error != nil {
+		t.Fatalf("commit operation failed: %+v", op.Error)
 	}
 	e.allActive(3)
 	if got := e.decide(0, "/public"); got != "DENY" {
@@ -252,14 +243,7 @@ max_allow_to_deny_ratio = 0.2
 	n, head := e.openPull("deny-admin", webPolicy("/admin"))
 	e.gh.WaitStatus(head, forge.ContextPreview, forge.StateSuccess)
 	exp := fmt.Sprintf("%s/v1/policies/web/experiments/pr-%d", e.nodes[1].Base(), n)
-	var v struct {
-		Source  struct{ HeadCommit string } `json:"source"`
-		Stats   *struct{ Evaluated, AllowToDeny uint64 }
-		Summary *struct {
-			Failing bool
-			Reason  string
-		} `json:"summary"`
-	}
+	var v harness.Experiment
 	eventually(t, "the experiment previewing the head", func() error {
 		if err := client.GetJSON(exp, &v); err != nil {
 			return err
@@ -323,14 +307,7 @@ max_allow_to_deny_ratio = 0.2
 // update, start_time after it.
 func (e *env) waitCycledThroughSuspended(path, head string) {
 	e.t.Helper()
-	var v struct {
-		Source          struct{ HeadCommit string }
-		PreviewMetadata struct {
-			State     string
-			StartTime time.Time
-			StopTime  time.Time
-		}
-	}
+	var v harness.Experiment
 	eventually(e.t, "the experiment cycled through SUSPENDED", func() error {
 		if err := client.GetJSON(e.nodes[0].Base()+path, &v); err != nil {
 			return err

@@ -3,7 +3,6 @@ package github_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +19,7 @@ const (
 	waitLimit = 60 * time.Second
 )
 
-func TestMain(m *testing.M) {
-	os.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
-	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	code := m.Run()
-	harness.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // client talks to the nodes with the API token; a request that hangs
 // fails the test. anonymous has no token.

@@ -150,3 +150,70 @@ type HTTPError struct {
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("HTTP %d: %s", e.Code, strings.TrimSpace(e.Body))
 }
+
+// Experiment is an AIP-236 experiment of a policy, as GET
+// /v1/policies/{p}/experiments/{e} shows it with its stats and summary.
+type Experiment struct {
+	Name   string `json:"name"`
+	Etag   string `json:"etag"`
+	Source struct {
+		Kind       string `json:"kind"`
+		HeadCommit string `json:"headCommit"`
+	} `json:"source"`
+	// PreviewMetadata is the zero value for an experiment never started.
+	PreviewMetadata struct {
+		State     string    `json:"state"`
+		LogPrefix string    `json:"logPrefix"`
+		StartTime time.Time `json:"startTime"`
+		StopTime  time.Time `json:"stopTime"`
+	} `json:"previewMetadata"`
+	Stats   *ExperimentStats `json:"stats"`
+	Summary *struct {
+		Failing bool   `json:"failing"`
+		Reason  string `json:"reason"`
+	} `json:"summary"`
+}
+
+// Counts are what a preview counted of the live traffic it mirrored
+// (also `reconciler replay --format json`'s stats).
+type Counts struct {
+	Evaluated   uint64 `json:"evaluated"`
+	Unchanged   uint64 `json:"unchanged"`
+	AllowToDeny uint64 `json:"allowToDeny"`
+	DenyToAllow uint64 `json:"denyToAllow"`
+	RuleChanged uint64 `json:"ruleChanged"`
+	Errors      uint64 `json:"errors"`
+	Dropped     uint64 `json:"dropped"`
+}
+
+// ExperimentStats are an experiment's counts merged over the nodes, with
+// each node's share.
+type ExperimentStats struct {
+	Counts
+	Transitions []map[string]any `json:"transitions"`
+	Nodes       []struct {
+		Node      string `json:"node"`
+		Evaluated uint64 `json:"evaluated"`
+	} `json:"nodes"`
+}
+
+// Operation is a long-running operation (AIP-151), e.g. an experiment's
+// commit; Error is nil unless it failed.
+type Operation struct {
+	Name  string    `json:"name"`
+	Done  bool      `json:"done"`
+	Error *APIError `json:"error"`
+}
+
+// APIError is an AIP-193 error: the "error" of an error answer
+// (ErrorBody) or of a failed Operation.
+type APIError struct {
+	Code    int    `json:"code"`
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// ErrorBody is the body of an error answer.
+type ErrorBody struct {
+	Error APIError `json:"error"`
+}

@@ -152,3 +152,14 @@ func FreeAddrs(t testing.TB, n int) []string {
 	}
 	return out
 }
+
+// Main is the TestMain of a package using the harness: it keeps every git
+// the tests run away from the developer's configuration, runs the tests,
+// deletes the binaries the harness built, and exits.
+func Main(m *testing.M) {
+	os.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	code := m.Run()
+	RemoveBinary()
+	os.Exit(code)
+}

@@ -10,13 +10,7 @@ import (
 	"time"
 )
 
-func TestMain(m *testing.M) {
-	os.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
-	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	code := m.Run()
-	RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { Main(m) }
 
 // writeTree writes files under a new directory and returns it.
 func writeTree(t *testing.T, files map[string]string) string {

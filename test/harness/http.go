@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -30,12 +31,13 @@ func NewClient(timeout time.Duration, maxIdlePerHost int) *Client {
 }
 
 // Do sends body (none if empty) to url and returns the status code and
-// the response body.
+// the response body. Every method but GET and HEAD sends Content-Type
+// application/json: the API refuses writes of any other type.
 func (c *Client) Do(method, url, body string) (int, []byte, error) {
-	return c.do(context.Background(), method, url, body, "")
+	return c.do(context.Background(), method, url, body)
 }
 
-func (c *Client) do(ctx context.Context, method, url, body, contentType string) (int, []byte, error) {
+func (c *Client) do(ctx context.Context, method, url, body string) (int, []byte, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -47,8 +49,8 @@ func (c *Client) do(ctx context.Context, method, url, body, contentType string) 
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	if contentType != "" && body != "" {
-		req.Header.Set("Content-Type", contentType)
+	if method != http.MethodGet && method != http.MethodHead {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -71,7 +73,7 @@ func (c *Client) GetJSON(url string, v any) error {
 // into out when out is not nil. An answer with another status than want
 // is an *HTTPError.
 func (c *Client) Call(ctx context.Context, method, url, body string, want int, out any) error {
-	code, data, err := c.do(ctx, method, url, body, "application/json")
+	code, data, err := c.do(ctx, method, url, body)
 	if err != nil {
 		return err
 	}
@@ -157,4 +159,21 @@ func (c *Client) Metric(n *Node, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s: no series %s", n.ID, name)
+}
+
+// Fetch is Do that decodes a JSON answer of any status into out (when out
+// is not nil and the answer has a body) and fails the test on a transport
+// or decoding error; it returns the status code for the test to check.
+func (c *Client) Fetch(t testing.TB, method, url, body string, out any) int {
+	t.Helper()
+	code, data, err := c.do(context.Background(), method, url, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d: %v: %.300s", method, url, code, err, data)
+		}
+	}
+	return code
 }

@@ -43,20 +43,6 @@ var client = harness.NewClient(30*time.Second, 64)
 
 func do(method, url, body string) (int, []byte, error) { return client.Do(method, url, body) }
 
-func call(t testing.TB, method, url, body string, out any) int {
-	t.Helper()
-	code, data, err := do(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, url, err, data)
-		}
-	}
-	return code
-}
-
 // exampleFiles reads policies.example (without the traffic) as repository
 // files.
 func exampleFiles(t testing.TB) map[string]string {
@@ -144,35 +130,8 @@ func send(t testing.TB, p *harness.Node, policy string, lines []string, workers 
 	}
 }
 
-type counts struct {
-	Evaluated   uint64 `json:"evaluated"`
-	Unchanged   uint64 `json:"unchanged"`
-	AllowToDeny uint64 `json:"allowToDeny"`
-	DenyToAllow uint64 `json:"denyToAllow"`
-	RuleChanged uint64 `json:"ruleChanged"`
-	Errors      uint64 `json:"errors"`
-	Dropped     uint64 `json:"dropped"`
-}
-
-type experiment struct {
-	Name            string `json:"name"`
-	Etag            string `json:"etag"`
-	PreviewMetadata *struct {
-		State     string `json:"state"`
-		LogPrefix string `json:"logPrefix"`
-	} `json:"previewMetadata"`
-	Stats *struct {
-		counts
-		Transitions []map[string]any `json:"transitions"`
-		Nodes       []struct {
-			Node      string `json:"node"`
-			Evaluated uint64 `json:"evaluated"`
-		} `json:"nodes"`
-	} `json:"stats"`
-}
-
 // replayExpected runs `reconciler replay --format json` on the same files.
-func replayExpected(t testing.TB, files map[string]string, tightened string) counts {
+func replayExpected(t testing.TB, files map[string]string, tightened string) harness.Counts {
 	t.Helper()
 	root := t.TempDir()
 	live, exp := filepath.Join(root, "live"), filepath.Join(root, "exp")
@@ -198,7 +157,7 @@ func replayExpected(t testing.TB, files map[string]string, tightened string) cou
 		t.Fatalf("replay: %v\n%s", err, out)
 	}
 	var res []struct {
-		Stats counts `json:"stats"`
+		Stats harness.Counts `json:"stats"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
 		t.Fatalf("replay output: %v %s", err, out)
@@ -206,11 +165,7 @@ func replayExpected(t testing.TB, files map[string]string, tightened string) cou
 	return res[0].Stats
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	harness.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 func TestPreviewEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -232,13 +187,13 @@ func TestPreviewEndToEnd(t *testing.T) {
 	head := srv.Commit(work, map[string]string{"edge-firewall/policy.toml": tightened}, "block BR and IN")
 	srv.Push(work, "tighten-geo")
 	srv.Checkout(work, "main")
-	call(t, http.MethodPost, c.Nodes[1].Base()+"/v1/cluster:reconcile", "{}", nil)
+	client.Fetch(t, http.MethodPost, c.Nodes[1].Base()+"/v1/cluster:reconcile", "{}", nil)
 
 	expURL := "/v1/policies/edge-firewall/experiments/branch-tighten-geo"
-	var exp experiment
+	var exp harness.Experiment
 	harness.WaitFor(t, 30*time.Second, "the branch experiment ACTIVE", func() error {
-		code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
-		if code != 200 || exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "ACTIVE" {
+		code := client.Fetch(t, http.MethodGet, n1.Base()+expURL, "", &exp)
+		if code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
 			return fmt.Errorf("HTTP %d %+v", code, exp)
 		}
 		return nil
@@ -247,7 +202,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 	// after applying; the stats heartbeat shows a node's cell once it has
 	// one. Wait for all three to report the version with zero counts.
 	harness.WaitFor(t, 30*time.Second, "every node previewing", func() error {
-		call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
+		client.Fetch(t, http.MethodGet, n1.Base()+expURL, "", &exp)
 		if exp.Stats == nil || len(exp.Stats.Nodes) != 3 {
 			return fmt.Errorf("stats = %+v", exp.Stats)
 		}
@@ -266,7 +221,7 @@ func TestPreviewEndToEnd(t *testing.T) {
 
 	for _, p := range c.Nodes { // stats read on every node agree
 		harness.WaitFor(t, 30*time.Second, "merged stats on "+p.ID, func() error {
-			call(t, http.MethodGet, p.Base()+expURL, "", &exp)
+			client.Fetch(t, http.MethodGet, p.Base()+expURL, "", &exp)
 			s := exp.Stats
 			if s == nil || s.Evaluated != 3*uint64(len(lines)) || s.AllowToDeny != 3*want.AllowToDeny ||
 				s.DenyToAllow != 3*want.DenyToAllow || s.RuleChanged != 3*want.RuleChanged || s.Dropped != 0 {
@@ -304,57 +259,50 @@ func TestPreviewEndToEnd(t *testing.T) {
 	}
 
 	// Commit with a stale etag: ABORTED, nothing changes.
-	var probe struct {
-		Etag       string `json:"etag"`
-		Generation uint64 `json:"generation"`
-	}
-	call(t, http.MethodPost, n1.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+	var probe harness.Decision
+	client.Fetch(t, http.MethodPost, n1.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
 	liveEtag, gen := probe.Etag, probe.Generation
-	var e struct{ Error struct{ Status string } }
-	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit", `{"etag":"0000"}`, &e); code != 409 || e.Error.Status != "ABORTED" {
+	var e harness.ErrorBody
+	if code := client.Fetch(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit", `{"etag":"0000"}`, &e); code != 409 || e.Error.Status != "ABORTED" {
 		t.Fatalf("stale commit: %d %+v", code, e)
 	}
-	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
+	if code := client.Fetch(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
 		fmt.Sprintf(`{"etag":%q,"parentEtag":"0000"}`, exp.Etag), &e); code != 409 || e.Error.Status != "ABORTED" {
 		t.Fatalf("stale parentEtag: %d %+v", code, e)
 	}
 	if h := repo.Head(); h == head {
 		t.Fatal("main moved to the branch")
 	}
-	if code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
+	if code := client.Fetch(t, http.MethodGet, n1.Base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
 		t.Fatalf("after failed commits: %d %+v", code, exp)
 	}
 
 	// Commit with the right etags, from a follower.
-	var op struct {
-		Name  string         `json:"name"`
-		Done  bool           `json:"done"`
-		Error map[string]any `json:"error"`
-	}
-	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
+	var op harness.Operation
+	if code := client.Fetch(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
 		fmt.Sprintf(`{"etag":%q,"parentEtag":%q}`, exp.Etag, liveEtag), &op); code != 200 {
 		t.Fatalf("commit: %d %+v", code, op)
 	}
 	harness.WaitFor(t, 60*time.Second, "the commit operation", func() error {
-		call(t, http.MethodGet, c.Nodes[1].Base()+"/v1/"+op.Name, "", &op)
+		client.Fetch(t, http.MethodGet, c.Nodes[1].Base()+"/v1/"+op.Name, "", &op)
 		if !op.Done {
 			return fmt.Errorf("%+v", op)
 		}
 		return nil
 	})
 	if op.Error != nil {
-		t.Fatalf("commit failed: %v", op.Error)
+		t.Fatalf("commit failed: %+v", op.Error)
 	}
 	for _, p := range c.Nodes {
-		call(t, http.MethodPost, p.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+		client.Fetch(t, http.MethodPost, p.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
 		if probe.Etag != exp.Etag || probe.Generation <= gen {
 			t.Errorf("%s serves %+v after the commit, want etag %s", p.ID, probe, exp.Etag)
 		}
-		if code := call(t, http.MethodGet, p.Base()+expURL, "", &e); code != 404 {
+		if code := client.Fetch(t, http.MethodGet, p.Base()+expURL, "", &e); code != 404 {
 			t.Errorf("%s: experiment still there: %d", p.ID, code)
 		}
 	}
-	if code := call(t, http.MethodPost, n1.Base()+expURL+":commit", fmt.Sprintf(`{"etag":%q}`, exp.Etag), &e); code != 404 {
+	if code := client.Fetch(t, http.MethodPost, n1.Base()+expURL+":commit", fmt.Sprintf(`{"etag":%q}`, exp.Etag), &e); code != 404 {
 		t.Errorf("second commit: %d %+v", code, e)
 	}
 }

@@ -3,7 +3,6 @@ package system
 import (
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,11 +10,7 @@ import (
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	harness.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // startSystem skips under -short (the only reason a system test skips)
 // and starts an n-node cluster serving tree 0.
