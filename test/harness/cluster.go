@@ -268,6 +268,18 @@ func (c *Cluster) Running() []*Node {
 	return out
 }
 
+// Answering returns the nodes that run and are not paused: the ones that
+// can answer.
+func (c *Cluster) Answering() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n.Running() && !n.Paused() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // teardown kills every node, prints their log tails when the test failed
 // (or always with AlwaysLogs), and reports panics, fatal errors, data
 // races and exits nobody asked for.

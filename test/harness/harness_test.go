@@ -98,8 +98,11 @@ func TestClusterLifecycle(t *testing.T) {
 
 	paused := c.Others(next)[0]
 	c.Pause(paused)
-	if ok, _ := paused.Healthy(); ok {
-		t.Errorf("%s paused but counted healthy", paused.ID)
+	if ok, _ := paused.Healthy(); ok || !paused.Paused() {
+		t.Errorf("%s paused but counted healthy (%v) or not paused (%v)", paused.ID, ok, paused.Paused())
+	}
+	if l := c.Leader(LeaderTimeout); l == paused { // the paused node is left out, not waited for
+		t.Errorf("the paused %s is the leader", paused.ID)
 	}
 	c.Promote(2, next)
 	c.Resume(paused)

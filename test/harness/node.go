@@ -31,6 +31,7 @@ type Node struct {
 	// every transition, so an answer that straddles one is recognised.
 	healthy atomic.Bool
 	epoch   atomic.Int64
+	paused  atomic.Bool // between Pause and Resume (or the end of the incarnation)
 
 	mu          sync.Mutex
 	cmd         *exec.Cmd
@@ -80,6 +81,7 @@ func (n *Node) Start(bin string) error {
 	}
 	n.cmd, n.done, n.exitErr, n.expectExit = cmd, make(chan struct{}), nil, false
 	n.setHealthy(false)
+	n.paused.Store(false)
 	go n.wait(cmd, n.done, f, n.incarnation)
 	return nil
 }
@@ -167,17 +169,26 @@ func (n *Node) end(sig syscall.Signal, timeout time.Duration) error {
 // nothing, like a node in a long GC pause or a frozen VM.
 func (n *Node) Pause() error {
 	n.setHealthy(false)
-	return n.signal(syscall.SIGSTOP)
+	err := n.signal(syscall.SIGSTOP)
+	if err == nil {
+		n.paused.Store(true)
+	}
+	return err
 }
 
 // Resume continues a paused process with SIGCONT.
 func (n *Node) Resume() error {
 	err := n.signal(syscall.SIGCONT)
 	if err == nil {
+		n.paused.Store(false)
 		n.setHealthy(true)
 	}
 	return err
 }
+
+// Paused reports whether Pause stopped the running incarnation and Resume
+// has not continued it yet.
+func (n *Node) Paused() bool { return n.paused.Load() && n.Running() }
 
 func (n *Node) signal(sig syscall.Signal) error {
 	n.mu.Lock()

@@ -15,15 +15,15 @@ func (c *Cluster) Promote(k int, via ...*Node) {
 }
 
 // Trigger asks a healthy node of via (of the cluster when empty) to
-// reconcile now, retrying for 10 s (there is no leader during an
-// election). Not getting 202 by then is a test error, though the poll
-// would still pick the change up.
+// reconcile now, retrying for up to LeaderTimeout (there is no leader
+// during an election). Not getting 202 by then is a test error, though the
+// poll would still pick the change up.
 func (c *Cluster) Trigger(via ...*Node) {
 	c.T.Helper()
 	if len(via) == 0 {
 		via = c.Nodes
 	}
-	err := Eventually(10*time.Second, func() error {
+	err := Eventually(LeaderTimeout, func() error {
 		for _, n := range via {
 			if ok, _ := n.Healthy(); ok {
 				return c.Client.Reconcile(n)

@@ -10,15 +10,15 @@ import (
 
 // WaitLeader waits up to timeout until every running node names the same
 // leader and that node, running, reports raftState Leader, and returns
-// it; it fails the test if that does not happen. Killed nodes are left
-// out, so after killing the leader it waits for its successor.
+// it; it fails the test if that does not happen. Killed and paused nodes
+// are left out, so after killing the leader it waits for its successor.
 func (c *Cluster) WaitLeader(timeout time.Duration) *Node {
 	c.T.Helper()
 	return c.Leader(timeout)
 }
 
-// Leader waits up to timeout until every node of among (the running
-// nodes when among is empty) names the same leader, which is one of them
+// Leader waits up to timeout until every node of among (the running,
+// unpaused nodes when among is empty) names the same leader, which is one of them
 // and reports raftState Leader, and returns it; it fails the test if that
 // does not happen.
 func (c *Cluster) Leader(timeout time.Duration, among ...*Node) *Node {
@@ -27,7 +27,7 @@ func (c *Cluster) Leader(timeout time.Duration, among ...*Node) *Node {
 	err := Eventually(timeout, func() error {
 		nodes := among
 		if len(nodes) == 0 {
-			nodes = c.Running()
+			nodes = c.Answering()
 		}
 		var err error
 		leader, err = c.agreedLeader(nodes)
