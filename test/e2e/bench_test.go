@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +57,7 @@ func TestBenchMergeToActive(t *testing.T) {
 				}
 				took = append(took, time.Since(start))
 			}
-			t.Logf("merge-to-active, %s, %d pushes: %s", mode.name, benchPushes, percentiles(took))
+			t.Logf("merge-to-active, %s, %d pushes: %s", mode.name, benchPushes, harness.Percentiles(took))
 			t.Logf("all, in push order: %v", rounded(took))
 			for _, n := range c.Nodes {
 				for _, l := range n.Warnings() {
@@ -86,25 +83,6 @@ func idleFetch(t *testing.T, c *harness.Cluster) {
 		t.Logf("idle polls: %d fetches, %.2f ms each on average (ref listing over HTTP with the token, nothing fetched)",
 			int(n1-n0), (sum1-sum0)/(n1-n0)*1000)
 	}
-}
-
-// percentiles formats p50, p90, p99 and max of durations.
-func percentiles(d []time.Duration) string {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	at := func(p float64) time.Duration {
-		i := int(p*float64(len(s))+0.5) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	parts := []string{}
-	for _, p := range []struct {
-		name string
-		q    float64
-	}{{"p50", 0.50}, {"p90", 0.90}, {"p99", 0.99}} {
-		parts = append(parts, fmt.Sprintf("%s %v", p.name, at(p.q).Round(time.Millisecond)))
-	}
-	parts = append(parts, fmt.Sprintf("max %v", s[len(s)-1].Round(time.Millisecond)))
-	return strings.Join(parts, ", ")
 }
 
 func rounded(d []time.Duration) []time.Duration {

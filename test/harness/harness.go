@@ -4,8 +4,8 @@
 // process, starts N nodes on 127.0.0.1 with a real git server, waits for
 // them, talks to their HTTP API with typed answers, and disrupts them.
 //
-//   - Binary and RaceBinary build ./cmd/reconciler once; RemoveBinary (from
-//     TestMain) deletes them.
+//   - Binary and RaceBinary build ./cmd/reconciler once; Main, the
+//     package's TestMain, deletes them at the end.
 //   - NewRepo starts a git server (internal/gittest, git http-backend)
 //     holding the policy repository, seeded with tree 0, and a user's clone
 //     that pushes: Write(k) makes tree k main's head, Push any files.
@@ -24,7 +24,8 @@
 //   - Cluster.Leader, WaitServing, WaitConverged, WaitActive and Promote
 //     wait for what a test needs; Client.Status, Generation(s), Evaluate
 //     and Reconcile read and drive the API with the answer types Status,
-//     Generation and Decision.
+//     Generation, Decision, Experiment and Operation (answers.go: the
+//     fields tests read, declared once).
 //   - NewGitHub adds the GitHub emulator (internal/githubemu), wired to
 //     the git server, and the [github] config that points nodes at it.
 //
@@ -32,6 +33,16 @@
 // makes a test slower, never wrong. A wait that times out fails the test
 // with what it waited for and the last thing it saw. Eventually and
 // WaitFor are the harness's waits, for the tests' own conditions.
+//
+// A minimal test:
+//
+//	func TestMain(m *testing.M) { harness.Main(m) }
+//
+//	func TestPromote(t *testing.T) {
+//		c := harness.StartCluster(t, harness.ClusterOptions{Size: 3, Repo: harness.NewRepo(t, harness.RepoOptions{})})
+//		c.Promote(1)
+//		c.WaitServing(1, nil, harness.PromoteTimeout)
+//	}
 //
 // It is imported only by tests.
 package harness

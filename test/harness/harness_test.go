@@ -124,3 +124,19 @@ func TestClusterLifecycle(t *testing.T) {
 		}
 	}
 }
+
+func TestPercentiles(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if got, want := Percentiles(ds), "n=100 p50=51ms p90=91ms p99=100ms max=100ms"; got != want {
+		t.Errorf("Percentiles = %q, want %q", got, want)
+	}
+	if got := Percentiles(nil); got != "no samples" {
+		t.Errorf("Percentiles(nil) = %q", got)
+	}
+	if got := Quantile(nil, 0.5); got != 0 {
+		t.Errorf("Quantile(nil) = %v", got)
+	}
+}

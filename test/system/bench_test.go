@@ -3,7 +3,6 @@ package system
 import (
 	"fmt"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -55,9 +54,9 @@ func TestBenchPromotionLatency(t *testing.T) {
 			toActive = append(toActive, active.Sub(created))
 		}
 	}
-	report(t, "trigger→staged      %s", percentiles(toStage))
-	report(t, "staged→activated    %s", percentiles(toActive))
-	report(t, "trigger→all 3 nodes %s", percentiles(toAll))
+	report(t, "trigger→staged      %s", harness.Percentiles(toStage))
+	report(t, "staged→activated    %s", harness.Percentiles(toActive))
+	report(t, "trigger→all 3 nodes %s", harness.Percentiles(toAll))
 	finish(t, c, load, chk)
 }
 
@@ -142,16 +141,4 @@ func TestBenchLeaderFailover(t *testing.T) {
 	report(t, "kill→new leader       %v", toLeader)
 	report(t, "kill→promotion served %v", toPromotion)
 	finish(t, c, load, chk)
-}
-
-// percentiles formats p50, p99 and max of ds (nearest rank).
-func percentiles(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "no samples"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	return fmt.Sprintf("n=%d p50=%v p99=%v max=%v", len(s),
-		at(0.50).Round(time.Millisecond), at(0.99).Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond))
 }
