@@ -12,11 +12,12 @@ import (
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-// apiToken is the nodes' [api] token: mutations and what nodes forward
-// to the leader (triggers, comment commands) carry it.
 const (
-	apiToken  = "reconciler-api-token-of-the-test"
-	waitLimit = 60 * time.Second
+	// apiToken is the nodes' [api] token: mutations and what nodes
+	// forward to the leader (triggers, comment commands) carry it.
+	apiToken = "reconciler-api-token-of-the-test"
+	// waitLimit bounds every wait of these tests.
+	waitLimit = harness.PromoteTimeout
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }

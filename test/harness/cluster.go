@@ -48,6 +48,10 @@ type ClusterOptions struct {
 	// Bin, if set, is the binary to run instead.
 	Bin string
 
+	// JoinRaft: a joining node names the others' raft addresses instead
+	// of their HTTP addresses (the node-to-node port, as with [tls]).
+	JoinRaft bool
+
 	// AllowExits: a node that exits on its own (neither Kill nor
 	// Terminate) does not fail the test.
 	AllowExits bool
@@ -148,7 +152,11 @@ func (c *Cluster) configure(n *Node, bootstrap bool) {
 	}
 	if !bootstrap {
 		for _, o := range c.Nodes {
-			if o != n {
+			switch {
+			case o == n:
+			case c.opts.JoinRaft:
+				cfg.Join = append(cfg.Join, o.RaftAddr)
+			default:
 				cfg.Join = append(cfg.Join, o.HTTPAddr)
 			}
 		}

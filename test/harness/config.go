@@ -9,7 +9,7 @@ import (
 type Config struct {
 	ID, DataDir, HTTPAddr, RaftAddr string
 	Bootstrap                       bool
-	Join                            []string // HTTP addresses of members to join
+	Join                            []string // addresses of members to join (HTTP, or raft with JoinRaft)
 
 	GitURL   string
 	Poll     string // git.poll
