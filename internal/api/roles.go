@@ -46,6 +46,8 @@ var routeTable = []routeRule{
 	{"", "/v1/generations/1/policies/web:evaluate", classDecision, auth.RoleNone, isDecisionPath},
 	{"", "/v1/policies/web:authorize/admin", classDecision, auth.RoleNone, isDecisionPath},
 	{"", "/v1/policies/web:mirror", classDecision, auth.RoleNone, isDecisionPath},
+	{"", "/v1/policies/web:mirror/static/app.js", classDecision, auth.RoleNone, isDecisionPath},
+	{"", "/v1/generations/1/policies/web:authorize/admin", classDecision, auth.RoleNone, isDecisionPath},
 	{http.MethodPost, webhook.Path, classWebhook, auth.RoleNone, is(webhook.Path)},
 	{http.MethodGet, "/healthz", classProbe, auth.RoleNone, is("/healthz")},
 	{http.MethodGet, "/readyz", classProbe, auth.RoleNone, is("/readyz")},
@@ -104,23 +106,23 @@ func hasPrefix(prefix string) func(string) bool {
 func anyPath(string) bool { return true }
 
 // isDecisionPath matches what routePolicy serves as a decision:
-// /v1/policies/{p}:evaluate|:mirror|:authorize[/…] and
-// /v1/generations/{n}/policies/{p}:evaluate.
+// /v1/policies/{p}:evaluate, /v1/policies/{p}:authorize[/…] and
+// :mirror[/…] (the gateway forms carry the original path as a suffix),
+// each also pinned under /v1/generations/{n}/.
 func isDecisionPath(p string) bool {
 	if rest, ok := strings.CutPrefix(p, generationsPath); ok {
 		_, after, ok := strings.Cut(rest, "/policies/")
 		if !ok {
 			return false
 		}
-		_, verb, tail := splitPolicyPath(after)
-		return verb == "evaluate" && tail == ""
+		p = policiesPrefix + after
 	}
 	rest, ok := strings.CutPrefix(p, policiesPrefix)
 	if !ok {
 		return false
 	}
 	_, verb, tail := splitPolicyPath(rest)
-	return verb == "authorize" || (verb == "evaluate" || verb == "mirror") && tail == ""
+	return verb == "authorize" || verb == "mirror" || verb == "evaluate" && tail == ""
 }
 
 // isExperimentPath matches /v1/policies/{p}/experiments[/…].

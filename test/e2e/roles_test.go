@@ -47,13 +47,18 @@ func TestRolesAcrossNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: starts real processes; skipped by -short")
 	}
-	repo := newUserRepo(t, gitToken)
-	c := startCluster(t, clusterOptions{URL: repo.URL, Token: gitToken, Poll: "@every 1h", Timeout: "5s",
-		APIToken: adminToken, Extra: rolesTOML, Env: []string{"E2E_WRITER_TOKEN=" + writerToken, "E2E_READER_TOKEN=" + readerToken}})
+	repo := harness.NewRepo(t, harness.RepoOptions{Token: gitToken})
+	c := harness.StartCluster(t, harness.ClusterOptions{
+		Size: 3, Repo: repo, APIToken: adminToken, Extra: rolesTOML,
+		Env:       []string{"E2E_WRITER_TOKEN=" + writerToken, "E2E_READER_TOKEN=" + readerToken},
+		Configure: func(cfg *harness.Config) { cfg.Poll, cfg.Timeout = "@every 1h", "5s" },
+		TailLines: 60, AlwaysLogs: os.Getenv(EnvLogs) != "",
+	})
+	c.WaitServing(0, nil, time.Minute)
 	admin, writer, reader, anonymous := clientWith(adminToken), clientWith(writerToken), clientWith(readerToken), clientWith("")
-	var leader, follower *node
+	var leader, follower *harness.Node
 	if err := harness.Eventually(30*time.Second, func() error {
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			s, err := admin.Status(n)
 			if err != nil {
 				return err
@@ -106,7 +111,7 @@ func TestRolesAcrossNodes(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		data, _ := os.ReadFile(n.Log)
 		for _, secret := range []string{adminToken, writerToken, readerToken} {
 			if strings.Contains(string(data), secret) {
