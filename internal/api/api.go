@@ -97,6 +97,10 @@ type Config struct {
 	// (followers forward them). See webhook.go.
 	Webhook  http.Handler
 	Commands CommandQueue
+	// PeerTLS says nodes talk over mutual TLS ([tls]): the node-only
+	// endpoints (propose, heartbeat, webhook hand-off) then answer only on
+	// PeerHandler, to a verified node.
+	PeerTLS bool
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -128,6 +132,7 @@ type Server struct {
 	thresholds  preview.ThresholdSet
 	webhook     http.Handler
 	commands    CommandQueue
+	peerTLS     bool
 }
 
 // New returns a Server for cfg.
@@ -150,6 +155,7 @@ func New(cfg Config) *Server {
 		thresholds:  cfg.Thresholds,
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
+		peerTLS:     cfg.PeerTLS,
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}

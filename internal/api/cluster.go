@@ -28,6 +28,7 @@ type Cluster interface {
 	Reconcile(ctx context.Context) error
 	ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
 	Heartbeat(ctx context.Context, hb cluster.Heartbeat) (cluster.View, error)
+	LeaderURL() (string, bool)
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)
@@ -52,7 +53,10 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	if !s.admit(w, r) {
+	if (verb == "propose" || verb == "heartbeat") && !s.fromPeer(w, r) {
+		return
+	}
+	if !s.admitNode(w, r) {
 		return
 	}
 	ctx := r.Context()

@@ -32,7 +32,10 @@ const (
 	// Experiments (AIP-236): stale etags and the cap.
 	kindAborted
 	kindResourceExhausted
-	kindLast = kindResourceExhausted
+	// Node-to-node: a request that does not come from the node it
+	// speaks for.
+	kindPermissionDenied
+	kindLast = kindPermissionDenied
 )
 
 // apiError is an error whose message is safe to show to the client.
@@ -99,6 +102,7 @@ var clusterKinds = []struct {
 	{cluster.ErrRaftUnreachable, kindFailedPrecondition},
 	{cluster.ErrLastVoter, kindFailedPrecondition},
 	{cluster.ErrBadRequest, kindInvalidArgument},
+	{cluster.ErrNotPeer, kindPermissionDenied},
 	{cluster.ErrNotForwardable, kindInvalidArgument},
 	{raftstore.ErrInvalidCommand, kindInvalidArgument},
 	{raftstore.ErrUnknownCommand, kindInvalidArgument},
@@ -161,6 +165,8 @@ func (k kind) httpStatus() (int, string) {
 		return http.StatusConflict, "ABORTED"
 	case kindResourceExhausted:
 		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"
+	case kindPermissionDenied:
+		return http.StatusForbidden, "PERMISSION_DENIED"
 	default:
 		return http.StatusInternalServerError, "INTERNAL"
 	}

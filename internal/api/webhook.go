@@ -41,8 +41,12 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	raw, ok := s.admitBody(w, r)
-	if !ok {
+	if !s.fromPeer(w, r) || !s.admitNode(w, r) {
+		return
+	}
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	var cmd webhook.Command
@@ -50,7 +54,7 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	err := s.commands.EnqueueCommand(cmd)
+	err = s.commands.EnqueueCommand(cmd)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusAccepted, []byte("{}\n"))

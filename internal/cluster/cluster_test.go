@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -160,7 +161,7 @@ func newPair(t *testing.T, leaderToken, followerToken string) *pair {
 	p := &pair{leaderStore: newFakeStore(true, "L"), followerStore: newFakeStore(false, "L"), triggers: &triggerCount{}}
 	var err error
 	p.leader, err = cluster.New(cluster.Config{NodeID: "L", Store: p.leaderStore, Reconciler: p.triggers,
-		Logger: testlog.New(t).Named("L")})
+		DialTimeout: 200 * time.Millisecond, Logger: testlog.New(t).Named("L")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,19 +224,15 @@ func TestForwardProposeAndReconcile(t *testing.T) {
 func TestForwardJoinErrorsKeepTheirIdentity(t *testing.T) {
 	p := newPair(t, "", "")
 	ctx := context.Background()
-	raftLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raftLn.Close()
-	n, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn.Addr().String(), HTTPAddr: "127.0.0.1:2", Voter: true})
+	raftLn := raftAnswerer(t)
+	n, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2", Voter: true})
 	if err != nil || n.ID != "N" || !n.Voter || n.Group != "default" {
 		t.Fatalf("join = %+v %v", n, err)
 	}
 	p.leaderStore.addServer = func(id, addr string, voter bool) error {
 		return fmt.Errorf("%w: node %s is a member elsewhere", raftstore.ErrMembership, id)
 	}
-	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "M", RaftAddr: raftLn.Addr().String(), HTTPAddr: "127.0.0.1:2"})
+	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "M", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2"})
 	var re *cluster.RemoteError
 	if !errors.Is(err, raftstore.ErrMembership) || !errors.As(err, &re) || re.Code != 409 || re.Status != "ALREADY_EXISTS" ||
 		!cluster.Permanent(err) {
@@ -250,7 +247,7 @@ func TestForwardJoinErrorsKeepTheirIdentity(t *testing.T) {
 		t.Errorf("bad address = %v", err)
 	}
 	// Moving an ACTIVE node to another group is refused before raft is touched.
-	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn.Addr().String(), HTTPAddr: "127.0.0.1:2", Group: "edge"})
+	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2", Group: "edge"})
 	if !errors.Is(err, raftstore.ErrNodeState) || !errors.As(err, &re) || re.Status != "FAILED_PRECONDITION" {
 		t.Errorf("group change = %v", err)
 	}
@@ -367,17 +364,60 @@ func TestRegisterStopsOnRefusal(t *testing.T) {
 	p.leaderStore.addServer = func(id, addr string, voter bool) error {
 		return fmt.Errorf("%w: taken", raftstore.ErrMembership)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := raftAnswerer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = p.follower.Register(ctx, cluster.JoinRequest{ID: "F", RaftAddr: ln.Addr().String(), HTTPAddr: "127.0.0.1:9"})
+	err := p.follower.Register(ctx, cluster.JoinRequest{ID: "F", RaftAddr: ln, HTTPAddr: "127.0.0.1:9"})
 	if !errors.Is(err, raftstore.ErrMembership) || !strings.Contains(err.Error(), "join refused") {
 		t.Errorf("register = %v", err)
 	}
+}
+
+// TestJoinOfSilentVoterRefused is the attack of issue 15: a voter whose
+// raft address accepts connections but never answers. Added, it would
+// count towards the quorum and could leave the cluster without a leader;
+// the leader must refuse it before touching the configuration.
+func TestJoinOfSilentVoterRefused(t *testing.T) {
+	p := newPair(t, "", "")
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	_, err = p.leader.Join(context.Background(), cluster.JoinRequest{ID: "S", RaftAddr: silent.Addr().String(),
+		HTTPAddr: "127.0.0.1:2", Voter: true})
+	if !errors.Is(err, cluster.ErrRaftUnreachable) {
+		t.Errorf("join of a silent voter = %v", err)
+	}
+	if got := len(p.leaderStore.servers); got != 1 {
+		t.Errorf("the silent voter entered the configuration: %d servers", got)
+	}
+}
+
+// raftAnswerer is a raft transport on loopback that answers every RPC, as
+// a fresh node would; it returns its address.
+func raftAnswerer(t *testing.T) string {
+	t.Helper()
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = trans.Close() })
+	go func() {
+		for rpc := range trans.Consumer() {
+			rpc.Respond(&raft.AppendEntriesResponse{}, nil)
+		}
+	}()
+	return string(trans.LocalAddr())
 }
 
 func deadAddr(t *testing.T) string {

@@ -23,6 +23,9 @@ const (
 	Forge     = "forge"
 	Reconcile = "reconcile"
 	Engine    = "engine"
+	// TLS is node-to-node TLS: refused connections on the raft port,
+	// certificate reloads.
+	TLS = "tls"
 )
 
 // RootName is the name of the root logger.

@@ -51,6 +51,7 @@ type Main struct {
 	api      *api.Server
 	ln       net.Listener
 	http     *http.Server
+	tls      *peerTLS // nil without [tls]
 
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
@@ -84,6 +85,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.done = make(chan struct{})
 	m.served = make(chan struct{})
 	m.fatal = make(chan error, 1)
+	if err := m.checkExposure(); err != nil {
+		return err
+	}
 	if err := m.prepareSource(ctx); err != nil {
 		return err
 	}
@@ -98,6 +102,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.abort()
 		}
 	}()
+	if err := m.openTLS(); err != nil {
+		return err
+	}
 	if err := m.openStore(); err != nil {
 		return err
 	}
@@ -107,6 +114,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.loader.load(m.store.State()) // the restored generation, before serving
 	m.startBackground()
 	m.startHTTP()
+	m.startPeerHTTP()
 	log := m.Logger.Named(logging.Node)
 	log.Info("listening", "addr", m.Addr(), "node_id", m.Config.Node.ID, "raft_addr", m.store.Addr(),
 		"generation", m.gens.served())
@@ -123,6 +131,7 @@ func (m *Main) abort() {
 	if m.store != nil {
 		_ = m.store.Close()
 	}
+	m.closeTLS()
 	if m.ln != nil {
 		_ = m.ln.Close()
 	}
@@ -267,6 +276,7 @@ func (m *Main) Close() error {
 				errs = append(errs, fmt.Errorf("close raft store: %w", err))
 			}
 		}
+		m.closeTLS()
 		m.closeErr = errors.Join(errs...)
 		m.Logger.Named(logging.Node).Info("stopped")
 	})
@@ -280,6 +290,9 @@ func (m *Main) stopHTTP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
 	defer cancel()
 	var err error
+	if perr := m.stopPeerHTTP(ctx); perr != nil {
+		err = fmt.Errorf("shut down the node-to-node HTTP server: %w", perr)
+	}
 	if serr := m.http.Shutdown(ctx); serr != nil {
 		err = fmt.Errorf("shut down HTTP server: %w", serr)
 		_ = m.http.Close()

@@ -3,9 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,7 +25,12 @@ const raftDir = "raft"
 // restored from disk before it returns.
 func (m *Main) openStore() error {
 	n := m.Config.Node
+	stream, err := m.streamLayer()
+	if err != nil {
+		return err
+	}
 	s, err := raftstore.Open(raftstore.Config{
+		StreamLayer:   stream,
 		NodeID:        n.ID,
 		RaftAddr:      n.RaftAddr,
 		AdvertiseAddr: n.RaftAdvertiseAddr,
@@ -48,7 +51,7 @@ func (m *Main) wire(ctx context.Context) error {
 	cfg := m.Config
 	m.registry = prometheus.NewRegistry()
 	token := cfg.Secret(cfg.API.TokenEnv)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}}
+	client := m.peerClient(0)
 	c, err := cluster.New(cluster.Config{
 		NodeID:     cfg.Node.ID,
 		Store:      m.store,
@@ -57,6 +60,8 @@ func (m *Main) wire(ctx context.Context) error {
 		Reconciler: triggerFunc(func() { m.loop.Trigger() }),
 		Source:     m.sourceStatus,
 		Client:     client,
+		PeerTLS:    m.tls != nil,
+		Probe:      m.probe,
 		Logger:     m.Logger.Named(logging.Node),
 	})
 	if err != nil {
@@ -87,6 +92,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Thresholds:     previewThresholds(cfg.Preview),
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
+		PeerTLS:        m.tls != nil,
 	})
 	return nil
 }
