@@ -9,6 +9,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(""))
 	f.Add([]byte("[node]\nidd = 1\n"))
 	f.Add([]byte("[api]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nmax_body_bytes = 10\n"))
+	f.Add([]byte("[tls]\nca_file = \"ca.pem\"\ncert_file = \"n1.pem\"\nkey_file = \"n1-key.pem\"\n"))
 	f.Add([]byte("[git]\nurl = \"git@h:o/r.git\"\n[[node]]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, "/base")
@@ -22,5 +23,6 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("accepted config does not validate: %v", err)
 		}
 		_ = c.API.TrustedPrefixes()
+		_, _ = c.CheckExposure()
 	})
 }
