@@ -65,7 +65,7 @@ func newStreamTransport(cfg Config) raft.Transport {
 // otherwise count towards the quorum and could stall the cluster.
 func Probe(dial DialFunc, addr string, timeout time.Duration) error {
 	t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &dialOnly{dial: dial, closed: make(chan struct{})}, MaxPool: 0, Timeout: timeout, Logger: hclog.NewNullLogger(),
+		Stream: DialOnly(dial), MaxPool: 0, Timeout: timeout, Logger: hclog.NewNullLogger(),
 	})
 	defer t.Close()
 	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}}
@@ -84,7 +84,14 @@ func Probe(dial DialFunc, addr string, timeout time.Duration) error {
 	}
 }
 
-// dialOnly is a stream layer that only dials; Probe never accepts.
+// DialOnly is a stream layer that only dials: for a NetworkTransport that
+// sends RPCs and never serves any (Probe, and tests that speak raft to a
+// node).
+func DialOnly(dial DialFunc) raft.StreamLayer {
+	return &dialOnly{dial: dial, closed: make(chan struct{})}
+}
+
+// dialOnly is DialOnly's stream layer.
 type dialOnly struct {
 	dial   DialFunc
 	closed chan struct{}

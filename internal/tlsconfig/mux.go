@@ -120,15 +120,20 @@ func (m *Mux) handshake(raw net.Conn) {
 		m.refuse(raw, err)
 		return
 	}
-	sub := m.subs[conn.ConnectionState().NegotiatedProtocol]
+	proto := conn.ConnectionState().NegotiatedProtocol
+	sub := m.subs[proto]
 	if sub == nil {
 		m.refuse(raw, errors.New("the client named no reconciler protocol (ALPN)"))
 		return
 	}
+	var handed net.Conn = conn
+	if proto == ProtoHTTP {
+		handed = httpConn{conn}
+	}
 	t := time.NewTimer(handOffTimeout)
 	defer t.Stop()
 	select {
-	case sub.ch <- conn:
+	case sub.ch <- handed:
 	case <-sub.closed:
 		_ = conn.Close()
 	case <-m.done:
@@ -151,6 +156,14 @@ func (m *Mux) refuse(conn net.Conn, why error) {
 		"remote", conn.RemoteAddr().String(), "error", why, "others_refused", m.suppressed)
 	m.lastLog, m.suppressed = time.Now(), 0
 }
+
+// httpConn hides the *tls.Conn from net/http, which closes a TLS
+// connection whose ALPN protocol it has no TLSNextProto handler for; it
+// still fills Request.TLS from ConnectionState.
+type httpConn struct{ *tls.Conn }
+
+// ConnectionState is the TLS state net/http puts in Request.TLS.
+func (c httpConn) ConnectionState() tls.ConnectionState { return c.Conn.ConnectionState() }
 
 // subListener is the net.Listener of one ALPN protocol.
 type subListener struct {
