@@ -32,6 +32,9 @@ type Cluster struct {
 	Bin   string
 	Repo  *PolicyRepo
 	Nodes []*Process
+	// CertDir, when set, holds the cluster CA and every node's
+	// certificate: the nodes run with [tls] (NewTLSCluster).
+	CertDir string
 
 	seen sync.Map // generation number → the last Generation read of it
 }
@@ -40,7 +43,29 @@ type Cluster struct {
 // starting them.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return newCluster(t, n, false)
+}
+
+// NewTLSCluster is NewCluster with mutual TLS between the nodes: a
+// cluster CA and node certificates made by `reconciler certs`, as
+// docs/cluster.md shows, and node.join naming raft addresses.
+func NewTLSCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return newCluster(t, n, true)
+}
+
+// StartTLSCluster is StartCluster over NewTLSCluster.
+func StartTLSCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return start(NewTLSCluster(t, n))
+}
+
+func newCluster(t testing.TB, n int, withTLS bool) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, Root: t.TempDir(), Bin: Binary(t)}
+	if withTLS {
+		c.CertDir = filepath.Join(c.Root, "certs")
+	}
 	c.Repo = NewPolicyRepo(t, c.Root)
 	addrs := harness.FreeAddrs(t, 2*n)
 	for i := range n {
@@ -52,6 +77,9 @@ func NewCluster(t testing.TB, n int) *Cluster {
 		p.DataDir, p.Config, p.LogPath = filepath.Join(dir, "data"), filepath.Join(dir, "config.toml"), filepath.Join(dir, "node.log")
 		c.Nodes = append(c.Nodes, p)
 	}
+	if withTLS {
+		c.makeCerts(t)
+	}
 	for i, p := range c.Nodes {
 		c.configure(t, p, i == 0)
 	}
@@ -62,7 +90,11 @@ func NewCluster(t testing.TB, n int) *Cluster {
 // StartCluster starts n nodes and waits until they serve tree 0 together.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := NewCluster(t, n)
+	return start(NewCluster(t, n))
+}
+
+func start(c *Cluster) *Cluster {
+	c.t.Helper()
 	c.Start(c.Nodes[0])
 	c.WaitReady(c.Nodes[0], StartTimeout)
 	for _, p := range c.Nodes[1:] {
@@ -107,7 +139,9 @@ func (c *Cluster) configure(t testing.TB, p *Process, bootstrap bool) {
 	var join []string
 	if !bootstrap {
 		for _, q := range c.Nodes {
-			if q != p {
+			if q != p && c.CertDir != "" {
+				join = append(join, q.RaftAddr) // the node-to-node port
+			} else if q != p {
 				join = append(join, q.HTTPAddr)
 			}
 		}
@@ -128,6 +162,10 @@ poll = "@every 1s"
 [log]
 level = "info"
 `, p.ID, p.DataDir, p.HTTPAddr, p.RaftAddr, bootstrap, quoteList(join), c.Repo.Bare, c.Repo.Dir)
+	if c.CertDir != "" {
+		cfg += fmt.Sprintf("\n[tls]\nca_file = %q\ncert_file = %q\nkey_file = %q\n",
+			filepath.Join(c.CertDir, "ca.pem"), filepath.Join(c.CertDir, p.ID+".pem"), filepath.Join(c.CertDir, p.ID+"-key.pem"))
+	}
 	if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,115 @@
+package system
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/tlsconfig"
+	"github.com/policyrollout/reconciler/test/harness"
+)
+
+// takeoverGen is the generation the attacker stages and activates.
+const takeoverGen = 5000
+
+// TestRaftTakeoverOfPlaintextCluster is issue 15's attack 1 on a cluster
+// without [tls], as `make run` starts one on loopback: one AppendEntries
+// with a higher term, carrying StageGeneration + ActivateGeneration, sent
+// to a node's raft port by a program that is not a member. The node then
+// answers from the attacker's allow-all policy. This is why a node refuses
+// to listen beyond loopback without [tls] (config.CheckExposure); the
+// same attack against a TLS cluster is TestRaftTakeoverOfTLSClusterFails.
+func TestRaftTakeoverOfPlaintextCluster(t *testing.T) {
+	c := startSystem(t, 3)
+	victim := c.Others(c.Leader(LeaderTimeout))[0]
+	if err := harness.TakeOver(raftstore.TCPDial, victim.RaftAddr, takeoverGen, harness.AllowAllPolicy); err != nil {
+		t.Fatalf("the takeover was refused by a plaintext raft port: %v", err)
+	}
+	err := harness.Eventually(PromoteTimeout, func() error {
+		s, err := GetStatus(victim.HTTPAddr)
+		if err != nil {
+			return err
+		}
+		if uint64(s.ServedGeneration) != takeoverGen {
+			return fmt.Errorf("%s serves generation %d", victim.ID, s.ServedGeneration)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the plaintext node did not serve the attacker's generation: %v", err)
+	}
+	d, err := Evaluate(context.Background(), victim.HTTPAddr, "web", []byte(`{"path":"/admin"}`))
+	if err != nil || d.Rule != "owned-allow-all" {
+		t.Errorf("decision on %s after the takeover = %+v, %v", victim.ID, d, err)
+	}
+}
+
+// TestRaftTakeoverOfTLSClusterFails sends the same attack to every raft
+// port of a 3-node cluster over mutual TLS: in plaintext, over TLS
+// without a certificate, and with a node certificate of another CA. Every
+// attempt is refused during the handshake and logged, no node learns of
+// the attacker's generation, and the cluster still promotes.
+func TestRaftTakeoverOfTLSClusterFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: starts real processes; skipped by -short")
+	}
+	c := StartTLSCluster(t, 3)
+	attacks := map[string]raftstore.DialFunc{
+		"plaintext":                 raftstore.TCPDial,
+		"TLS without certificate":   noCertDial,
+		"certificate of another CA": otherCADial(t),
+	}
+	for _, p := range c.Nodes {
+		for name, dial := range attacks {
+			if err := harness.TakeOver(dial, p.RaftAddr, takeoverGen, harness.AllowAllPolicy); err == nil {
+				t.Errorf("%s: %s's raft port accepted the takeover", name, p.ID)
+			}
+		}
+	}
+	c.Promote(1)
+	gen := c.WaitServing(1, c.Nodes, PromoteTimeout)
+	for _, p := range c.Nodes {
+		if g, err := GetGeneration(p.HTTPAddr, takeoverGen); err == nil {
+			t.Errorf("%s knows the attacker's generation: %+v", p.ID, g)
+		}
+		s, err := GetStatus(p.HTTPAddr)
+		if err != nil || uint64(s.ServedGeneration) != gen {
+			t.Errorf("%s: status %+v, %v", p.ID, s, err)
+		}
+		if len(p.LogLines("refused a node-to-node connection")) == 0 {
+			t.Errorf("%s did not log the refused attempts", p.ID)
+		}
+	}
+}
+
+func noCertDial(ctx context.Context, addr string) (net.Conn, error) {
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, //nolint:gosec // the attacker
+		NextProtos: []string{tlsconfig.ProtoRaft}}}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// otherCADial dials with a node certificate for "n2" that another CA
+// signed, trusting any server, so that the refusal is the node's.
+func otherCADial(t *testing.T) raftstore.DialFunc {
+	dir := t.TempDir()
+	if err := tlsconfig.CreateCA(dir, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tlsconfig.CreateNode(dir, "n2", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tlsconfig.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, //nolint:gosec // the attacker
+			Certificates: []tls.Certificate{m.Cert}, NextProtos: []string{tlsconfig.ProtoRaft}}}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
