@@ -1,7 +1,6 @@
 package tlsconfig_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/tlsconfig"
 )
 
@@ -41,24 +40,6 @@ func newNode(t *testing.T, dir, id string, logger hclog.Logger) *tlsconfig.Node 
 		t.Fatal(err)
 	}
 	return n
-}
-
-// lockedBuf collects log output from several goroutines.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // serveMux starts a mux for node on loopback and echoes one line on every
@@ -99,7 +80,7 @@ func readLine(t *testing.T, c net.Conn) string {
 func TestMutualTLSAcceptsClusterNodesOnly(t *testing.T) {
 	dir := newCluster(t, "n1", "n2")
 	other := newCluster(t, "n2")
-	var logs lockedBuf
+	var logs testlog.Buffer
 	addr := serveMux(t, newNode(t, dir, "n1", nil), hclog.New(&hclog.LoggerOptions{Output: &logs}))
 	ctx := context.Background()
 
@@ -172,7 +153,7 @@ func TestCertificateRotationWithoutRestart(t *testing.T) {
 
 func TestReloadKeepsIdentityAndGoodMaterial(t *testing.T) {
 	dir := newCluster(t, "n1", "n2")
-	var logs lockedBuf
+	var logs testlog.Buffer
 	n := newNode(t, dir, "n1", hclog.New(&hclog.LoggerOptions{Output: &logs}))
 	first := n.Current()
 	// A half-written rotation (a key that does not match) keeps the old
