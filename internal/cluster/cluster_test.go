@@ -430,3 +430,36 @@ func deadAddr(t *testing.T) string {
 	ln.Close()
 	return addr
 }
+
+// TestReportErrorsAreBounded is issue 15's spoof of forty 900 KB failure
+// reports: a node's own report is cut to the cap before it is proposed,
+// and a larger one offered through the propose endpoint is refused.
+func TestReportErrorsAreBounded(t *testing.T) {
+	p := newPair(t, "", "")
+	ctx := context.Background()
+	p.leaderStore.state.Generations[3] = raftstore.Generation{Number: 3, State: raftstore.GenerationStaged,
+		ReadyNodes: map[string]time.Time{}, NodeErrors: map[string][]string{}}
+	many := make([]string, 2000)
+	for i := range many {
+		many[i] = fmt.Sprintf("web/policy.toml:%d: %s", i, strings.Repeat("x", 100))
+	}
+	if _, err := p.follower.Propose(ctx, &raftstore.ReportFailed{Generation: 3, NodeID: "F", Errors: many}); err != nil {
+		t.Fatal(err)
+	}
+	got := p.leaderStore.State().Generations[3].NodeErrors["F"]
+	total := 0
+	for _, e := range got {
+		total += len(e)
+	}
+	if total > 16<<10 || len(got) < 2 || !strings.Contains(got[len(got)-1], "more errors not reported") {
+		t.Errorf("recorded %d errors of %d bytes; last %q", len(got), total, got[len(got)-1])
+	}
+	huge, err := raftstore.NewCommand(&raftstore.ReportFailed{Generation: 3, NodeID: "F",
+		Errors: []string{strings.Repeat("y", 900<<10)}, Time: time.Unix(9, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.follower.ProposeCommand(ctx, huge); !errors.Is(err, cluster.ErrBadRequest) {
+		t.Errorf("a 900 KB report = %v", err)
+	}
+}

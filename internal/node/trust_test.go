@@ -205,6 +205,52 @@ func TestTLSClusterTrustsOnlyItsNodes(t *testing.T) {
 		}
 	})
 
+	t.Run("certificate rotation without restart", func(t *testing.T) {
+		serial := func() string {
+			n, err := tlsconfig.NewNode(tlsconfig.Config{Files: tlsconfig.DirFiles(ca, sender)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := n.Dial(context.Background(), c.nodes[victim].Store().Addr(), tlsconfig.ProtoHTTP, victim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
+		}
+		before := serial()
+		f := tlsconfig.DirFiles(ca, victim)
+		for _, p := range []string{f.Cert, f.Key} {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := tlsconfig.CreateNode(ca, victim, nil, 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, waitTimeout, victim+" presenting its new certificate", func() error {
+			if s := serial(); s == before {
+				return fmt.Errorf("still serial %s", s)
+			}
+			return nil
+		})
+		c.write(webPolicy(3))
+		c.reconcile(victim)
+		c.allServe(3, all...)
+	})
+
+	t.Run("a restarted node moves its own HTTP address", func(t *testing.T) {
+		c.stop(victim)
+		m := c.run(victim) // a new HTTP port, the same raft address
+		eventually(t, waitTimeout, victim+" registered at its new address", func() error {
+			if got := c.nodes[leader].Store().State().Nodes[victim].HTTPAddr; got != m.Addr() {
+				return fmt.Errorf("registered at %s, listens on %s", got, m.Addr())
+			}
+			return nil
+		})
+		c.allServe(3, all...)
+	})
+
 	t.Run("the raft takeover gets nowhere", func(t *testing.T) {
 		noCert := func(ctx context.Context, addr string) (net.Conn, error) {
 			d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, //nolint:gosec // the attacker
@@ -219,7 +265,7 @@ func TestTLSClusterTrustsOnlyItsNodes(t *testing.T) {
 		if _, ok := c.nodes[victim].Store().State().Generations[5000]; ok {
 			t.Error("generation 5000 reached the state")
 		}
-		c.allServe(2, all...)
+		c.allServe(3, all...)
 	})
 }
 
