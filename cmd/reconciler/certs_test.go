@@ -35,3 +35,15 @@ func TestCertsCreatesACAAndNodeCertificatesThatLoad(t *testing.T) {
 		t.Errorf("certs without a subcommand = %d", code)
 	}
 }
+
+// TestServeRefusesToListenBeyondLoopbackWithoutTLS: secure by default, a
+// node whose addresses are not loopback needs [tls]; on loopback it runs
+// and warns.
+func TestServeRefusesToListenBeyondLoopbackWithoutTLS(t *testing.T) {
+	path := writeServeConfig(t, "10.255.255.1:8181", "json")
+	code, _, stderr := cli(t, "", "serve", "--config", path)
+	if code != exitCheck || !strings.Contains(stderr, "node.http_addr (10.255.255.1:8181) is not loopback") ||
+		!strings.Contains(stderr, "[tls]") {
+		t.Errorf("serve on a LAN address without [tls] = %d: %s", code, stderr)
+	}
+}
