@@ -1,8 +1,11 @@
 package tlsconfig_test
 
 import (
+	"crypto/x509"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +45,31 @@ func FuzzParse(f *testing.F) {
 		id, err := tlsconfig.NodeID(m.Cert.Leaf)
 		if err != nil || id != m.ID || m.Roots == nil {
 			t.Fatalf("accepted material without a node identity: %q %v", m.ID, err)
+		}
+	})
+}
+
+// FuzzNodeID feeds arbitrary URI SANs to the identity check every
+// node-to-node connection runs: it must never panic, and an id it returns
+// is a valid node id that the certificate names exactly.
+func FuzzNodeID(f *testing.F) {
+	f.Add("spiffe://reconciler/node/n1", "")
+	f.Add("spiffe://reconciler/node/n1", "spiffe://reconciler/node/n2")
+	f.Add("spiffe://reconciler/node/../n1", "https://x")
+	f.Add("spiffe://reconciler/node/", "spiffe://reconciler/node/n1%2Fx")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		var uris []*url.URL
+		for _, s := range []string{a, b} {
+			if u, err := url.Parse(s); err == nil {
+				uris = append(uris, u)
+			}
+		}
+		id, err := tlsconfig.NodeID(&x509.Certificate{URIs: uris})
+		if err != nil {
+			return
+		}
+		if tlsconfig.NodeURI(id).String() != tlsconfig.URIPrefix+id || strings.ContainsAny(id, "/?#%") {
+			t.Fatalf("NodeID accepted %q from %q, %q", id, a, b)
 		}
 	})
 }
