@@ -57,12 +57,29 @@ func (m *Main) openTLS() error {
 		return fmt.Errorf("[tls]: %s names node %q, but node.id is %q: other nodes would refuse it",
 			c.TLS.CertFile, n.ID(), c.Node.ID)
 	}
+	logCertificate(m.Logger.Named(logging.TLS), n.Current())
 	ln, err := net.Listen("tcp", c.Node.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("listen on node.raft_addr: %w", err)
 	}
 	m.tls = &peerTLS{node: n, mux: tlsconfig.NewMux(ln, n, m.Logger.Named(logging.TLS))}
 	return nil
+}
+
+// certWarning is how long before its expiry a node certificate is
+// reported at warn level at start.
+const certWarning = 30 * 24 * time.Hour
+
+// logCertificate says at start which identity the node presents and
+// until when, loudly when that is soon: an expired certificate cuts the
+// node off from the cluster.
+func logCertificate(log hclog.Logger, m *tlsconfig.Material) {
+	if left := time.Until(m.NotAfter); left < certWarning {
+		log.Warn("the node certificate expires soon: issue a new one (reconciler certs node); it is reloaded without a restart",
+			"node_id", m.ID, "not_after", m.NotAfter)
+		return
+	}
+	log.Info("node-to-node TLS", "node_id", m.ID, "not_after", m.NotAfter)
 }
 
 // streamLayer is raft's transport over the TLS port, nil without [tls].
