@@ -130,16 +130,21 @@ func (n *Node) stat() ([3]stamp, error) {
 // offered (see Mux).
 func (n *Node) ServerConfig(protos ...string) *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		NextProtos: protos,
+		MinVersion:             tls.VersionTLS13,
+		NextProtos:             protos,
+		SessionTicketsDisabled: true,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := n.Current()
 			return &tls.Config{
-				MinVersion:   tls.VersionTLS13,
-				NextProtos:   protos,
-				Certificates: []tls.Certificate{m.Cert},
-				ClientAuth:   tls.RequireAndVerifyClientCert,
-				ClientCAs:    m.Roots,
+				MinVersion: tls.VersionTLS13,
+				NextProtos: protos,
+				// Every connection proves its certificate against the
+				// current CA: a resumed session would skip that after a
+				// rotation. Node connections are long-lived anyway.
+				SessionTicketsDisabled: true,
+				Certificates:           []tls.Certificate{m.Cert},
+				ClientAuth:             tls.RequireAndVerifyClientCert,
+				ClientCAs:              m.Roots,
 				VerifyConnection: func(cs tls.ConnectionState) error {
 					_, err := PeerID(&cs)
 					return err
