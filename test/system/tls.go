@@ -1,7 +1,10 @@
 package system
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -18,5 +21,33 @@ func (c *Cluster) makeCerts(t testing.TB) {
 		if err != nil {
 			t.Fatalf("reconciler %v: %v\n%s", args, err, out)
 		}
+	}
+}
+
+// copyFile copies a PEM file (tests replacing a node's certificate).
+func copyFile(t testing.TB, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewriteCA points p's config from one ca_file to another.
+func rewriteCA(t testing.TB, p *Process, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(p.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), fmt.Sprintf("ca_file = %q", from), fmt.Sprintf("ca_file = %q", to), 1)
+	if cfg == string(b) {
+		t.Fatalf("%s: no ca_file %q", p.Config, from)
+	}
+	if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

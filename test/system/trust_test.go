@@ -113,3 +113,67 @@ func otherCADial(t *testing.T) raftstore.DialFunc {
 		return d.DialContext(ctx, "tcp", addr)
 	}
 }
+
+// TestNodeFromAnotherCACannotJoin starts a fourth process whose node
+// certificate another CA signed, joining the first node of a TLS cluster:
+// every attempt is refused in the handshake (and logged by the member),
+// no node registers it and it finds no leader.
+func TestNodeFromAnotherCACannotJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: starts real processes; skipped by -short")
+	}
+	c := NewTLSCluster(t, 4)
+	members, stranger := c.Nodes[:3], c.Nodes[3]
+	other := t.TempDir()
+	if err := tlsconfig.CreateCA(other, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tlsconfig.CreateNode(other, stranger.ID, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := tlsconfig.DirFiles(c.CertDir, stranger.ID)
+	for from, to := range map[string]string{f.Cert: own.Cert, f.Key: own.Key, f.CA: own.CA + "." + stranger.ID} {
+		copyFile(t, from, to)
+	}
+	// The stranger trusts its own CA; its certificate is the other CA's.
+	rewriteCA(t, stranger, own.CA, own.CA+"."+stranger.ID)
+	c.Start(members[0])
+	c.WaitReady(members[0], StartTimeout)
+	for _, p := range members[1:] {
+		c.Start(p)
+		c.WaitReady(p, StartTimeout)
+	}
+	c.WaitServing(0, members, StartTimeout)
+	c.Start(stranger)
+	// Its joins go to every member's node port in turn; wait until they
+	// have refused a few of them.
+	err = harness.Eventually(StartTimeout, func() error {
+		n := 0
+		for _, p := range members {
+			n += len(p.LogLines("refused a node-to-node connection"))
+		}
+		if n < 3 {
+			return fmt.Errorf("%d refusals logged so far", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range members {
+		s, err := GetStatus(p.HTTPAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range s.Nodes {
+			if n.ID == stranger.ID {
+				t.Errorf("%s lists %s: %+v", p.ID, stranger.ID, n)
+			}
+		}
+	}
+	if s, err := GetStatus(stranger.HTTPAddr); err != nil || s.Leader != "" {
+		t.Errorf("%s found a leader: %+v %v", stranger.ID, s, err)
+	}
+	c.Kill(stranger) // it would never become ready; stopping it is expected
+}
