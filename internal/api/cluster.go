@@ -63,6 +63,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if r.Header.Get(cluster.ForwardedHeader) != "" {
 		ctx = cluster.WithForwarded(ctx)
 	}
+	ctx = cluster.WithCredential(ctx, r.Header.Get("Authorization"))
 	h(ctx, w, r)
 }
 

@@ -30,9 +30,11 @@ func (s *Server) PeerHandler() http.Handler {
 }
 
 // admitNode admits a cluster request: a verified node on the node-to-node
-// port needs nothing more, anyone else the API credential (admit).
+// port acting for itself needs nothing more; a request that carries a
+// caller's credential (a user request a follower forwarded) and any
+// request from elsewhere need the API credential (admit).
 func (s *Server) admitNode(w http.ResponseWriter, r *http.Request) bool {
-	if _, ok := cluster.PeerFrom(r.Context()); ok {
+	if _, ok := cluster.PeerFrom(r.Context()); ok && r.Header.Get("Authorization") == "" {
 		return true
 	}
 	return s.admit(w, r)

@@ -463,3 +463,22 @@ func TestReportErrorsAreBounded(t *testing.T) {
 		t.Errorf("a 900 KB report = %v", err)
 	}
 }
+
+// TestForwardCarriesTheCallersCredential: a user request a follower
+// forwards reaches the leader with the caller's own Authorization header,
+// not the follower's token, and the leader checks it.
+func TestForwardCarriesTheCallersCredential(t *testing.T) {
+	p := newPair(t, "tok", "tok")
+	ctx := context.Background()
+	err := p.follower.Reconcile(cluster.WithCredential(ctx, "Bearer stolen"))
+	var re *cluster.RemoteError
+	if !errors.As(err, &re) || re.Code != 401 {
+		t.Errorf("forwarded with a wrong caller credential = %v", err)
+	}
+	if err := p.follower.Reconcile(cluster.WithCredential(ctx, "Bearer tok")); err != nil {
+		t.Errorf("forwarded with the caller's valid credential = %v", err)
+	}
+	if err := p.follower.Reconcile(ctx); err != nil {
+		t.Errorf("the node's own request with its token = %v", err)
+	}
+}

@@ -102,8 +102,12 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 	if origin, ok := speaker(ctx, true); ok && origin != f.self {
 		req.Header.Set(OriginHeader, origin)
 	}
-	if f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+f.token)
+	token := f.token
+	if f.peerTLS {
+		token = "" // nodes prove who they are with their certificates
+	}
+	if auth := credential(ctx, token); auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {

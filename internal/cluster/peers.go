@@ -34,6 +34,29 @@ func PeerFrom(ctx context.Context) (string, bool) {
 	return id, ok && id != ""
 }
 
+type credentialKey struct{}
+
+// WithCredential records the caller's Authorization header of a user
+// request, which the forwarding layer passes on to the leader instead of
+// the node's own token: the leader checks the caller, not the follower.
+func WithCredential(ctx context.Context, authorization string) context.Context {
+	if authorization == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, credentialKey{}, authorization)
+}
+
+// credential is the Authorization header to forward with a request.
+func credential(ctx context.Context, nodeToken string) string {
+	if a, _ := ctx.Value(credentialKey{}).(string); a != "" {
+		return a
+	}
+	if nodeToken != "" {
+		return "Bearer " + nodeToken
+	}
+	return ""
+}
+
 // OriginHeader names the node a relayed request came from: a node that
 // does not know the leader yet (it is joining) sends its join to a member,
 // which forwards it with its own certificate and this header. Only a join
