@@ -24,6 +24,9 @@ action = "allow"
 match = 'true'
 `
 
+// TakeoverCommit is the commit TakeOver records for its generation.
+const TakeoverCommit = "0000000000000000000000000000000000000bad"
+
 // takeoverTerm is far above any term a test cluster reaches.
 const takeoverTerm = 1 << 40
 
@@ -46,7 +49,7 @@ func TakeOver(dial raftstore.DialFunc, addr string, gen uint64, policyTOML strin
 	now := time.Now()
 	var data [][]byte
 	for _, p := range []raftstore.Payload{
-		&raftstore.StageGeneration{Generation: gen, Commit: "0000000000000000000000000000000000000bad",
+		&raftstore.StageGeneration{Generation: gen, Commit: TakeoverCommit,
 			Files: files, Etags: etags, CreateTime: now},
 		&raftstore.ActivateGeneration{Generation: gen, Time: now},
 	} {
