@@ -482,3 +482,44 @@ func TestForwardCarriesTheCallersCredential(t *testing.T) {
 		t.Errorf("the node's own request with its token = %v", err)
 	}
 }
+
+// TestPeerIdentityDecides: with mutual TLS, the verified peer is who a
+// request comes from. A node moves its own HTTP address, directly or
+// relayed by a member while it does not know the leader (OriginHeader);
+// another node cannot move it, and the relay header does not let a
+// member heartbeat for another node.
+func TestPeerIdentityDecides(t *testing.T) {
+	store := newFakeStore(true, "L")
+	store.servers = []raft.Server{{ID: "L", Address: "127.0.0.1:7000", Suffrage: raft.Voter},
+		{ID: "A", Address: "127.0.0.1:7001", Suffrage: raft.Voter}}
+	store.state.Nodes["A"] = raftstore.Node{ID: "A", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8001",
+		State: raftstore.NodeActive, Group: "default", Subgroup: "default"}
+	c, err := cluster.New(cluster.Config{NodeID: "L", Store: store, PeerTLS: true, Logger: testlog.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	move := func(ctx context.Context, to string) error {
+		_, err := c.Join(ctx, cluster.JoinRequest{ID: "A", RaftAddr: "127.0.0.1:7001", HTTPAddr: to, Voter: true})
+		return err
+	}
+	if err := move(cluster.WithPeer(ctx, "B"), "127.0.0.1:6666"); !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("B moving A = %v", err)
+	}
+	if err := move(ctx, "127.0.0.1:6666"); !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("an unauthenticated caller moving A = %v", err)
+	}
+	if err := move(cluster.WithPeer(ctx, "A"), "127.0.0.1:8002"); err != nil {
+		t.Errorf("A moving itself = %v", err)
+	}
+	if err := move(cluster.WithOrigin(cluster.WithPeer(ctx, "B"), "A"), "127.0.0.1:8003"); err != nil {
+		t.Errorf("A moving itself through B's relay = %v", err)
+	}
+	if got := store.State().Nodes["A"].HTTPAddr; got != "127.0.0.1:8003" {
+		t.Errorf("A is at %s", got)
+	}
+	_, err = c.Heartbeat(cluster.WithOrigin(cluster.WithPeer(ctx, "B"), "A"), cluster.Heartbeat{ID: "A"})
+	if !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("B heartbeating for A with a relay header = %v", err)
+	}
+}
