@@ -122,6 +122,10 @@ type Config struct {
 	// FailureModes say what the gateway forms answer when this node
 	// cannot decide (authorize.go); the zero value denies.
 	FailureModes FailureModes
+	// PeerTLS says nodes talk over mutual TLS ([tls]): the node-only
+	// endpoints (propose, heartbeat, webhook hand-off) then answer only on
+	// PeerHandler, to a verified node.
+	PeerTLS bool
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -163,6 +167,7 @@ type Server struct {
 
 	failure        FailureModes
 	undecidedTotal *prometheus.CounterVec
+	peerTLS        bool
 }
 
 // New returns a Server for cfg.
@@ -191,6 +196,7 @@ func New(cfg Config) *Server {
 		parts:       cfg.Parts,
 		records:     cfg.Records,
 		failure:     cfg.FailureModes,
+		peerTLS:     cfg.PeerTLS,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

@@ -61,6 +61,9 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if verb == "reconcile" {
 		need = auth.RoleWriter
 	}
+	if (verb == "propose" || verb == "heartbeat") && !s.fromPeer(w, r) {
+		return
+	}
 	if !s.admit(w, r, need) {
 		return
 	}
@@ -68,6 +71,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if r.Header.Get(cluster.ForwardedHeader) != "" {
 		ctx = cluster.WithForwarded(ctx)
 	}
+	ctx = cluster.WithCredential(ctx, r.Header.Get("Authorization"))
 	h(ctx, w, r)
 }
 

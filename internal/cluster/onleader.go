@@ -48,17 +48,6 @@ const AppliedIndexHeader = "X-Reconciler-Applied-Index"
 // leaderPoll spaces the checks for a leader while OnLeader waits for one.
 const leaderPoll = 100 * time.Millisecond
 
-// LeaderAddr returns the HTTP address of the leader when it is another
-// node that registered one.
-func (c *Cluster) LeaderAddr() (string, bool) {
-	id := c.Leader()
-	if id == "" || id == c.cfg.NodeID {
-		return "", false
-	}
-	n, ok := c.store.State().Nodes[id]
-	return n.HTTPAddr, ok && n.HTTPAddr != ""
-}
-
 // OnLeader is the one way to run something on the leader: local runs
 // here; when it answers raftstore.ErrNotLeader and ctx does not serve a
 // forwarded request already (WithForwarded), call is sent once to the
@@ -73,8 +62,8 @@ func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(c
 		if !errors.Is(err, raftstore.ErrNotLeader) || IsForwarded(ctx) {
 			return nil, err
 		}
-		if addr, ok := c.LeaderAddr(); ok {
-			a, ferr := c.fwd.send(ctx, addr, call)
+		if base, ok := c.LeaderURL(); ok {
+			a, ferr := c.fwd.send(ctx, base, call)
 			if ferr != nil {
 				return nil, ferr
 			}
@@ -95,11 +84,11 @@ func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(c
 // what was just written there and may not be applied here yet; ok is
 // false when this node leads or no leader is known.
 func (c *Cluster) ForwardRead(ctx context.Context, call Call) (a Answer, ok bool, err error) {
-	addr, isOther := c.LeaderAddr()
+	base, isOther := c.LeaderURL()
 	if !isOther || IsForwarded(ctx) {
 		return Answer{}, false, nil
 	}
-	a, err = c.fwd.send(ctx, addr, call)
+	a, err = c.fwd.send(ctx, base, call)
 	return a, true, err
 }
 
@@ -110,26 +99,29 @@ func (c *Cluster) now() time.Time {
 	return time.Now()
 }
 
-// send sends call once to addr (Sender.Send).
-func (f *forwarder) send(ctx context.Context, addr string, call Call) (Answer, error) {
-	return Sender{Self: f.self, Token: f.token, Client: f.client, Timeout: f.timeout}.Send(ctx, addr, call)
+// send sends call once to the leader at base (Sender.Send).
+func (f *forwarder) send(ctx context.Context, base string, call Call) (Answer, error) {
+	return Sender{Self: f.self, Token: f.token, Client: f.client, Timeout: f.timeout, PeerTLS: f.peerTLS}.Send(ctx, base, call)
 }
 
 // Sender sends a Call to another node as the cluster layer does: marked
-// forwarded by Self, with the token, over Client (where node-to-node TLS
-// plugs in: Config.Client).
+// forwarded by Self, over Client (where node-to-node TLS plugs in:
+// Config.Client), with the caller's credential or else the node's token
+// (none with PeerTLS: nodes prove who they are with their certificates).
 type Sender struct {
 	Self    string
 	Token   string
 	Client  *http.Client
 	Timeout time.Duration
+	PeerTLS bool
 }
 
-// Send sends call once to addr, marked forwarded so the leader never
-// forwards it again, within the caller's deadline (or Timeout when it has
-// none), and returns the answer whatever its status. Failing to reach
-// addr is ErrForward.
-func (s Sender) Send(ctx context.Context, addr string, call Call) (Answer, error) {
+// Send sends call once to base ("http://host:port", or https with
+// mutual TLS), marked forwarded so the leader never forwards it again,
+// within the caller's deadline (or Timeout when it has none), and returns
+// the answer whatever its status. Failing to reach it is ErrForward.
+func (s Sender) Send(ctx context.Context, base string, call Call) (Answer, error) {
+	addr := base
 	if _, ok := ctx.Deadline(); !ok && s.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
@@ -139,16 +131,25 @@ func (s Sender) Send(ctx context.Context, addr string, call Call) (Answer, error
 	if call.Body != nil {
 		body = bytes.NewReader(call.Body)
 	}
-	req, err := http.NewRequestWithContext(ctx, call.Method, "http://"+addr+call.Path, body)
+	req, err := http.NewRequestWithContext(ctx, call.Method, base+call.Path, body)
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: %s: %v", ErrForward, addr, err)
 	}
-	mark(req, s.Self, s.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ForwardedHeader, s.Self)
+	if origin, ok := speaker(ctx, true); ok && origin != s.Self {
+		req.Header.Set(OriginHeader, origin)
+	}
+	token := s.Token
+	if s.PeerTLS {
+		token = ""
+	}
+	auth := credential(ctx, token)
 	if call.Caller {
-		req.Header.Del("Authorization")
-		if call.Authorization != "" {
-			req.Header.Set("Authorization", call.Authorization)
-		}
+		auth = call.Authorization // the caller's own, or none: never the node's
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := s.Client.Do(req)
 	if err != nil {
@@ -161,19 +162,6 @@ func (s Sender) Send(ctx context.Context, addr string, call Call) (Answer, error
 	}
 	idx, _ := strconv.ParseUint(resp.Header.Get(AppliedIndexHeader), 10, 64)
 	return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data, AppliedIndex: idx}, nil
-}
-
-// mark sets the headers of every node-to-node request: JSON, the node
-// that forwards (self, "" when the request may be forwarded once more),
-// and the token.
-func mark(req *http.Request, self, token string) {
-	req.Header.Set("Content-Type", "application/json")
-	if self != "" {
-		req.Header.Set(ForwardedHeader, self)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
 }
 
 // Err is nil for a 2xx answer, else the leader's error: a *RemoteError

@@ -62,6 +62,7 @@ type Main struct {
 	ln          net.Listener
 	http        *http.Server
 	grpc        *extauthz.Server // nil without [api] grpc_addr
+	tls         *peerTLS         // nil without [tls]
 
 	// parts are the long-running parts (parts.go), started and stopped
 	// together and reported by /v1/status.
@@ -118,6 +119,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.serveTLS(); err != nil {
 		return err
 	}
+	if err := m.openTLS(); err != nil {
+		return err
+	}
 	if err := m.openStore(); err != nil {
 		return err
 	}
@@ -130,6 +134,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.startBackground()
 	m.startHTTP()
+	m.startPeerHTTP()
 	log := m.Logger.Named(logging.Node)
 	log.Info("listening", "addr", m.Addr(), "node_id", m.Config.Node.ID, "raft_addr", m.store.Addr(),
 		"generation", m.gens.served())
@@ -143,6 +148,7 @@ func (m *Main) abort() {
 	if m.store != nil {
 		_ = m.store.Close()
 	}
+	m.closeTLS()
 	if m.ln != nil {
 		_ = m.ln.Close()
 	}
@@ -298,6 +304,7 @@ func (m *Main) Close() error {
 				errs = append(errs, fmt.Errorf("close raft store: %w", err))
 			}
 		}
+		m.closeTLS()
 		m.closeErr = errors.Join(errs...)
 		m.Logger.Named(logging.Node).Info("stopped")
 	})
@@ -311,6 +318,9 @@ func (m *Main) stopHTTP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
 	defer cancel()
 	var err error
+	if perr := m.stopPeerHTTP(ctx); perr != nil {
+		err = fmt.Errorf("shut down the node-to-node HTTP server: %w", perr)
+	}
 	if serr := m.http.Shutdown(ctx); serr != nil {
 		err = fmt.Errorf("shut down HTTP server: %w", serr)
 		_ = m.http.Close()

@@ -83,6 +83,9 @@ type Config struct {
 	// Transport overrides the TCP transport (tests: raft.InmemTransport).
 	// Raft closes it on shutdown.
 	Transport raft.Transport
+	// StreamLayer, when set, carries raft over it instead of plain TCP on
+	// RaftAddr (mutual TLS: see StreamLayer). Ignored when Transport is set.
+	StreamLayer raft.StreamLayer
 	// InMemory keeps log, stable store and snapshots in memory (tests).
 	InMemory bool
 	// Timeouts are the raft timers; zero means DefaultTimeouts.
@@ -140,7 +143,7 @@ func (c Config) validate() error {
 	switch {
 	case c.NodeID == "":
 		return errors.New("raftstore: NodeID is required")
-	case c.Transport == nil && c.RaftAddr == "":
+	case c.Transport == nil && c.StreamLayer == nil && c.RaftAddr == "":
 		return errors.New("raftstore: RaftAddr is required")
 	case !c.InMemory && c.DataDir == "":
 		return errors.New("raftstore: DataDir is required unless InMemory")

@@ -117,6 +117,9 @@ func (s *Store) openTransport() (raft.Transport, error) {
 	if s.cfg.Transport != nil {
 		return s.cfg.Transport, nil
 	}
+	if s.cfg.StreamLayer != nil {
+		return newStreamTransport(s.cfg), nil
+	}
 	var advertise net.Addr
 	if s.cfg.AdvertiseAddr != "" {
 		a, err := net.ResolveTCPAddr("tcp", s.cfg.AdvertiseAddr)
