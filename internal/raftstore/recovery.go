@@ -36,8 +36,10 @@ func corruptErr(dir string, cause error) error {
 
 // openDisk opens the snapshot store and raft.db after checking that
 // raft.db is whole. A damaged file must be refused before raft touches it:
-// raft panics on unreadable entries and bolt writes on open.
-func openDisk(cfg Config) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+// raft panics on unreadable entries and bolt writes on open. The log is
+// opened through checkedStore, so every entry read is verified against its
+// checksum; a raft.db of an earlier build gets its checksums here, once.
+func openDisk(cfg Config) (*checkedStore, *raft.FileSnapshotStore, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -63,7 +65,28 @@ func openDisk(cfg Config) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return bolt, snaps, nil
+	logger := cfg.Logger.Named("raft")
+	disk := &checkedStore{inner: bolt, path: path, mon: &writeMonitor{logger: logger, dir: cfg.DataDir}}
+	if err := migrateDisk(disk, logger); err != nil {
+		_ = disk.Close()
+		return nil, nil, err
+	}
+	return disk, snaps, nil
+}
+
+// migrateDisk runs the checksum migration and says what it did.
+func migrateDisk(disk *checkedStore, logger hclog.Logger) error {
+	n, err := disk.migrateChecksums()
+	switch {
+	case errors.Is(err, errChecksum):
+		return corruptErr(filepath.Dir(disk.path), err)
+	case err != nil:
+		return fmt.Errorf("add checksums to the entries of %s: %w", disk.path, err)
+	case n > 0:
+		logger.Info("added checksums to the log entries of an earlier build", "entries", n,
+			"backup", disk.path+backupSuffix)
+	}
+	return nil
 }
 
 // checkBolt verifies raft.db read-only. An absent or empty file is a new
@@ -153,15 +176,21 @@ func restoreLocal(fsm *FSM, snaps raft.SnapshotStore, logs raft.LogStore, stable
 	if last > snapIdx && first > snapIdx+1 {
 		return fmt.Errorf("log starts at %d but the snapshot ends at %d", first, snapIdx)
 	}
-	// Only entries after the snapshot: below it, a node that installed a
-	// leader's snapshot may keep stale entries with a gap before the new
-	// ones, until the next compaction. Raft reads the same range at start.
-	for i := snapIdx + 1; i <= last; i++ {
+	// Every entry is read, so a corrupt one is found now rather than when
+	// raft sends it to a follower. Only entries after the snapshot must
+	// exist: below it, a node that installed a leader's snapshot may keep
+	// stale entries with a gap before the new ones, until the next
+	// compaction. Raft reads the same range at start.
+	for i := max(first, 1); i <= last; i++ {
 		var entry raft.Log
-		if err := logs.GetLog(i, &entry); err != nil {
+		err := logs.GetLog(i, &entry)
+		if i <= snapIdx && errors.Is(err, raft.ErrLogNotFound) {
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("read log entry %d of %d..%d: %w", i, first, last, err)
 		}
-		if i <= applied {
+		if i > snapIdx && i <= applied {
 			fsm.Apply(&entry) // a rejection is part of the replicated history
 		}
 	}
