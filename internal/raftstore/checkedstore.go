@@ -99,8 +99,8 @@ func (c *checkedStore) GetUint64(k []byte) (uint64, error) { return c.inner.GetU
 func (c *checkedStore) Close() error { return c.inner.Close() }
 
 // migrateChecksums gives every entry written by an earlier build (none
-// has a checksum) its checksum, once, after copying the file to
-// path+backupSuffix. Entries are rewritten at the same index with the
+// has a checksum) its checksum, once (openDisk has copied the file to
+// path+backupSuffix before bolt opened it for writing). Entries are rewritten at the same index with the
 // same term, type and data; term and vote stay where they are. Safe to
 // run again after a crash: entries that already have a checksum are
 // verified and kept, and the first backup is never overwritten.
@@ -115,9 +115,6 @@ func (c *checkedStore) migrateChecksums() (migrated int, err error) {
 		return 0, err
 	}
 	if last > 0 {
-		if err := backupOnce(c.path, c.path+backupSuffix); err != nil {
-			return 0, err
-		}
 		if migrated, err = c.sealRange(max(first, 1), last); err != nil {
 			return migrated, err
 		}

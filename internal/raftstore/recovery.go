@@ -52,11 +52,17 @@ func openDisk(cfg Config) (*checkedStore, *raft.FileSnapshotStore, error) {
 		return nil, nil, corruptErr(cfg.DataDir, fmt.Errorf("list snapshots: %w", err))
 	}
 	path := filepath.Join(cfg.DataDir, boltFile)
-	if err := checkBolt(path, len(list) > 0); err != nil {
+	unsealed, err := checkBolt(path, len(list) > 0)
+	if err != nil {
 		if errors.Is(err, ErrDataDirLocked) {
 			return nil, nil, fmt.Errorf("%w: %s", err, path)
 		}
 		return nil, nil, corruptErr(cfg.DataDir, err)
+	}
+	if unsealed { // before bolt writes to it, so the copy is the old build's file
+		if err := backupOnce(path, path+backupSuffix); err != nil {
+			return nil, nil, err
+		}
 	}
 	bolt, err := raftboltdb.New(raftboltdb.Options{
 		Path:        path,
@@ -89,36 +95,42 @@ func migrateDisk(disk *checkedStore, logger hclog.Logger) error {
 	return nil
 }
 
-// checkBolt verifies raft.db read-only. An absent or empty file is a new
-// node, unless snapshots exist: then the log and the vote record are gone,
-// and starting anyway could make this node vote twice in a term.
-func checkBolt(path string, haveSnapshots bool) error {
+// checkBolt verifies raft.db read-only, and reports whether it holds log
+// entries of a build before checksums (see migrateChecksums). An absent or
+// empty file is a new node, unless snapshots exist: then the log and the
+// vote record are gone, and starting anyway could make this node vote
+// twice in a term.
+func checkBolt(path string, haveSnapshots bool) (unsealed bool, err error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && info.Size() == 0) {
 		if haveSnapshots {
-			return errors.New("raft.db is missing or empty but snapshots exist")
+			return false, errors.New("raft.db is missing or empty but snapshots exist")
 		}
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	return guarded(func() error { return verifyBolt(path, info.Size()) })
+	err = guarded(func() (err error) {
+		unsealed, err = verifyBolt(path, info.Size())
+		return err
+	})
+	return unsealed, err
 }
 
 // verifyBolt opens the file read-only and reads every page raft uses.
 // bbolt 1.3 does not notice a truncated file on open: it maps pages past
 // the end and faults when they are read.
-func verifyBolt(path string, size int64) error {
+func verifyBolt(path string, size int64) (unsealed bool, err error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
 	if errors.Is(err, bbolt.ErrTimeout) {
-		return ErrDataDirLocked
+		return false, ErrDataDirLocked
 	}
 	if err != nil {
-		return fmt.Errorf("open raft.db: %w", err)
+		return false, fmt.Errorf("open raft.db: %w", err)
 	}
 	defer db.Close()
-	return db.View(func(tx *bbolt.Tx) error {
+	err = db.View(func(tx *bbolt.Tx) error {
 		if tx.Size() > size {
 			return fmt.Errorf("raft.db is %d bytes but its pages extend to %d bytes: truncated", size, tx.Size())
 		}
@@ -131,8 +143,11 @@ func verifyBolt(path string, size int64) error {
 				return fmt.Errorf("read bucket %q: %w", name, err)
 			}
 		}
+		logs, _ := tx.Bucket([]byte("logs")).Cursor().First()
+		unsealed = logs != nil && tx.Bucket([]byte("conf")).Get([]byte(keyLogChecksums)) == nil
 		return nil
 	})
+	return unsealed, err
 }
 
 // guarded runs fn on a goroutine where a memory fault in mmapped data is a
