@@ -242,3 +242,36 @@ func FuzzUnseal(f *testing.F) {
 		}
 	})
 }
+
+// TestCorruptNodeRejoinsEmpty: a follower of a real cluster whose log
+// entry was changed on disk refuses to start; following the error's
+// remedy (directory aside, start empty under the same id and address)
+// it gets the cluster's state back from the leader, the generation the
+// corruption had changed included.
+func TestCorruptNodeRejoinsEmpty(t *testing.T) {
+	c := startTCPCluster(t)
+	leader := c.leader(t)
+	for gen := uint64(1); gen <= 3; gen++ {
+		promote(t, leader, gen, c.ids...)
+	}
+	res := proposeVia(t, leader, &UpsertNode{ID: "n1", Voter: true})
+	applied(t, res.Index, c.stores...)
+	want := jsonOf(t, c.stores[1].State())
+	if err := c.stores[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	replaceInFile(t, filepath.Join(c.dirs[1], boltFile), []byte(`"c0ffeec"`), []byte(`"c0ffeeX"`))
+	_, err := Open(Config{NodeID: "n1", RaftAddr: c.addrs[1], DataDir: c.dirs[1], Timeouts: testTimeouts,
+		Logger: testLogger(t, "n1")})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "move the directory aside") {
+		t.Fatalf("Open of the corrupt follower: %v", err)
+	}
+	if err := os.Rename(c.dirs[1], c.dirs[1]+".corrupt"); err != nil {
+		t.Fatal(err)
+	}
+	c.stores[1] = openTCP(t, "n1", c.addrs[1], c.dirs[1], false)
+	applied(t, res.Index, c.stores[1])
+	if got := jsonOf(t, c.stores[1].State()); got != want {
+		t.Fatalf("rejoined empty:\n got %s\nwant %s", got, want)
+	}
+}
