@@ -51,7 +51,13 @@ func (p *Process) setHealthy(ok bool) {
 }
 
 // Start runs a new incarnation of the node. binary is the reconciler path.
-func (p *Process) Start(binary string) error {
+func (p *Process) Start(binary string) error { return p.start(binary, false) }
+
+// StartRefused runs a new incarnation that must end by itself (a node
+// that refuses to start); its exit is not reported as unexpected.
+func (p *Process) StartRefused(binary string) error { return p.start(binary, true) }
+
+func (p *Process) start(binary string, expectExit bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil && !closed(p.done) {
@@ -72,7 +78,7 @@ func (p *Process) Start(binary string) error {
 		logf.Close()
 		return fmt.Errorf("%s: start: %w", p.ID, err)
 	}
-	p.cmd, p.done, p.exitErr, p.expectExit = cmd, make(chan struct{}), nil, false
+	p.cmd, p.done, p.exitErr, p.expectExit = cmd, make(chan struct{}), nil, expectExit
 	go p.wait(cmd, p.done, logf, p.incarnation)
 	return nil
 }
