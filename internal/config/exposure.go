@@ -34,15 +34,20 @@ var ErrExposed = errors.New("refusing to listen beyond loopback without authenti
 // many tokens resolved), or anyone who reaches the API can. On loopback
 // (`make run`) it may run without either, with a warning for each.
 func (c *Config) CheckExposure(apiCredentials int) (warnings []string, err error) {
-	exposed := c.exposedAddrs()
-	if len(exposed) > 0 && !c.TLS.Enabled() {
-		return nil, fmt.Errorf("%w: %s %s not loopback, and [tls] is not configured: anyone who reaches the raft port could replace the policy. Create certificates with `reconciler certs` and set [tls] (docs/cluster.md)",
-			ErrExposed, strings.Join(exposed, ", "), isAre(len(exposed)))
+	// Both reasons are named at once, so an operator fixes the config
+	// in one go rather than meeting the second refusal after the first.
+	var reasons []string
+	if exposed := c.exposedAddrs(); len(exposed) > 0 && !c.TLS.Enabled() {
+		reasons = append(reasons, fmt.Sprintf("%s %s not loopback, and [tls] is not configured: anyone who reaches the raft port could replace the policy. Create certificates with `reconciler certs` and set [tls] (docs/cluster.md)",
+			strings.Join(exposed, ", "), isAre(len(exposed))))
 	}
 	if apiCredentials == 0 && !isLoopback(c.Node.HTTPAddr) {
-		return nil, fmt.Errorf("%w: node.http_addr %q is not a loopback address and the API has no credentials: "+
+		reasons = append(reasons, fmt.Sprintf("node.http_addr %q is not a loopback address and the API has no credentials: "+
 			"set the variable [api] token_env names or add [[api.tokens]] (docs/configuration.md), or bind 127.0.0.1",
-			ErrExposed, c.Node.HTTPAddr)
+			c.Node.HTTPAddr))
+	}
+	if len(reasons) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrExposed, strings.Join(reasons, "; "))
 	}
 	if !c.TLS.Enabled() {
 		warnings = append(warnings, "node-to-node traffic is not authenticated (no [tls]); "+

@@ -70,7 +70,7 @@ func (m *Main) wire(ctx context.Context) error {
 	if err := m.wireLeaderAndLoader(ctx); err != nil {
 		return err
 	}
-	m.registry.MustRegister(newRaftCollector(c.RaftState))
+	m.registry.MustRegister(newRaftCollector(c.RaftState), newDiskCollector(m.store))
 	if m.preview, err = m.newPreviewRuntime(engine.DefaultOptions()); err != nil {
 		return err
 	}

@@ -55,6 +55,13 @@ const (
 	DefaultSnapshotInterval = 2 * time.Minute
 	// DefaultApplyTimeout bounds Apply when the context has no deadline.
 	DefaultApplyTimeout = 10 * time.Second
+	// DefaultMinFreeBytes: below this the data directory is reported low.
+	// Raft needs a replication batch (16 entries of up to 8 MiB), two
+	// snapshots (each up to a few bundles plus the tables) and bolt's file
+	// growth; 512 MiB leaves an operator time to act before appends fail.
+	DefaultMinFreeBytes = 512 << 20
+	// DefaultSpaceCheckInterval is how often free space is looked at.
+	DefaultSpaceCheckInterval = 10 * time.Second
 	// maxAppendEntries bounds one replication batch, which may hold
 	// several bundles during catch-up.
 	maxAppendEntries = 16
@@ -101,6 +108,11 @@ type Config struct {
 	IgnoreUnknown bool
 	// Now stamps zero times in Propose; defaults to time.Now.
 	Now func() time.Time
+	// MinFreeBytes is the free space of DataDir's file system below which
+	// the Store logs a warning (once, until it recovers); zero means
+	// DefaultMinFreeBytes. SpaceCheckInterval is how often it looks.
+	MinFreeBytes       uint64
+	SpaceCheckInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +134,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if c.SpaceCheckInterval == 0 {
+		c.SpaceCheckInterval = DefaultSpaceCheckInterval
 	}
 	return c
 }

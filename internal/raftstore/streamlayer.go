@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/policyrollout/reconciler/internal/logging"
 )
 
 // DialFunc opens a connection to another node's raft port: for TLS, the
@@ -53,7 +55,7 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 // the pool and timeout of the TCP transport it replaces.
 func newStreamTransport(cfg Config) raft.Transport {
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: cfg.StreamLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: cfg.Logger.Named("raft"),
+		Stream: cfg.StreamLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: cfg.Logger.Named(logging.Raft),
 	})
 }
 
