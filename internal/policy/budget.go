@@ -38,6 +38,43 @@ const (
 	MaxParseWork = 1_000_000
 )
 
+// Budgets of one merged policy, which is what an experiment carries
+// through the raft log and what every node compiles.
+const (
+	// MaxPolicyRules is the most rules one policy may have after merging.
+	// Compiling a rule allocates about 60 KB on the way (3.6 KB kept), so
+	// 55,000 rules took a leader to 1.8 GB.
+	MaxPolicyRules = 5_000
+
+	// MaxPolicyTests is the most tests one policy may have.
+	MaxPolicyTests = 5_000
+
+	// MaxPolicyBytes bounds a merged policy's canonical JSON form: an
+	// experiment stores it in one raft command of at most 1 MiB, with room
+	// for the rest of the experiment.
+	MaxPolicyBytes = 768 << 10
+)
+
+// checkPolicySize reports a merged policy over the policy budgets, at its
+// main file.
+func checkPolicySize(p *Policy, main string) *Error {
+	var msg string
+	switch {
+	case len(p.Rules) > MaxPolicyRules:
+		msg = fmt.Sprintf("policy %q has %d rules, over the limit of %d", p.Name, len(p.Rules), MaxPolicyRules)
+	case len(p.Tests) > MaxPolicyTests:
+		msg = fmt.Sprintf("policy %q has %d tests, over the limit of %d", p.Name, len(p.Tests), MaxPolicyTests)
+	default:
+		if n := len(p.Canonical()); n > MaxPolicyBytes {
+			msg = fmt.Sprintf("policy %q is %d bytes merged (canonical JSON), over the limit of %d", p.Name, n, MaxPolicyBytes)
+		}
+	}
+	if msg == "" {
+		return nil
+	}
+	return &Error{File: main, Msg: msg}
+}
+
 // checkBudget says what is wrong with a file before it is parsed, as a line
 // and a message; line 0 and "" when nothing is.
 func checkBudget(data []byte) (int, string) {
