@@ -211,7 +211,7 @@ func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
 	l.Trigger()
 	eventually(t, "generation 3 invalid", func() bool {
 		g, ok := store.State().Generation(3)
-		return ok && g.State == raftstore.GenerationInvalid && strings.Contains(g.LeaderErrors[0], "byte limit")
+		return ok && g.State == raftstore.GenerationInvalid && strings.Contains(g.LeaderErrors[0], "policies root too large")
 	})
 	if store.count(raftstore.TypeStageGeneration) != 0 {
 		t.Error("an invalid tree was staged")
@@ -387,5 +387,14 @@ func TestSameRefs(t *testing.T) {
 func TestRemoteErrorReason(t *testing.T) {
 	if reasonOf(errors.New("x")) != "" || reasonOf(fmt.Errorf("w: %w", &gitsource.RemoteError{Reason: gitsource.ReasonAuth})) != "auth" {
 		t.Error("reasonOf")
+	}
+}
+
+// TestTreeBudgetFitsAGeneration: the leader validates trees against
+// policy.MaxTreeBytes (engine.ValidateTree), which must be what the raft
+// log takes for a generation, or a valid tree could fail to stage.
+func TestTreeBudgetFitsAGeneration(t *testing.T) {
+	if policy.MaxTreeBytes != raftstore.MaxGenerationBytes {
+		t.Fatalf("policy.MaxTreeBytes %d != raftstore.MaxGenerationBytes %d", policy.MaxTreeBytes, raftstore.MaxGenerationBytes)
 	}
 }
