@@ -49,6 +49,7 @@ func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time
 	if err := setOriginalURI(req, r, tail); err != nil {
 		return nil, err
 	}
+	req.RawPath, req.Path = gatewayPath(r, tail)
 	if fromProxy {
 		if h := lastValue(r.Header.Get(hdrForwardedHost)); h != "" {
 			req.Host = strings.ToLower(h)
