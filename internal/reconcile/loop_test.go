@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -396,5 +398,37 @@ func TestRemoteErrorReason(t *testing.T) {
 func TestTreeBudgetFitsAGeneration(t *testing.T) {
 	if policy.MaxTreeBytes != raftstore.MaxGenerationBytes {
 		t.Fatalf("policy.MaxTreeBytes %d != raftstore.MaxGenerationBytes %d", policy.MaxTreeBytes, raftstore.MaxGenerationBytes)
+	}
+}
+
+// TestBranchExperimentsWithinTreeBudget (issue 16, attack 2): the
+// experiments of one branch together compile no more rules than a
+// generation may; the policies past the budget are not previewed.
+func TestBranchExperimentsWithinTreeBudget(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", webPolicy("a"))
+	l := startLoop(t, store, repo, fixedMembers{})
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	big := map[string]string{}
+	for p := range 3 {
+		var b strings.Builder
+		b.WriteString("default_action = \"deny\"\n")
+		for i := range 4_000 {
+			fmt.Fprintf(&b, "[[rules]]\nname = \"r%d\"\npriority = %d\naction = \"deny\"\nmatch = \"request.path == '/%d'\"\n", i, i, i)
+		}
+		big[fmt.Sprintf("p%d/policy.toml", p)] = b.String()
+	}
+	repo.commit("big", big)
+	settle(t, l, repo)
+	exps, err := preview.FromState(store.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range exps {
+		names = append(names, e.Name)
+	}
+	if len(names) != 2 || !slices.Contains(names, "policies/p0/experiments/branch-big") {
+		t.Errorf("experiments %v, want those of p0 and p1 only (8,000 rules; p2 would make 12,000)", names)
 	}
 }
