@@ -152,9 +152,9 @@ func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, 
 		if p == nil {
 			continue
 		}
-		if rules += len(p.Rules); rules > policy.MaxTreeRules {
+		if rules += len(p.Rules); rules > l.cfg.MaxSourceRules {
 			l.log.Warn("the changed policies of a source have more rules than a tree may; the rest are not previewed",
-				"source", id, "rules", rules, "limit", policy.MaxTreeRules)
+				"source", id, "rules", rules, "limit", l.cfg.MaxSourceRules)
 			break
 		}
 		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src}
