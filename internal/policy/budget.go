@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 )
 
@@ -49,9 +50,11 @@ const (
 	// MaxPolicyTests is the most tests one policy may have.
 	MaxPolicyTests = 5_000
 
-	// MaxPolicyBytes bounds a merged policy's canonical JSON form: an
-	// experiment stores it in one raft command of at most 1 MiB, with room
-	// for the rest of the experiment.
+	// MaxPolicyBytes bounds a merged policy's canonical JSON form as
+	// encoding/json writes it into a raft command (HTML characters such as
+	// the "&&" of CEL escaped, six bytes each): an experiment stores it in
+	// one command of at most 1 MiB, with room for the rest of the
+	// experiment.
 	MaxPolicyBytes = 768 << 10
 )
 
@@ -65,14 +68,27 @@ func checkPolicySize(p *Policy, main string) *Error {
 	case len(p.Tests) > MaxPolicyTests:
 		msg = fmt.Sprintf("policy %q has %d tests, over the limit of %d", p.Name, len(p.Tests), MaxPolicyTests)
 	default:
-		if n := len(p.Canonical()); n > MaxPolicyBytes {
-			msg = fmt.Sprintf("policy %q is %d bytes merged (canonical JSON), over the limit of %d", p.Name, n, MaxPolicyBytes)
+		if n := escapedSize(p.Canonical()); n > MaxPolicyBytes {
+			msg = fmt.Sprintf("policy %q is %d bytes merged (canonical JSON, escaped as a raft command holds it), over the limit of %d", p.Name, n, MaxPolicyBytes)
 		}
 	}
 	if msg == "" {
 		return nil
 	}
 	return &Error{File: main, Msg: msg}
+}
+
+// escapedSize is the length of JSON once encoding/json has compacted and
+// escaped it for HTML, as it does with a json.RawMessage inside a raft
+// command.
+func escapedSize(js []byte) int {
+	var b bytes.Buffer
+	if err := json.Compact(&b, js); err != nil {
+		return len(js)
+	}
+	var esc bytes.Buffer
+	json.HTMLEscape(&esc, b.Bytes())
+	return esc.Len()
 }
 
 // checkBudget says what is wrong with a file before it is parsed, as a line

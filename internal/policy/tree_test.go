@@ -144,3 +144,21 @@ func keys(m map[string][]byte) []string {
 	}
 	return out
 }
+
+// TestPolicyBytesCountsEscapes: a policy of "&&" is six times bigger in a
+// raft command than in its canonical form, and is measured so, or its
+// experiment could never be written (issue 16, attack 2).
+func TestPolicyBytesCountsEscapes(t *testing.T) {
+	match := "true" + strings.Repeat(" && true", 1500) // 12 KB, 3,000 '&'
+	var b strings.Builder
+	b.WriteString(denyAll)
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&b, "[[rules]]\nname = \"r%d\"\npriority = %d\naction = \"deny\"\nmatch = %q\n", i, i, match)
+	}
+	files := map[string][]byte{"p/policy.toml": []byte(b.String())}
+	_, err := Load(TreeFS(files), LoadOptions{})
+	checkErrs(t, err, []wantErr{{File: "p/policy.toml", Line: 0, Sub: "bytes merged (canonical JSON, escaped as a raft command holds it), over the limit of 786432"}})
+	if n := len(b.String()); n > MaxPolicyBytes {
+		t.Fatalf("the file itself is %d bytes; the test needs the escapes to make the difference", n)
+	}
+}
