@@ -85,3 +85,28 @@ func TestValidateIgnoresLinks(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestEvalAndMergeStayInTheTree: like validate, eval and merge read through
+// os.Root, so a fragment linked to a file outside the tree is refused,
+// never read (its keys would be printed as unknown keys).
+func TestEvalAndMergeStayInTheTree(t *testing.T) {
+	outside := t.TempDir()
+	secrets := filepath.Join(outside, "secrets.toml")
+	if err := os.WriteFile(secrets, []byte("AWS_SECRET_ACCESS_KEY = \"x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeRules(t, dir, "web", 1)
+	if err := os.Symlink(secrets, filepath.Join(dir, "web", "leak.toml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"eval", "--policy", filepath.Join(dir, "web")},
+		{"merge", filepath.Join(dir, "web", "policy.toml"), filepath.Join(dir, "web", "leak.toml")},
+	} {
+		code, out, errOut := cli(t, `{"path":"/"}`, args...)
+		if code == exitOK || strings.Contains(out+errOut, "AWS_SECRET") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}
