@@ -74,6 +74,7 @@ func BuildGatewayRequest(check *GatewayCheck, trusted []netip.Prefix, received t
 	if err := setOriginalURI(req, check); err != nil {
 		return nil, err
 	}
+	req.RawPath, req.Path = gatewayPath(r, tail)
 	if fromProxy {
 		if h := lastValue(check.Header.Get(hdrForwardedHost)); h != "" {
 			req.Host = strings.ToLower(h)

@@ -259,3 +259,16 @@ func ViewWith(e *Experiment, merged []Stats, th Thresholds) View {
 	v.Summary = &Verdict{Thresholds: th, Failing: failing, Reason: reason}
 	return v
 }
+
+// WithoutSamples is v without the sample requests of its stats: counts
+// and rules only. Samples are redacted copies of users' requests, so an
+// API read shows them only when asked for (?view=FULL), which the API can
+// then require a role for.
+func (v View) WithoutSamples() View {
+	if v.Stats != nil && v.Stats.Samples != nil {
+		s := *v.Stats
+		s.Samples = nil
+		v.Stats = &s
+	}
+	return v
+}

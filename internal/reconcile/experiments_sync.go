@@ -146,10 +146,18 @@ func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, 
 	if err != nil {
 		return err
 	}
+	rules := 0 // a branch's experiments together compile no more than a generation may
 	for _, pol := range changed {
-		if p := l.branchPolicy(files, liveTree, pol); p != nil {
-			want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src}
+		p := l.branchPolicy(files, liveTree, pol)
+		if p == nil {
+			continue
 		}
+		if rules += len(p.Rules); rules > l.cfg.MaxSourceRules {
+			l.log.Warn("the changed policies of a source have more rules than a tree may; the rest are not previewed",
+				"source", id, "rules", rules, "limit", l.cfg.MaxSourceRules)
+			break
+		}
+		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src}
 	}
 	return nil
 }

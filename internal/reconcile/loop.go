@@ -79,6 +79,10 @@ type Config struct {
 	Now           func() time.Time
 	CheckInterval time.Duration
 	MaxCommits    int
+	// MaxSourceRules bounds the rules the experiments of one branch or
+	// pull request compile together; 0 means policy.MaxTreeRules, what a
+	// generation may have.
+	MaxSourceRules int
 	// Preview holds the [preview] settings of experiments (experiments.go).
 	Preview preview.Settings
 	// CommitWait bounds the wait of an experiment commit for its
@@ -146,6 +150,9 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultCheckInterval
+	}
+	if cfg.MaxSourceRules <= 0 {
+		cfg.MaxSourceRules = policy.MaxTreeRules
 	}
 	if cfg.MaxCommits <= 0 {
 		cfg.MaxCommits = DefaultMaxCommits
