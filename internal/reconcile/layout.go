@@ -1,0 +1,152 @@
+package reconcile
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// An API experiment holds a merged policy, while main may spread that
+// policy over policy.toml, includes of shared fragments, fragments of its
+// own and test files. Committing writes only what changed where it can:
+// the other files of the directory stay as they are when they still hold
+// exactly what the experiment has, and policy.toml is rewritten with its
+// leading comment block, its include and merge keys kept and only the
+// rules and tests no other file gives. When that does not load back to
+// the experiment's etag (the experiment changed or dropped a rule that a
+// fragment or a shared include defines), the directory is flattened into
+// one generated policy.toml: the only layout that is sure to hold the
+// experiment, which loses the includes (docs/preview.md says so).
+
+// policyDir is the new content of pol's directory for p, relative to it,
+// given the policies root main holds (live; nil or without the policy for
+// a new one).
+func (l *Loop) policyDir(live map[string][]byte, pol string, p *policy.Policy) (map[string][]byte, error) {
+	cur := map[string][]byte{}
+	for name, data := range live {
+		if rel, ok := strings.CutPrefix(name, pol+"/"); ok {
+			cur[rel] = data
+		}
+	}
+	if toml, ok := cur["policy.toml"]; ok {
+		if files, ok := l.keepLayout(live, cur, toml, pol, p); ok {
+			return files, nil
+		}
+	}
+	data, err := p.MarshalTOML()
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"policy.toml": data}, nil
+}
+
+// keepLayout is cur with policy.toml rewritten as described above, and
+// false when that tree does not give p.
+func (l *Loop) keepLayout(live, cur map[string][]byte, old []byte, pol string, p *policy.Policy) (map[string][]byte, bool) {
+	var keys struct {
+		Include []string `toml:"include"`
+		Merge   string   `toml:"merge"`
+	}
+	if _, err := toml.Decode(string(old), &keys); err != nil {
+		return nil, false
+	}
+	var head bytes.Buffer
+	for _, line := range strings.SplitAfter(string(old), "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+			break
+		}
+		head.WriteString(line)
+	}
+	if len(keys.Include) > 0 {
+		inc, _ := toml.Marshal(map[string]any{"include": keys.Include})
+		head.Write(inc)
+	}
+	if keys.Merge != "" {
+		fmt.Fprintf(&head, "merge = %q\n", keys.Merge)
+	}
+	// What the other files give: the tree with a policy.toml of settings.
+	bare := *p
+	bare.Rules, bare.Tests = nil, nil
+	others, ok := l.loadWith(live, pol, cur, head.Bytes(), &bare)
+	if !ok {
+		return nil, false
+	}
+	own := bare
+	for _, r := range p.Rules {
+		if !hasRule(others.Rules, r) {
+			own.Rules = append(own.Rules, r)
+		}
+	}
+	for _, t := range p.Tests {
+		if !hasTest(others.Tests, t) {
+			own.Tests = append(own.Tests, t)
+		}
+	}
+	got, ok := l.loadWith(live, pol, cur, head.Bytes(), &own)
+	if !ok || got.Etag() != p.Etag() {
+		return nil, false
+	}
+	out := make(map[string][]byte, len(cur))
+	for k, v := range cur {
+		out[k] = v
+	}
+	out["policy.toml"], _ = l.policyTOML(head.Bytes(), &own)
+	return out, true
+}
+
+// policyTOML is head followed by p in TOML.
+func (l *Loop) policyTOML(head []byte, p *policy.Policy) ([]byte, error) {
+	body, err := p.MarshalTOML()
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte{}, head...), body...), nil
+}
+
+// loadWith loads pol from live with its directory replaced by cur and
+// policy.toml by head + p.
+func (l *Loop) loadWith(live map[string][]byte, pol string, cur map[string][]byte, head []byte, p *policy.Policy) (*policy.Policy, bool) {
+	data, err := l.policyTOML(head, p)
+	if err != nil {
+		return nil, false
+	}
+	tree := make(map[string][]byte, len(live))
+	for k, v := range live {
+		if !strings.HasPrefix(k, pol+"/") {
+			tree[k] = v
+		}
+	}
+	for k, v := range cur {
+		tree[path.Join(pol, k)] = v
+	}
+	tree[path.Join(pol, "policy.toml")] = data
+	got, err := policy.LoadPolicy(gitsource.FilesFS(tree), pol, l.cfg.LoadOptions)
+	return got, err == nil
+}
+
+func hasRule(rules []policy.Rule, r policy.Rule) bool {
+	for _, o := range rules {
+		if o.Name == r.Name && o.Priority == r.Priority && o.Action == r.Action && o.Match == r.Match &&
+			o.Description == r.Description {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTest(tests []policy.Test, t policy.Test) bool {
+	one := func(t policy.Test) []byte { return (&policy.Policy{Tests: []policy.Test{t}}).Canonical() }
+	want := one(t)
+	for _, o := range tests {
+		if o.Name == t.Name && bytes.Equal(one(o), want) {
+			return true
+		}
+	}
+	return false
+}
