@@ -1,6 +1,7 @@
 package changepath_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -275,5 +276,57 @@ func TestOldBranchesLeaveTheCapAlone(t *testing.T) {
 	}
 	if o := e.op(http.MethodPost, "/v1/policies/fresh/experiments?experimentId=mine", `{"policy":{"default_action":"deny"}}`); o.Error != nil {
 		t.Fatalf("create under the cap: %+v", o.Error)
+	}
+}
+
+// A branch that cannot be merged into main without a human shows the
+// conflict as its experiment's state, is not previewed, and cannot be
+// committed.
+func TestConflictIsTheExperimentsState(t *testing.T) {
+	e := start(t, "")
+	e.push("clash", map[string]string{"web/policy.toml": webPolicy +
+		"\n[[rules]]\nname = \"allow-head\"\npriority = 110\naction = \"allow\"\nmatch = \"request.method == 'HEAD'\"\n"}, "web: HEAD too")
+	e.push("main", map[string]string{"web/policy.toml": flip(webPolicy, "the public site", "the public website")}, "web: wording")
+	e.reconcile()
+	var x experiment
+	e.eventually("the conflicted experiment", func() error {
+		var code int
+		if x, code = e.experiment("policies/web/experiments/branch-clash"); code != 200 || x.Conflict == "" {
+			return fmt.Errorf("HTTP %d %+v", code, x)
+		}
+		return nil
+	})
+	if x.Previewed || !strings.Contains(x.Conflict, "web/policy.toml") {
+		t.Errorf("conflicted experiment %+v", x)
+	}
+	head := e.srv.Head("policies", "main")
+	if o := e.commit(x.Name, x.Etag); o.Error == nil || o.Error.Status != "FAILED_PRECONDITION" || !strings.Contains(o.Error.Message, "web/policy.toml") {
+		t.Fatalf("commit of a conflicted branch: %+v", o.Error)
+	}
+	if got := e.srv.Head("policies", "main"); got != head {
+		t.Fatalf("main moved to %s", got)
+	}
+}
+
+// The JSON of GET /v1/policies/{p} posts back as an experiment body
+// unchanged, and the experiment's policy is named policies/{p} (AIP-236).
+func TestLivePolicyPostsBackAsAnExperiment(t *testing.T) {
+	e := start(t, "")
+	live := e.policyJSON("api")
+	if o := e.op(http.MethodPost, "/v1/policies/api/experiments?experimentId=same", `{"policy":`+mustJSON(live)+`}`); o.Error != nil {
+		t.Fatalf("create from the live policy's JSON: %+v", o.Error)
+	}
+	x, _ := e.experiment("policies/api/experiments/same")
+	if x.Etag != live["etag"] {
+		t.Errorf("experiment etag %s, live etag %v: the same policy must have the same etag", x.Etag, live["etag"])
+	}
+	var p struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(x.Policy, &p); err != nil || p.Name != "policies/api" {
+		t.Errorf("embedded policy name %q (%v), want policies/api", p.Name, err)
+	}
+	if o := e.op(http.MethodPatch, "/v1/"+x.Name, fmt.Sprintf(`{"etag":%q,"policy":%s}`, x.Etag, x.Policy)); o.Error != nil {
+		t.Errorf("PATCH with the experiment's own policy: %+v", o.Error)
 	}
 }

@@ -215,9 +215,7 @@ type experiment struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
 	} `json:"validation"`
-	Conflict *struct {
-		Paths []string `json:"paths"`
-	} `json:"conflict"`
+	Conflict string `json:"conflict"`
 }
 
 func (e *env) experiment(name string) (experiment, int) {
