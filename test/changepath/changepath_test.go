@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -218,8 +219,12 @@ func TestUnrelatedHistoryIsNotPromoted(t *testing.T) {
 	if code := e.call(2, http.MethodPost, "/v1/generations:acceptHistory", `{"commit":"`+strings.Repeat("0", 40)+`"}`, &refusal); code != 400 {
 		t.Fatalf("accepting another commit: %d %+v", code, refusal)
 	}
-	if code := e.call(2, http.MethodPost, "/v1/generations:acceptHistory", `{"commit":"`+other+`"}`, nil); code != 200 {
-		t.Fatalf("accept: %d", code)
+	status, err := exec.Command(e.c.Bin, "status", "--server", e.c.Nodes[1].Base()).CombinedOutput()
+	if err != nil || !strings.Contains(string(status), "reconciler accept-history "+other) {
+		t.Errorf("reconciler status does not say what to do: %v\n%s", err, status)
+	}
+	if out, err := exec.Command(e.c.Bin, "accept-history", "--server", e.c.Nodes[2].Base(), other).CombinedOutput(); err != nil {
+		t.Fatalf("reconciler accept-history: %v\n%s", err, out)
 	}
 	e.waitActive(2)
 	if g := e.generations()[0]; g.Commit != other || g.State != "ACTIVE" {
