@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -100,4 +101,25 @@ func (l *Loop) AcceptHistory(ctx context.Context, commit string) error {
 	l.forcePass.Store(true)
 	l.Trigger()
 	return nil
+}
+
+// divergedStatus sets a failing reconciler/promote on a diverged head of
+// the live branch, once per head, so that whoever pushed it sees on GitHub
+// that nothing was promoted and what accepts it.
+func (l *Loop) divergedStatus(ctx context.Context, w *ghTerm, note func(string, error)) {
+	l.mu.Lock()
+	d := l.diverged
+	l.mu.Unlock()
+	if d == nil {
+		return
+	}
+	desc := oneLine(fmt.Sprintf("not promoted: does not descend from the active commit %.12s; accept with reconciler accept-history", d.Active))
+	if w.promote[d.Commit] == forge.StateFailure+desc {
+		return
+	}
+	err := l.gh.cfg.Forge.SetStatus(ctx, d.Commit, forge.ContextPromote, forge.StateFailure, desc, "")
+	if err == nil {
+		w.promote[d.Commit] = forge.StateFailure + desc
+	}
+	note("promote status", err)
 }
