@@ -29,6 +29,18 @@ func TestFailedCommitChangesNothing(t *testing.T) {
 	if x.Validation == nil || x.Validation.Valid || !strings.Contains(strings.Join(x.Validation.Errors, "\n"), "get is allowed") {
 		t.Errorf("the experiment does not show that it fails its test: %+v", x.Validation)
 	}
+	var st struct {
+		Experiments []struct {
+			Name  string `json:"name"`
+			Valid *bool  `json:"valid"`
+		} `json:"experiments"`
+	}
+	e.call(1, http.MethodGet, "/v1/status", "", &st)
+	for _, s := range st.Experiments {
+		if s.Name == x.Name && (s.Valid == nil || *s.Valid) {
+			t.Errorf("the status summary does not show the experiment invalid: %+v", s)
+		}
+	}
 	head, gens := e.srv.Head("policies", "main"), e.generations()
 
 	o = e.commit(x.Name, x.Etag)
