@@ -36,12 +36,13 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion)
+## bench: hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion, nginx auth_request and ext_authz gRPC latency)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 	RECONCILER_SYSTEM_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/system/
 	RECONCILER_E2E_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/e2e/
 	RECONCILER_PREVIEW_BENCH=1 $(GO) test -count=1 -v -run '^TestPreviewOverhead$$' -timeout 30m ./test/preview/
+	RECONCILER_GATEWAY_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchGateway$$' -timeout 10m ./test/gateway/
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each)
 fuzz:

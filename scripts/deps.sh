@@ -4,6 +4,8 @@
 set -euo pipefail
 need=()
 command -v git >/dev/null 2>&1 || need+=(git)
+# test/gateway runs a real nginx (auth_request and mirror); Debian puts it in /usr/sbin.
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "deps: installing ${need[*]}" >&2
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -97,6 +97,9 @@ type Config struct {
 	// (followers forward them). See webhook.go.
 	Webhook  http.Handler
 	Commands CommandQueue
+	// FailureModes say what the gateway forms answer when this node
+	// cannot decide (authorize.go); the zero value denies.
+	FailureModes FailureModes
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -128,6 +131,9 @@ type Server struct {
 	thresholds  preview.ThresholdSet
 	webhook     http.Handler
 	commands    CommandQueue
+
+	failure        FailureModes
+	undecidedTotal *prometheus.CounterVec
 }
 
 // New returns a Server for cfg.
@@ -150,6 +156,7 @@ func New(cfg Config) *Server {
 		thresholds:  cfg.Thresholds,
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
+		failure:     cfg.FailureModes,
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}
@@ -168,6 +175,7 @@ func New(cfg Config) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg, s.gens)
+	s.undecidedTotal = newUndecidedCounter(reg)
 	s.promH = s.metrics.handler()
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	return s

@@ -28,11 +28,24 @@ type fakeCluster struct {
 
 var _ Cluster = (*fakeCluster)(nil)
 
-func (f *fakeCluster) NodeID() string          { return "n2" }
-func (f *fakeCluster) State() *raftstore.State { return f.state }
-func (f *fakeCluster) Leader() string          { return "n1" }
-func (f *fakeCluster) RaftState() string       { return "Follower" }
-func (f *fakeCluster) View() cluster.View      { return f.view }
+func (f *fakeCluster) NodeID() string { return "n2" }
+func (f *fakeCluster) State() *raftstore.State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state
+}
+
+// applied makes the fake's state reach index, as raft would deliver it.
+func (f *fakeCluster) applied(index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := f.state.Clone()
+	next.LastIndex = index
+	f.state = next
+}
+func (f *fakeCluster) Leader() string     { return "n1" }
+func (f *fakeCluster) RaftState() string  { return "Follower" }
+func (f *fakeCluster) View() cluster.View { return f.view }
 
 func (f *fakeCluster) Join(ctx context.Context, req cluster.JoinRequest) (raftstore.Node, error) {
 	f.mu.Lock()

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
@@ -28,7 +27,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 	start := time.Now()
 	cp, err := lookup(snap, name)
 	if err != nil {
-		s.fail(w, r, err)
+		s.evaluateUnknown(w, r, snap, name, err)
 		return
 	}
 	req, err := s.decodeRequest(w, r, s.now())
@@ -41,54 +40,6 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 	buf.Write(appendDecision(buf.AvailableBuffer(), &d, snap.Generation))
 	writeJSON(w, http.StatusOK, buf.Bytes())
 	s.putBuf(buf)
-	s.metrics.decided(name, d.Verdict, time.Since(start))
-	s.offer(name, &d, req) // after the answer: preview never delays it
-}
-
-// mirrorRequest answers POST /v1/policies/{policy}:mirror: the request is
-// counted and handed to preview, never answered with a decision.
-func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
-	if _, err := lookup(snap, name); err != nil && !(s.preview != nil && snap != nil && s.preview.Previewing(name)) {
-		s.fail(w, r, err) // a policy not live yet is mirrored while it has ACTIVE experiments
-		return
-	}
-	req, err := s.decodeRequest(w, r, s.now())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.metrics.mirrored(name)
-	if s.mirror != nil {
-		s.mirror.Mirror(snap, name, req)
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// authorize answers the gateway form: 200 allow, 403 deny, the decision in
-// headers and no body (Envoy passes a denial's body on to the client).
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapshot, name, tail string) {
-	start := time.Now()
-	cp, err := lookup(snap, name)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	req, err := s.gatewayRequest(r, tail, s.now())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	d := cp.Evaluate(req)
-	h := w.Header()
-	h.Set("X-Policy-Decision", string(d.Verdict))
-	h.Set("X-Policy-Rule", d.Rule)
-	h.Set("X-Policy-Generation", strconv.FormatUint(snap.Generation, 10))
-	h.Set("Content-Length", "0")
-	if d.Verdict == engine.Allow {
-		w.WriteHeader(http.StatusOK)
-	} else {
-		w.WriteHeader(http.StatusForbidden)
-	}
 	s.metrics.decided(name, d.Verdict, time.Since(start))
 	s.offer(name, &d, req) // after the answer: preview never delays it
 }

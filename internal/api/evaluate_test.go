@@ -159,7 +159,7 @@ func TestNoGenerationYet(t *testing.T) {
 	e := newTestEnv(t, Config{Generations: empty})
 	wantError(t, e.post("/v1/policies/web:evaluate", `{}`), 503, "UNAVAILABLE")
 	wantError(t, e.post("/v1/generations/1/policies/web:evaluate", `{}`), 503, "UNAVAILABLE")
-	wantError(t, e.do("GET", "/v1/policies/web:authorize", nil, nil), 503, "UNAVAILABLE")
+	wantGatewayAnswer(t, e.do("GET", "/v1/policies/web:authorize", nil, nil), 403, "UNAVAILABLE: ")
 	wantError(t, e.post("/v1/policies/web:mirror", `{}`), 503, "UNAVAILABLE")
 	wantError(t, e.do("GET", "/v1/policies", nil, nil), 503, "UNAVAILABLE")
 	wantError(t, e.do("GET", "/readyz", nil, nil), 503, "UNAVAILABLE")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
@@ -14,6 +15,18 @@ import (
 
 // maxForwardedAnswer bounds what is read of the leader's answer.
 const maxForwardedAnswer = 4 << 20
+
+// appliedIndexHeader carries, on the leader's answer to a forwarded
+// request, the raft index its state had reached once the work was done.
+// The forwarding node waits until it has applied that index too (at most
+// until the request's deadline or maxCatchUp), so that a client reading
+// from the node it wrote through sees its write: one logical write is one
+// log entry, which a follower may apply a moment after the leader.
+const appliedIndexHeader = "X-Reconciler-Applied-Index"
+
+// maxCatchUp bounds that wait: a follower cut off from the leader answers
+// anyway, as it did before.
+const maxCatchUp = 2 * time.Second
 
 // leaderAddr is the HTTP address of the leader when it is another node.
 func (s *Server) leaderAddr() (string, bool) {
@@ -52,11 +65,29 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.fail(w, r, errorf(kindUnavailable, "reading the leader's answer from %s: %v", addr, err))
 		return
 	}
+	if idx, err := strconv.ParseUint(resp.Header.Get(appliedIndexHeader), 10, 64); err == nil {
+		s.catchUp(ctx, idx)
+	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		w.Header().Set("Content-Type", ct)
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(data)
+}
+
+// catchUp waits, bounded, until this node has applied index.
+func (s *Server) catchUp(ctx context.Context, index uint64) {
+	ctx, cancel := context.WithTimeout(ctx, maxCatchUp)
+	defer cancel()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for s.cluster.State().LastIndex < index {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // leaderOnly runs work only the leader can do: here when this node leads,
@@ -71,6 +102,9 @@ func (s *Server) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.
 		v, err := run(ctx)
 		switch {
 		case err == nil:
+			if forwarded {
+				w.Header().Set(appliedIndexHeader, strconv.FormatUint(s.cluster.State().LastIndex, 10))
+			}
 			s.writeValue(w, r, v)
 			return
 		case !errors.Is(err, raftstore.ErrNotLeader) || forwarded:

@@ -29,7 +29,7 @@ func FuzzEvaluateHandler(f *testing.F) {
 	gens := &fakeGenerations{}
 	gens.set(&Snapshot{Generation: 1, Bundle: testBundle(f)})
 	srv := New(Config{Generations: gens, Mirror: mirrorFunc(func(*Snapshot, string, *engine.Request) {}), MaxBodyBytes: 1 << 16})
-	paths := []string{"/v1/policies/web:evaluate", "/v1/policies/api:authorize", "/v1/policies/web:mirror", "/v1/generations/1/policies/api:evaluate"}
+	paths := []string{"/v1/policies/web:evaluate", "/v1/policies/api:authorize", "/v1/policies/web:mirror", "/v1/generations/1/policies/api:evaluate", "/v1/policies/web:mirror/a/b"}
 
 	f.Fuzz(func(t *testing.T, body string, route uint8, uri, xff string) {
 		r := httptest.NewRequest(http.MethodPost, paths[int(route)%len(paths)], strings.NewReader(body))

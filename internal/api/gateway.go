@@ -20,44 +20,69 @@ const (
 	hdrForwardedProto = "X-Forwarded-Proto"
 )
 
-// gatewayRequest builds the request that an nginx auth_request or Envoy
-// ext_authz (HTTP) check describes:
-//   - method: X-Original-Method, else the check's own method (Envoy sends
-//     the original one);
-//   - path and query: X-Original-URI (nginx's $request_uri), else the path
-//     after ":authorize" and the check's own query (Envoy's path_prefix);
-//     the path is percent-decoded, so "/%61dmin" matches "/admin" rules;
+// GatewayCheck is what a gateway says about an original request, in any
+// gateway form: the headers of an nginx auth_request or Envoy ext_authz
+// HTTP check (checkOf), or the attributes of an Envoy ext_authz gRPC
+// CheckRequest (internal/extauthz). BuildGatewayRequest turns it into the
+// request a policy sees.
+type GatewayCheck struct {
+	// Method is the original method.
+	Method string
+	// URI is the original request-target as sent (origin or absolute
+	// form, not decoded); when empty, Path and Query are used.
+	URI string
+	// Path (already decoded) and Query describe the original request when
+	// URI is empty (the path after ":authorize" and the check's query).
+	Path  string
+	Query url.Values
+	// Host is the original Host; TLS says whether the check came over TLS.
+	Host string
+	TLS  bool
+	// Header holds every header of the check. Its forwarding headers
+	// (X-Forwarded-For, X-Real-IP, X-Forwarded-Host, X-Forwarded-Proto) are
+	// read only when Peer is a trusted proxy.
+	Header http.Header
+	// Peer is the address of whoever sent the check: the TCP peer of an
+	// HTTP check, the downstream address Envoy saw for a gRPC one.
+	Peer netip.Addr
+}
+
+// BuildGatewayRequest builds the request that check describes, received
+// at received, believing forwarding headers only from trusted peers:
+//   - method: check.Method, upper-cased;
+//   - path and query: check.URI (nginx's $request_uri, Envoy's :path)
+//     percent-decoded, so "/%61dmin" matches "/admin" rules, else
+//     check.Path and check.Query;
 //   - host and scheme: X-Forwarded-Host / X-Forwarded-Proto from a trusted
-//     proxy, else Host and the connection's scheme;
+//     proxy, else Host and the scheme of the connection or the URI;
 //   - headers: all of them, names lower-cased, repeated values joined ", ";
 //   - source_ip: see clientIP.
-func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time) (*engine.Request, error) {
-	remote, fromProxy := s.peer(r)
+//
+// Its errors are kindInvalidArgument: the check itself is malformed.
+func BuildGatewayRequest(check *GatewayCheck, trusted []netip.Prefix, received time.Time) (*engine.Request, error) {
+	fromProxy := isTrusted(trusted, check.Peer)
 	req := &engine.Request{
-		Method:  r.Method,
-		Host:    strings.ToLower(r.Host),
+		Method:  strings.ToUpper(check.Method),
+		Host:    strings.ToLower(check.Host),
 		Scheme:  "http",
-		Headers: lowerHeaders(r.Header),
+		Headers: lowerHeaders(check.Header),
 		Time:    received,
 	}
-	if m := r.Header.Get(hdrOriginalMethod); m != "" {
-		req.Method = strings.ToUpper(m)
-	}
-	if r.TLS != nil {
+	if check.TLS {
 		req.Scheme = "https"
 	}
-	if err := setOriginalURI(req, r, tail); err != nil {
+	if err := setOriginalURI(req, check); err != nil {
 		return nil, err
 	}
 	if fromProxy {
-		if h := lastValue(r.Header.Get(hdrForwardedHost)); h != "" {
+		if h := lastValue(check.Header.Get(hdrForwardedHost)); h != "" {
 			req.Host = strings.ToLower(h)
 		}
-		if p := lastValue(r.Header.Get(hdrForwardedProto)); p != "" {
+		if p := lastValue(check.Header.Get(hdrForwardedProto)); p != "" {
 			req.Scheme = strings.ToLower(p)
 		}
 	}
-	ip, err := s.clientIP(r, remote, fromProxy)
+	ip, err := clientIP(trusted, check.Header, check.Peer, fromProxy)
 	if err != nil {
 		return nil, err
 	}
@@ -67,12 +92,40 @@ func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time
 	return req, nil
 }
 
-// setOriginalURI fills path and query from X-Original-URI or the path suffix.
-func setOriginalURI(req *engine.Request, r *http.Request, tail string) error {
-	raw := r.Header.Get(hdrOriginalURI)
+// checkOf reads the HTTP gateway form: the original method from
+// X-Original-Method (else the check's own: Envoy forwards the original
+// one), the original URI from X-Original-URI (else the path after the
+// verb, tail, and the check's own query: Envoy's path_prefix).
+func checkOf(r *http.Request, tail string) *GatewayCheck {
+	c := &GatewayCheck{
+		Method: r.Method,
+		URI:    r.Header.Get(hdrOriginalURI),
+		Host:   r.Host,
+		TLS:    r.TLS != nil,
+		Header: r.Header,
+		Peer:   peerAddr(r),
+	}
+	if m := r.Header.Get(hdrOriginalMethod); m != "" {
+		c.Method = m
+	}
+	if c.URI == "" {
+		c.Path, c.Query = tail, r.URL.Query()
+	}
+	return c
+}
+
+// gatewayRequest builds the request of an HTTP gateway-form check.
+func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time) (*engine.Request, error) {
+	return BuildGatewayRequest(checkOf(r, tail), s.trusted, received)
+}
+
+// setOriginalURI fills path and query from check.URI, else from its Path
+// and Query.
+func setOriginalURI(req *engine.Request, check *GatewayCheck) error {
+	raw := check.URI
 	if raw == "" {
-		req.Path = tail
-		req.Query = firstValues(r.URL.Query())
+		req.Path = check.Path
+		req.Query = firstValues(check.Query)
 		return nil
 	}
 	u, err := url.ParseRequestURI(raw)
@@ -131,19 +184,19 @@ func lastValue(v string) string {
 	return strings.TrimSpace(v)
 }
 
-// peer returns the address of the connection's peer and whether it is a
-// trusted proxy.
-func (s *Server) peer(r *http.Request) (netip.Addr, bool) {
+// peerAddr returns the address of the connection's peer (invalid when
+// RemoteAddr is not an address, as in some tests).
+func peerAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return netip.Addr{}, false
+		return netip.Addr{}
 	}
-	a := ap.Addr().Unmap().WithZone("")
-	return a, s.isTrusted(a)
+	return ap.Addr().Unmap().WithZone("")
 }
 
-func (s *Server) isTrusted(a netip.Addr) bool {
-	for _, p := range s.trusted {
+// isTrusted reports whether a is one of the trusted proxies.
+func isTrusted(trusted []netip.Prefix, a netip.Addr) bool {
+	for _, p := range trusted {
 		if p.Contains(a) {
 			return true
 		}
@@ -156,11 +209,11 @@ func (s *Server) isTrusted(a netip.Addr) bool {
 // that is not a trusted proxy (hops further left could be forged by the
 // client), else the leftmost hop when all are trusted, else X-Real-IP, else
 // the peer. A malformed hop that must be read is an error (400).
-func (s *Server) clientIP(r *http.Request, peer netip.Addr, fromProxy bool) (netip.Addr, error) {
+func clientIP(trusted []netip.Prefix, h http.Header, peer netip.Addr, fromProxy bool) (netip.Addr, error) {
 	if !fromProxy {
 		return peer, nil
 	}
-	if lines := r.Header.Values(hdrForwardedFor); len(lines) > 0 {
+	if lines := h.Values(hdrForwardedFor); len(lines) > 0 {
 		hops := strings.Split(strings.Join(lines, ","), ",")
 		var last netip.Addr
 		for i := len(hops) - 1; i >= 0; i-- {
@@ -168,14 +221,14 @@ func (s *Server) clientIP(r *http.Request, peer netip.Addr, fromProxy bool) (net
 			if err != nil {
 				return netip.Addr{}, err
 			}
-			if !s.isTrusted(a) {
+			if !isTrusted(trusted, a) {
 				return a, nil
 			}
 			last = a
 		}
 		return last, nil
 	}
-	if v := r.Header.Get(hdrRealIP); v != "" {
+	if v := h.Get(hdrRealIP); v != "" {
 		return parseHop(v)
 	}
 	return peer, nil

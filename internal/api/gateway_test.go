@@ -70,12 +70,20 @@ func TestAuthorizeUntrustedProxyHeadersIgnored(t *testing.T) {
 	}
 }
 
+// TestAuthorizeBadInput: a malformed check is a deny (never a 400, which
+// nginx would turn into a 500), whatever the failure mode: its sender could
+// make it malformed on purpose.
 func TestAuthorizeBadInput(t *testing.T) {
-	e := newTestEnv(t, Config{})
-	wantError(t, e.do("GET", "/v1/policies/web:authorize", nil, map[string]string{"X-Forwarded-For": "not-an-ip"}), 400, "INVALID_ARGUMENT")
-	wantError(t, e.do("GET", "/v1/policies/web:authorize", nil, map[string]string{"X-Original-URI": "::not a uri"}), 400, "INVALID_ARGUMENT")
-	wantError(t, e.do("GET", "/v1/policies/web:authorize", nil, map[string]string{"X-Original-URI": "/a?b=%zz"}), 400, "INVALID_ARGUMENT")
-	wantError(t, e.do("GET", "/v1/policies/nope:authorize", nil, nil), 404, "NOT_FOUND")
+	for _, mode := range []FailureMode{FailureDeny, FailureAllow} {
+		e := newTestEnv(t, Config{FailureModes: FailureModes{Default: mode}})
+		for _, h := range []map[string]string{
+			{"X-Forwarded-For": "not-an-ip"},
+			{"X-Original-URI": "::not a uri"},
+			{"X-Original-URI": "/a?b=%zz"},
+		} {
+			wantGatewayAnswer(t, e.do("GET", "/v1/policies/web:authorize", nil, h), 403, "INVALID_ARGUMENT: ")
+		}
+	}
 }
 
 // gatewayCase runs gatewayRequest on a request from remote.

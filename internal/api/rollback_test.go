@@ -145,12 +145,10 @@ func TestRollbackForwarded(t *testing.T) {
 
 func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
 	st := clusterState()
-	rec, _ := json.Marshal(reconcile.SourceRecord{URL: "https://h/r.git", Error: "git fetch https://h/r.git: timeout: …",
-		Reason: "timeout", Since: ts})
-	br, _ := json.Marshal(reconcile.BranchRecord{Branch: "feature/x", HeadCommit: "b1", Revision: "feature/x@sha1:b1",
-		ChangedPolicies: []string{"web"}, Validation: reconcile.BranchValidation{Valid: true, Errors: []string{}}})
-	st.Experiments[reconcile.SourceRecordName] = raftstore.Experiment{Name: reconcile.SourceRecordName, Data: rec}
-	st.Experiments["branches/feature/x"] = raftstore.Experiment{Name: "branches/feature/x", Data: br}
+	st.Sources[raftstore.SourceGit] = reconcile.SourceRecord{URL: "https://h/r.git",
+		Error: "git fetch https://h/r.git: timeout: …", Reason: "timeout", Since: ts}
+	st.Branches["feature/x"] = reconcile.BranchRecord{Branch: "feature/x", HeadCommit: "b1", Revision: "feature/x@sha1:b1",
+		ChangedPolicies: []string{"web"}, Validation: reconcile.BranchValidation{Valid: true, Errors: []string{}}}
 	for _, x := range []*preview.Experiment{
 		{Name: "policies/web/experiments/pr-7", Etag: "e7", Previewed: true,
 			PreviewMetadata: &preview.Metadata{State: preview.Active},

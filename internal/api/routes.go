@@ -70,7 +70,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // routePolicy handles "{policy}", "{policy}:{verb}" and
 // "{policy}:authorize/{original path}" under /v1/policies/. pinned is set
-// for the /v1/generations/{n}/ form, which offers :evaluate only.
+// for the /v1/generations/{n}/ form, which offers :evaluate here
+// (routeGeneration sends :authorize to authorize itself).
 func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snapshot, rest string, pinned bool) {
 	name, verb, tail := splitPolicyPath(rest)
 	switch {
@@ -84,11 +85,9 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 		}
 	case verb == "authorize" && !pinned:
 		// Gateways send any method (Envoy forwards the original one).
-		s.authorize(w, r, snap, name, tail)
-	case verb == "mirror" && tail == "" && !pinned:
-		if s.allow(w, r, http.MethodPost) {
-			s.mirrorRequest(w, r, snap, name)
-		}
+		s.authorize(w, r, name, tail, 0, false)
+	case verb == "mirror" && !pinned:
+		s.mirrorRequest(w, r, snap, name, tail)
 	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
 		s.routeExperiments(w, r, name, tail)
 	default:
@@ -116,7 +115,8 @@ func splitPolicyPath(rest string) (name, verb, tail string) {
 }
 
 // routeGeneration handles "{n}" (the generation resource) and
-// "{n}/policies/{policy}:evaluate" (a decision pinned to generation n).
+// "{n}/policies/{policy}:evaluate" or ":authorize[/{original path}]" (a
+// decision pinned to generation n).
 func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest string) {
 	num, rest, sub := strings.Cut(rest, "/")
 	n, err := strconv.ParseUint(num, 10, 64)
@@ -134,6 +134,10 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 	}
 	if !strings.HasPrefix(rest, "policies/") {
 		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	if name, verb, tail := splitPolicyPath(rest[len("policies/"):]); verb == "authorize" {
+		s.authorize(w, r, name, tail, n, true) // answers allow or deny even for a generation not kept
 		return
 	}
 	cur := s.gens.Current()

@@ -167,6 +167,16 @@ type API struct {
 	TrustedProxies []string `toml:"trusted_proxies"`
 	// MaxBodyBytes bounds every request body.
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// FailureMode is what the gateway forms (:authorize, ext_authz)
+	// answer when the node cannot decide: "deny" (403) or "allow" (200).
+	FailureMode string `toml:"failure_mode"`
+	// FailureModes overrides FailureMode by policy name. It lives in the
+	// node's config, not in policy.toml, because the node needs it exactly
+	// when it has no policy.toml to read (no generation, unknown policy).
+	FailureModes map[string]string `toml:"failure_modes"`
+	// GRPCAddr, when set, is where Envoy's ext_authz gRPC service
+	// (internal/extauthz) listens; "" (the default) serves none.
+	GRPCAddr string `toml:"grpc_addr"`
 }
 
 // TrustedPrefixes returns TrustedProxies parsed. It assumes a validated
@@ -241,6 +251,7 @@ func Default() *Config {
 			TokenEnv:       "RECONCILER_TOKEN",
 			TrustedProxies: []string{},
 			MaxBodyBytes:   DefaultMaxBodyBytes,
+			FailureMode:    "deny",
 		},
 		Log: Log{Level: "info", Format: "text"},
 	}

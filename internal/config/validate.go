@@ -184,6 +184,7 @@ func (a *API) validate(e *errs) {
 	if a.MaxBodyBytes < 1 || a.MaxBodyBytes > maxBodyBytesLimit {
 		e.add("api.max_body_bytes", "%d must be between 1 and %d", a.MaxBodyBytes, maxBodyBytesLimit)
 	}
+	a.validateFailureModes(e)
 }
 
 func (l *Log) validate(e *errs) {

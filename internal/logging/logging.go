@@ -23,6 +23,7 @@ const (
 	Forge     = "forge"
 	Reconcile = "reconcile"
 	Engine    = "engine"
+	ExtAuthz  = "extauthz"
 )
 
 // RootName is the name of the root logger.

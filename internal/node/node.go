@@ -21,6 +21,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/extauthz"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
@@ -51,6 +52,7 @@ type Main struct {
 	api      *api.Server
 	ln       net.Listener
 	http     *http.Server
+	grpc     *extauthz.Server // nil without [api] grpc_addr
 
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
@@ -105,6 +107,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.loader.load(m.store.State()) // the restored generation, before serving
+	if err := m.startGRPC(ctx); err != nil {
+		return err
+	}
 	m.startBackground()
 	m.startHTTP()
 	log := m.Logger.Named(logging.Node)
@@ -126,6 +131,7 @@ func (m *Main) abort() {
 	if m.ln != nil {
 		_ = m.ln.Close()
 	}
+	_ = m.stopGRPC()
 	m.closeOnce.Do(func() { close(m.done) })
 }
 
@@ -261,7 +267,7 @@ func (m *Main) Close() error {
 			m.bgCancel()
 			m.bg.Wait()
 		}
-		errs = append(errs, m.stopHTTP())
+		errs = append(errs, m.stopGRPC(), m.stopHTTP())
 		if m.store != nil {
 			if err := m.store.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close raft store: %w", err))

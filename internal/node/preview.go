@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,9 +168,6 @@ func (p *previewRuntime) fingerprint(st *raftstore.State) uint64 {
 	var h maphash.Hash
 	h.SetSeed(p.seed)
 	for _, name := range slices.Sorted(maps.Keys(st.Experiments)) {
-		if !strings.HasPrefix(name, "policies/") {
-			continue
-		}
 		h.WriteString(name)
 		h.WriteByte(0)
 		h.Write(st.Experiments[name].Data)

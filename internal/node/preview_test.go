@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/policyrollout/reconciler/internal/config"
 )
 
 // experimentAnswer is the part of a PolicyExperiment the tests read.
@@ -219,5 +221,56 @@ func TestPreviewAPIExperiment(t *testing.T) {
 	}
 	if code := call(t, http.MethodGet, base+"/mine", "", &e); code != 404 {
 		t.Errorf("get after delete: %d", code)
+	}
+}
+
+// TestExperimentWritesAreOneLogEntry: an experiment and its operation are
+// one raft entry, and so are a delete, the experiment it lets into preview
+// under the cap and the delete's operation: a leader that stops between
+// two entries can no longer leave an experiment without its operation, or
+// a waiting experiment never previewed.
+func TestExperimentWritesAreOneLogEntry(t *testing.T) {
+	c := newTestCluster(t)
+	m := c.start("n1", func(cfg *config.Config) { cfg.Preview.MaxExperimentsPerPolicy = 1 })
+	c.allServe(1, "n1")
+	base := c.base("n1") + "/v1/policies/web/experiments"
+	entries := func(what string, do func()) {
+		t.Helper()
+		before := m.Store().State().LastIndex
+		do()
+		if n := m.Store().State().LastIndex - before; n != 1 {
+			t.Errorf("%s took %d log entries, want 1", what, n)
+		}
+	}
+	var op operationAnswer
+	entries("create", func() {
+		code := call(t, http.MethodPost, base+"?experimentId=first", `{"policy":{"default_action":"deny"}}`, &op)
+		if code != 200 || op.Error != nil {
+			t.Fatalf("create: %d %+v", code, op)
+		}
+	})
+	r := c.repo
+	r.srv.CreateBranch(r.work, "tighten")
+	r.srv.Commit(r.work, map[string]string{"web/policy.toml": webPolicy(2)}, "tighten")
+	r.srv.Push(r.work, "tighten")
+	r.srv.Checkout(r.work, "main")
+	c.reconcile("n1")
+	var exp experimentAnswer
+	eventually(t, waitTimeout, "the branch experiment, waiting under the cap", func() error {
+		if code := call(t, http.MethodGet, base+"/branch-tighten", "", &exp); code != 200 || exp.Previewed {
+			return fmt.Errorf("HTTP %d, %+v", code, exp)
+		}
+		return nil
+	})
+	entries("delete with rebalance", func() {
+		if code := call(t, http.MethodDelete, base+"/first", "", &op); code != 200 || op.Error != nil {
+			t.Fatalf("delete: %d %+v", code, op)
+		}
+	})
+	if call(t, http.MethodGet, base+"/branch-tighten", "", &exp); !exp.Previewed {
+		t.Error("the branch experiment not previewed once first was deleted")
+	}
+	if _, ok := m.Store().State().Operations[strings.TrimPrefix(op.Name, "operations/")]; !ok {
+		t.Errorf("operation %s of the delete not stored", op.Name)
 	}
 }

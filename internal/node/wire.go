@@ -87,6 +87,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Thresholds:     previewThresholds(cfg.Preview),
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
+		FailureModes:   failureModes(cfg.API),
 	})
 	return nil
 }

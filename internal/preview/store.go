@@ -60,16 +60,12 @@ func DecodeOperation(data []byte) (*Operation, error) {
 }
 
 // FromState decodes every experiment of a replicated state, in name
-// order. Documents outside "policies/" (the leader's branch and source
-// records) are not experiments and are skipped. A document that does not decode is reported and skipped, so one
+// order. A document that does not decode is reported and skipped, so one
 // bad entry cannot hide the others.
 func FromState(s *raftstore.State) ([]*Experiment, []error) {
 	var exps []*Experiment
 	var errs []error
 	for name, doc := range s.Experiments {
-		if !strings.HasPrefix(name, "policies/") {
-			continue // the leader's branch and source records (internal/reconcile)
-		}
 		e, err := DecodeExperiment(doc.Data)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))

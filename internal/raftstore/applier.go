@@ -40,11 +40,16 @@ var handlers = map[CommandType]handler{
 	TypeUpsertNode:         row(1, applyUpsertNode),
 	TypeRemoveNode:         row(1, applyRemoveNode),
 	TypeSetNodeState:       row(1, applySetNodeState),
-	TypeHeartbeat:          row(1, applyHeartbeat),
-	TypePutExperiment:      row(1, applyPutExperiment),
-	TypeDeleteExperiment:   row(1, applyDeleteExperiment),
 	TypePutOperation:       row(1, applyPutOperation),
 	TypeDeleteOperation:    row(1, applyDeleteOperation),
+}
+
+// init adds the rows of the typed tables (applier_tables.go); they refer
+// to handlers that use the table themselves (a Txn, a legacy command).
+func init() {
+	for t, h := range tableHandlers() {
+		handlers[t] = h
+	}
 }
 
 // row turns a typed handler into a table row: decode strictly, validate,
@@ -109,7 +114,12 @@ func (a *Applier) Apply(cmd Command) error {
 	if max := maxPayload(cmd.Type); len(cmd.Payload) > max {
 		return reject(ErrInvalidCommand, "%s payload is %d bytes, limit %d", cmd.Type, len(cmd.Payload), max)
 	}
-	err := handlers[cmd.Type].apply(a.State, cmd.Payload)
+	var err error
+	if cmd.Type == TypeTxn {
+		err = a.applyTxn(cmd.Payload)
+	} else {
+		err = handlers[cmd.Type].apply(a.State, cmd.Payload)
+	}
 	if err != nil && !errors.Is(err, ErrRejected) {
 		err = fmt.Errorf("%w: %s: %w", ErrRejected, cmd.Type, err)
 	}

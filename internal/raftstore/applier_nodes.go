@@ -1,6 +1,6 @@
 package raftstore
 
-// Handlers for nodes, experiments and operations.
+// Handlers for nodes and operations.
 
 func applyUpsertNode(s *State, p UpsertNode) error {
 	n, ok := s.Nodes[p.ID]
@@ -36,27 +36,6 @@ func applySetNodeState(s *State, p SetNodeState) error {
 	}
 	n.State = p.State
 	s.Nodes[p.ID] = n
-	return nil
-}
-
-func applyHeartbeat(s *State, p Heartbeat) error {
-	n, ok := s.Nodes[p.ID]
-	if !ok {
-		return reject(ErrUnknownNode, "node %s: register it with UpsertNode first", p.ID)
-	}
-	n.LastHeartbeat = p.Time
-	n.Stats = p.Stats
-	s.Nodes[p.ID] = n
-	return nil
-}
-
-func applyPutExperiment(s *State, p PutExperiment) error {
-	s.Experiments[p.Name] = Experiment(p)
-	return nil
-}
-
-func applyDeleteExperiment(s *State, p DeleteExperiment) error {
-	delete(s.Experiments, p.Name)
 	return nil
 }
 

@@ -9,10 +9,41 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
-// BenchmarkFSMApplyHeartbeat measures the copy-on-write cost of a small
+// BenchmarkFSMApplySmall measures the copy-on-write cost of a small
 // command against a full state: three generations of 500 files each, 50
 // generation records, 50 nodes.
-func BenchmarkFSMApplyHeartbeat(b *testing.B) {
+func BenchmarkFSMApplySmall(b *testing.B) {
+	h := fullHarness(b)
+	cmd := mustCmd(b, &SetNodeState{ID: "n1", State: NodeActive})
+	b.ResetTimer()
+	for range b.N {
+		if err := h.applyCmd(cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFSMApplyTxn is one logical write of the leader (an experiment
+// and its operation) on the same full state: the Txn applies to a second
+// copy, so it costs about two small commands.
+func BenchmarkFSMApplyTxn(b *testing.B) {
+	h := fullHarness(b)
+	txn, err := NewTxn(expPut("policies/web/experiments/pr-1"), &PutOperation{ID: "op", Data: []byte(`{"done":true}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := mustCmd(b, txn)
+	b.ResetTimer()
+	for range b.N {
+		if err := h.applyCmd(cmd); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fullHarness holds three generations of 500 files each, 50 generation
+// records and 50 nodes.
+func fullHarness(b *testing.B) *fsmHarness {
 	h := newHarness(b, false)
 	for n := uint64(1); n <= 50; n++ {
 		s := stage(n, int(n))
@@ -27,13 +58,7 @@ func BenchmarkFSMApplyHeartbeat(b *testing.B) {
 	for i := range 50 {
 		h.mustApply(&UpsertNode{ID: fmt.Sprint("n", i), Time: at(1)})
 	}
-	cmd := mustCmd(b, &Heartbeat{ID: "n1", Time: at(2)})
-	b.ResetTimer()
-	for range b.N {
-		if err := h.applyCmd(cmd); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return h
 }
 
 // BenchmarkStorePromotion measures a Stage plus an Activate through a
@@ -57,13 +82,13 @@ func BenchmarkStorePromotion(b *testing.B) {
 	}
 }
 
-// BenchmarkStoreHeartbeat is the hot path: never persisted synchronously.
-func BenchmarkStoreHeartbeat(b *testing.B) {
+// BenchmarkStoreSmall is the hot path: never persisted synchronously.
+func BenchmarkStoreSmall(b *testing.B) {
 	s := benchStore(b)
 	benchPropose(b, s, &UpsertNode{ID: "n1", Time: at(1)})
 	b.ResetTimer()
 	for range b.N {
-		benchPropose(b, s, &Heartbeat{ID: "n1", Time: at(2)})
+		benchPropose(b, s, &SetNodeState{ID: "n1", State: NodeActive})
 	}
 }
 

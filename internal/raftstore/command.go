@@ -22,29 +22,63 @@ const (
 	TypeUpsertNode   CommandType = 10
 	TypeRemoveNode   CommandType = 11
 	TypeSetNodeState CommandType = 12
-	TypeHeartbeat    CommandType = 13
+	// 13 was Heartbeat: no build ever proposed it (node liveness travels
+	// over HTTP, internal/cluster). Reserved; see reservedTypes.
 
-	TypePutExperiment    CommandType = 20
-	TypeDeleteExperiment CommandType = 21
+	// 20 and 21 are the experiment commands of the builds before the typed
+	// tables, whose documents were also the leader's records under other
+	// prefixes. Apply still accepts them from old log entries and routes
+	// each document to its table (migrate.go); proposers use 22 and 23.
+	TypeLegacyPutExperiment    CommandType = 20
+	TypeLegacyDeleteExperiment CommandType = 21
+	TypePutExperiment          CommandType = 22
+	TypeDeleteExperiment       CommandType = 23
 
 	TypePutOperation    CommandType = 30
 	TypeDeleteOperation CommandType = 31
+
+	// The leader's records (tables.go).
+	TypePutSourceStatus    CommandType = 40
+	TypeDeleteSourceStatus CommandType = 41
+	TypePutBranch          CommandType = 42
+	TypeDeleteBranch       CommandType = 43
+	TypePutPull            CommandType = 44
+	TypeDeletePull         CommandType = 45
+	TypePutClaim           CommandType = 50
+	TypeDeleteClaim        CommandType = 51
+
+	// TypeTxn applies several commands as one log entry, all or none.
+	TypeTxn CommandType = 60
 )
 
+// reservedTypes were used once and must never get a new meaning: a log or
+// snapshot somewhere may still hold them.
+var reservedTypes = []CommandType{13}
+
 var typeNames = map[CommandType]string{
-	TypeStageGeneration:    "StageGeneration",
-	TypeReportReady:        "ReportReady",
-	TypeReportFailed:       "ReportFailed",
-	TypeActivateGeneration: "ActivateGeneration",
-	TypeMarkInvalid:        "MarkInvalid",
-	TypeUpsertNode:         "UpsertNode",
-	TypeRemoveNode:         "RemoveNode",
-	TypeSetNodeState:       "SetNodeState",
-	TypeHeartbeat:          "Heartbeat",
-	TypePutExperiment:      "PutExperiment",
-	TypeDeleteExperiment:   "DeleteExperiment",
-	TypePutOperation:       "PutOperation",
-	TypeDeleteOperation:    "DeleteOperation",
+	TypeStageGeneration:        "StageGeneration",
+	TypeReportReady:            "ReportReady",
+	TypeReportFailed:           "ReportFailed",
+	TypeActivateGeneration:     "ActivateGeneration",
+	TypeMarkInvalid:            "MarkInvalid",
+	TypeUpsertNode:             "UpsertNode",
+	TypeRemoveNode:             "RemoveNode",
+	TypeSetNodeState:           "SetNodeState",
+	TypeLegacyPutExperiment:    "LegacyPutExperiment",
+	TypeLegacyDeleteExperiment: "LegacyDeleteExperiment",
+	TypePutExperiment:          "PutExperiment",
+	TypeDeleteExperiment:       "DeleteExperiment",
+	TypePutOperation:           "PutOperation",
+	TypeDeleteOperation:        "DeleteOperation",
+	TypePutSourceStatus:        "PutSourceStatus",
+	TypeDeleteSourceStatus:     "DeleteSourceStatus",
+	TypePutBranch:              "PutBranch",
+	TypeDeleteBranch:           "DeleteBranch",
+	TypePutPull:                "PutPull",
+	TypeDeletePull:             "DeletePull",
+	TypePutClaim:               "PutClaim",
+	TypeDeleteClaim:            "DeleteClaim",
+	TypeTxn:                    "Txn",
 }
 
 // String names the type for logs and errors.
@@ -68,8 +102,15 @@ const (
 	// every snapshot.
 	MaxGenerationBytes = 8 << 20
 	// MaxPayloadBytes bounds the encoded payload of every command other
-	// than StageGeneration (stats, experiment and operation documents).
+	// than StageGeneration and Txn (experiment and operation documents,
+	// the leader's records).
 	MaxPayloadBytes = 1 << 20
+	// MaxTxnBytes bounds a Txn's payload: an experiment, its operation
+	// (which repeats it) and the experiments a delete lets into preview.
+	MaxTxnBytes = 4 << 20
+	// MaxTxnOps bounds the commands of one Txn: enough to close every
+	// pull request of a full table with its claims in one entry.
+	MaxTxnOps = MaxPulls + MaxClaims
 	// maxStagePayloadBytes leaves room for base64 (4/3) and JSON framing
 	// around a bundle that fits MaxGenerationBytes.
 	maxStagePayloadBytes = MaxGenerationBytes/3*4 + 1<<20
@@ -143,8 +184,11 @@ func decodePayload(raw json.RawMessage, p any) error {
 }
 
 func maxPayload(t CommandType) int {
-	if t == TypeStageGeneration {
+	switch t {
+	case TypeStageGeneration:
 		return maxStagePayloadBytes
+	case TypeTxn:
+		return MaxTxnBytes
 	}
 	return MaxPayloadBytes
 }

@@ -27,6 +27,9 @@ var (
 	ErrInvalidCommand = errors.New("invalid command")
 	// ErrTooLarge means a generation bundle exceeds MaxGenerationBytes.
 	ErrTooLarge = errors.New("generation bundle too large")
+	// ErrTableFull means a put would add a record beyond a table's bound
+	// (MaxBranches, MaxPulls, MaxClaims).
+	ErrTableFull = errors.New("table full")
 	// ErrUnknownCommand means this build does not know the command type or
 	// version (a newer proposer during a rolling upgrade).
 	ErrUnknownCommand = errors.New("unknown command type or version")

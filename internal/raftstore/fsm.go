@@ -97,7 +97,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 // durable before the state is published: those that move a generation
 // through its lifecycle, which the node loader and the API act on. They
 // come a few per promotion, so the extra fsync is off the hot path
-// (heartbeats, readiness, node and experiment updates), whose index the
+// (readiness, node, experiment and record updates), whose index the
 // background persister records.
 func persistBeforePublish(t CommandType) bool {
 	switch t {
@@ -121,15 +121,24 @@ func (f *FSM) applyData(s *State, data []byte) (CommandType, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrRejected, err)
 	}
-	if f.ignoreUnknown && !Supported(cmd.Type, cmd.Version) {
-		f.logger.Warn("ignoring unknown command, upgrade this node", "type", cmd.Type, "version", cmd.Version)
+	if f.ignoreUnknown {
+		if op, ok := ignoredOp(cmd); ok {
+			f.logger.Warn("ignoring unknown command, upgrade this node", "entry", cmd.Type,
+				"type", op.Type, "version", op.Version)
+		}
 	}
 	a := Applier{State: s, IgnoreUnknown: f.ignoreUnknown}
 	return cmd.Type, a.Apply(cmd)
 }
 
 // snapshotFormat versions the snapshot encoding, separately from commands.
-const snapshotFormat = 1
+// Format 2 has the typed tables; format 1 (the builds before them) is
+// migrated on restore. A build that knows only format 1 refuses a format-2
+// snapshot rather than silently dropping the tables it does not know.
+const (
+	snapshotFormat       = 2
+	legacySnapshotFormat = 1
+)
 
 // snapshotFile is the JSON document a snapshot holds.
 type snapshotFile struct {
@@ -148,9 +157,12 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // and swaps it in one step, so a failed restore leaves the old state.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	s, err := ReadSnapshot(rc)
+	s, dropped, err := readSnapshot(rc)
 	if err != nil {
 		return err
+	}
+	if len(dropped) > 0 {
+		f.logger.Warn("old snapshot: records no table takes were dropped", "names", dropped)
 	}
 	f.mu.Lock()
 	f.state.Store(s)
@@ -159,22 +171,32 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// ReadSnapshot decodes a snapshot written by the FSM. Recovery tools use it
-// to inspect a snapshot without raft.
+// ReadSnapshot decodes a snapshot written by the FSM, migrating one of an
+// older format. Recovery tools use it to inspect a snapshot without raft.
 func ReadSnapshot(r io.Reader) (*State, error) {
+	s, _, err := readSnapshot(r)
+	return s, err
+}
+
+// readSnapshot also returns the names a migration dropped.
+func readSnapshot(r io.Reader) (*State, []string, error) {
 	var file snapshotFile
 	if err := json.NewDecoder(r).Decode(&file); err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
+		return nil, nil, fmt.Errorf("decode snapshot: %w", err)
 	}
-	if file.Format != snapshotFormat {
-		return nil, fmt.Errorf("snapshot format %d is not supported (want %d): upgrade this node",
-			file.Format, snapshotFormat)
+	if file.Format != snapshotFormat && file.Format != legacySnapshotFormat {
+		return nil, nil, fmt.Errorf("snapshot format %d is not supported (want %d or %d): upgrade this node",
+			file.Format, legacySnapshotFormat, snapshotFormat)
 	}
 	if file.State == nil {
-		return nil, fmt.Errorf("snapshot has no state")
+		return nil, nil, fmt.Errorf("snapshot has no state")
 	}
 	file.State.normalize()
-	return file.State, nil
+	var dropped []string
+	if file.Format == legacySnapshotFormat {
+		dropped = migrateState(file.State)
+	}
+	return file.State, dropped, nil
 }
 
 // WriteSnapshot encodes s in the snapshot format.

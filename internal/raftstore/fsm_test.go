@@ -92,9 +92,8 @@ func TestFSMMarkInvalid(t *testing.T) {
 func TestFSMNodes(t *testing.T) {
 	h := newHarness(t, false)
 	h.mustApply(&UpsertNode{ID: "a", RaftAddr: "10.0.0.1:7000", HTTPAddr: "10.0.0.1:8080", Group: "edge", Voter: true, Time: at(1)})
-	h.mustApply(&Heartbeat{ID: "a", Time: at(2), Stats: json.RawMessage(`{"decisions":3}`)})
 	n := h.fsm.State().Nodes["a"]
-	if n.State != NodeActive || !n.JoinTime.Equal(at(1)) || !n.LastHeartbeat.Equal(at(2)) || string(n.Stats) != `{"decisions":3}` {
+	if n.State != NodeActive || !n.JoinTime.Equal(at(1)) || n.HTTPAddr != "10.0.0.1:8080" {
 		t.Fatalf("node = %+v", n)
 	}
 	// Group changes only while PASSIVE.
@@ -186,9 +185,6 @@ func TestFSMRejections(t *testing.T) {
 		{"mark invalid wrong commit", func(t *testing.T) Command {
 			return mustCmd(t, &MarkInvalid{Generation: 4, Commit: "other", Errors: []string{"e"}, Time: at(9)})
 		}, ErrInvalidCommand},
-		{"heartbeat unknown node", func(t *testing.T) Command {
-			return mustCmd(t, &Heartbeat{ID: "zz", Time: at(9)})
-		}, ErrUnknownNode},
 		{"state of unknown node", func(t *testing.T) Command {
 			return mustCmd(t, &SetNodeState{ID: "zz", State: NodeSafe})
 		}, ErrUnknownNode},
@@ -341,7 +337,8 @@ func TestFSMStateIsImmutableAndSubscribeCoalesces(t *testing.T) {
 
 func TestFSMSnapshotRestore(t *testing.T) {
 	h := seededHarness(t, false)
-	h.mustApply(&Heartbeat{ID: "a", Time: at(6), Stats: json.RawMessage(`{"n":1}`)})
+	h.mustApply(&PutBranch{Record: branchRec("feature", 6)})
+	h.mustApply(&PutClaim{Claim: CommandClaim{CommentID: 9, PR: 1, User: "u", Verb: "status", Time: at(6)}})
 	var buf bytes.Buffer
 	snap, _ := h.fsm.Snapshot()
 	if err := snap.Persist(&memSink{Buffer: &buf}); err != nil {

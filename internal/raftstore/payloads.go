@@ -79,23 +79,17 @@ type SetNodeState struct {
 	State NodeState `json:"state"`
 }
 
-// Heartbeat records that a node is alive, with opaque statistics.
-type Heartbeat struct {
-	ID    string          `json:"id"`
-	Time  time.Time       `json:"time"`
-	Stats json.RawMessage `json:"stats,omitempty"`
-}
-
-// PutExperiment stores an experiment document under its resource name,
-// e.g. "policies/x/experiments/pr-1". The document is opaque here.
-type PutExperiment struct {
+// LegacyPutExperiment is the PutExperiment of the builds before the
+// typed tables: a document under any name, the leader's records included.
+// Apply routes it by name (migrate.go); nobody proposes it any more.
+type LegacyPutExperiment struct {
 	Name string          `json:"name"`
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
-// DeleteExperiment removes an experiment. Deleting an unknown one is not an
-// error.
-type DeleteExperiment struct {
+// LegacyDeleteExperiment is the DeleteExperiment of the builds before the
+// typed tables, routed by name like LegacyPutExperiment.
+type LegacyDeleteExperiment struct {
 	Name string `json:"name"`
 }
 
@@ -136,13 +130,10 @@ func (RemoveNode) CommandType() CommandType { return TypeRemoveNode }
 func (SetNodeState) CommandType() CommandType { return TypeSetNodeState }
 
 // CommandType implements Payload.
-func (Heartbeat) CommandType() CommandType { return TypeHeartbeat }
+func (LegacyPutExperiment) CommandType() CommandType { return TypeLegacyPutExperiment }
 
 // CommandType implements Payload.
-func (PutExperiment) CommandType() CommandType { return TypePutExperiment }
-
-// CommandType implements Payload.
-func (DeleteExperiment) CommandType() CommandType { return TypeDeleteExperiment }
+func (LegacyDeleteExperiment) CommandType() CommandType { return TypeLegacyDeleteExperiment }
 
 // CommandType implements Payload.
 func (PutOperation) CommandType() CommandType { return TypePutOperation }
@@ -217,15 +208,10 @@ func (p SetNodeState) Validate() error {
 }
 
 // Validate implements Payload.
-func (p Heartbeat) Validate() error {
-	return first(needID("id", p.ID), needTime("time", p.Time))
-}
+func (p LegacyPutExperiment) Validate() error { return needID("name", p.Name) }
 
 // Validate implements Payload.
-func (p PutExperiment) Validate() error { return needID("name", p.Name) }
-
-// Validate implements Payload.
-func (p DeleteExperiment) Validate() error { return needID("name", p.Name) }
+func (p LegacyDeleteExperiment) Validate() error { return needID("name", p.Name) }
 
 // Validate implements Payload.
 func (p PutOperation) Validate() error { return needID("id", p.ID) }
@@ -281,8 +267,8 @@ func stampTime(p Payload, now time.Time) {
 		t = &v.Time
 	case *UpsertNode:
 		t = &v.Time
-	case *Heartbeat:
-		t = &v.Time
+	case *PutClaim:
+		t = &v.Claim.Time
 	}
 	if t != nil && t.IsZero() {
 		*t = now

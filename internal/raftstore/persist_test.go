@@ -29,7 +29,7 @@ func TestFSMPersistsLifecycleCommandsBeforePublishing(t *testing.T) {
 	if err := h.apply(&ActivateGeneration{Generation: 9, Time: at(4)}); err == nil { // 5
 		t.Fatal("activating an unknown generation was accepted")
 	}
-	h.mustApply(&Heartbeat{ID: "a", Time: at(5)})                                               // 6
+	h.mustApply(&SetNodeState{ID: "a", State: NodeActive})                                      // 6
 	h.mustApply(&MarkInvalid{Generation: 2, Commit: "bad", Errors: []string{"x"}, Time: at(6)}) // 7
 	h.mustApply(stage(3, 7))                                                                    // 8
 	h.mustApply(&ReportFailed{Generation: 3, NodeID: "a", Errors: []string{"y"}, Time: at(8)})  // 9

@@ -40,11 +40,7 @@ func randomPayload(r *rand.Rand, sec int) Payload {
 		states := []NodeState{NodeActive, NodeTest, NodeSafe, NodePassive, NodeTerminated}
 		return &SetNodeState{ID: node, State: states[r.IntN(len(states))]}
 	case 10:
-		var stats json.RawMessage
-		if r.IntN(2) == 0 {
-			stats = json.RawMessage(fmt.Sprintf(`{"n":%d}`, sec))
-		}
-		return &Heartbeat{ID: node, Time: ts, Stats: stats}
+		return randomRecord(r, sec)
 	case 11:
 		name := fmt.Sprintf("policies/p/experiments/pr-%d", r.IntN(3))
 		if r.IntN(3) == 0 {

@@ -78,20 +78,19 @@ type Generation struct {
 
 // Node is a registered cluster member (a PDP in ONAP terms).
 type Node struct {
-	ID            string          `json:"id"`
-	RaftAddr      string          `json:"raftAddr"`
-	HTTPAddr      string          `json:"httpAddr"`
-	Group         string          `json:"group"`
-	Subgroup      string          `json:"subgroup"`
-	Voter         bool            `json:"voter"`
-	State         NodeState       `json:"state"`
-	JoinTime      time.Time       `json:"joinTime"`
-	UpdateTime    time.Time       `json:"updateTime"`
-	LastHeartbeat time.Time       `json:"lastHeartbeat,omitzero"`
-	Stats         json.RawMessage `json:"stats,omitempty"`
+	ID         string    `json:"id"`
+	RaftAddr   string    `json:"raftAddr"`
+	HTTPAddr   string    `json:"httpAddr"`
+	Group      string    `json:"group"`
+	Subgroup   string    `json:"subgroup"`
+	Voter      bool      `json:"voter"`
+	State      NodeState `json:"state"`
+	JoinTime   time.Time `json:"joinTime"`
+	UpdateTime time.Time `json:"updateTime"`
 }
 
-// Experiment is an opaque experiment document kept for the preview package.
+// Experiment is an AIP-236 experiment document, opaque here: the preview
+// package owns its content.
 type Experiment struct {
 	Name string          `json:"name"`
 	Data json.RawMessage `json:"data,omitempty"`
@@ -116,10 +115,23 @@ type State struct {
 	Staged   uint64 `json:"staged"`
 	// Highest is the highest generation number ever recorded, which
 	// survives pruning so numbers keep growing.
-	Highest     uint64                `json:"highest"`
-	Nodes       map[string]Node       `json:"nodes"`
+	Highest uint64          `json:"highest"`
+	Nodes   map[string]Node `json:"nodes"`
+	// Experiments holds the AIP-236 experiments by resource name
+	// "policies/{policy}/experiments/{id}", and nothing else.
 	Experiments map[string]Experiment `json:"experiments"`
-	Operations  map[string]Operation  `json:"operations"`
+	// Operations holds the long-running operations by id.
+	Operations map[string]Operation `json:"operations"`
+	// Sources holds the status of each failing policy source, by source
+	// name (SourceGit).
+	Sources map[string]SourceStatus `json:"sources"`
+	// Branches holds the branches other than the live one, by name
+	// (without GitHub, the experiment sources).
+	Branches map[string]BranchRecord `json:"branches"`
+	// Pulls holds the open pull requests into the live branch, by number.
+	Pulls map[int]PullRecord `json:"pulls"`
+	// Claims holds the comment commands the leader ran, by comment id.
+	Claims map[int64]CommandClaim `json:"claims"`
 	// LastIndex is the raft index of the last command applied.
 	LastIndex uint64 `json:"lastIndex"`
 }
@@ -131,6 +143,10 @@ func NewState() *State {
 		Nodes:       map[string]Node{},
 		Experiments: map[string]Experiment{},
 		Operations:  map[string]Operation{},
+		Sources:     map[string]SourceStatus{},
+		Branches:    map[string]BranchRecord{},
+		Pulls:       map[int]PullRecord{},
+		Claims:      map[int64]CommandClaim{},
 	}
 }
 
@@ -145,6 +161,12 @@ func (s *State) Clone() *State {
 	c.Nodes = maps.Clone(s.Nodes)
 	c.Experiments = maps.Clone(s.Experiments)
 	c.Operations = maps.Clone(s.Operations)
+	// Records are replaced whole, never modified in place, so their
+	// slices and maps are shared like the documents' bytes.
+	c.Sources = maps.Clone(s.Sources)
+	c.Branches = maps.Clone(s.Branches)
+	c.Pulls = maps.Clone(s.Pulls)
+	c.Claims = maps.Clone(s.Claims)
 	return &c
 }
 
@@ -207,5 +229,17 @@ func (s *State) normalize() {
 	}
 	if s.Operations == nil {
 		s.Operations = map[string]Operation{}
+	}
+	if s.Sources == nil {
+		s.Sources = map[string]SourceStatus{}
+	}
+	if s.Branches == nil {
+		s.Branches = map[string]BranchRecord{}
+	}
+	if s.Pulls == nil {
+		s.Pulls = map[int]PullRecord{}
+	}
+	if s.Claims == nil {
+		s.Claims = map[int64]CommandClaim{}
 	}
 }

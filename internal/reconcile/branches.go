@@ -1,12 +1,10 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -35,24 +33,28 @@ func (l *Loop) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) 
 	}
 	st := l.cfg.Store.State()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
-		p, err := putRecord(name, want[name])
-		if err != nil {
-			return err
-		}
-		if old, ok := st.Experiments[name]; ok && bytes.Equal(old.Data, p.Data) {
+		rec := want[name]
+		if old, ok := st.Branches[rec.Branch]; ok && sameRecord(old, rec) {
 			continue
 		}
-		if _, err := l.cfg.Store.Propose(ctx, p); err != nil {
+		if err := rec.Validate(); err != nil {
+			// A name or content past raftstore's bounds (a hostile
+			// push): leave the branch out rather than stop the pass.
+			l.log.Warn("cannot record a branch; skipped", "record", name, "error", err)
+			continue
+		}
+		if _, err := l.cfg.Store.Propose(ctx, &raftstore.PutBranch{Record: rec}); err != nil {
 			return fmt.Errorf("recording %s: %w", name, err)
 		}
-		l.log.Info("branch recorded", "revision", want[name].Revision, "changed_policies", want[name].ChangedPolicies,
-			"valid", want[name].Validation.Valid)
+		l.log.Info("branch recorded", "revision", rec.Revision, "changed_policies", rec.ChangedPolicies,
+			"valid", rec.Validation.Valid)
 	}
-	for _, name := range slices.Sorted(maps.Keys(st.Experiments)) {
-		if _, keep := want[name]; keep || !strings.HasPrefix(name, BranchRecordPrefix) {
+	for _, branch := range slices.Sorted(maps.Keys(st.Branches)) {
+		name := BranchRecordPrefix + branch
+		if _, keep := want[name]; keep {
 			continue
 		}
-		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: name}); err != nil {
+		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteBranch{Branch: branch}); err != nil {
 			return fmt.Errorf("deleting %s: %w", name, err)
 		}
 		l.log.Info("branch gone; record deleted", "record", name)

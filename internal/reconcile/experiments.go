@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/gitsource"
@@ -61,54 +62,75 @@ func (l *Loop) experiments(st *raftstore.State) []*preview.Experiment {
 	return exps
 }
 
-// proposePut proposes the put payload p (err is the error making it) of
-// the document name: the shared body of putExperiment and putOperation.
-func proposePut[P any, PP interface {
-	*P
-	raftstore.Payload
-}](ctx context.Context, l *Loop, name string, p P, err error) error {
-	if err != nil {
-		return err
+// propose proposes ps as one log entry (a raftstore.Txn when there are
+// several): one logical write, which no node and no next leader ever sees
+// half of. what names the write in the error.
+func (l *Loop) propose(ctx context.Context, what string, ps ...raftstore.Payload) error {
+	p, err := raftstore.Batch(ps...)
+	if err == nil && p != nil {
+		_, err = l.cfg.Store.Propose(ctx, p)
 	}
-	if _, err := l.cfg.Store.Propose(ctx, PP(&p)); err != nil {
-		return fmt.Errorf("storing %s: %w", name, err)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
 
+// experimentPut is the payload that stores e.
+func experimentPut(e *preview.Experiment) (raftstore.Payload, error) {
+	p, err := e.PutPayload()
+	return &p, err
+}
+
+// operationPut is the payload that stores op.
+func operationPut(op *preview.Operation) (raftstore.Payload, error) {
+	p, err := op.PutPayload()
+	return &p, err
+}
+
 // putExperiment proposes e.
 func (l *Loop) putExperiment(ctx context.Context, e *preview.Experiment) error {
-	p, err := e.PutPayload()
-	return proposePut(ctx, l, e.Name, p, err)
+	p, err := experimentPut(e)
+	if err != nil {
+		return err
+	}
+	return l.propose(ctx, "storing "+e.Name, p)
 }
 
 // putOperation proposes op.
 func (l *Loop) putOperation(ctx context.Context, op *preview.Operation) error {
-	p, err := op.PutPayload()
-	return proposePut(ctx, l, op.Name, p, err)
-}
-
-// deleteExperiment proposes the delete of name and previews the
-// experiments of its policy that were waiting for room under the cap.
-func (l *Loop) deleteExperiment(ctx context.Context, name string) error {
-	p := preview.DeletePayload(name)
-	if _, err := l.cfg.Store.Propose(ctx, &p); err != nil {
-		return fmt.Errorf("deleting %s: %w", name, err)
+	p, err := operationPut(op)
+	if err != nil {
+		return err
 	}
-	pol, _, _ := preview.ParseName(name)
-	return l.rebalance(ctx, pol)
+	return l.propose(ctx, "storing "+op.Name, p)
 }
 
-// rebalance previews (and, with auto_start, starts) the experiments of
-// pol that now fit under the cap.
-func (l *Loop) rebalance(ctx context.Context, pol string) error {
+// deleteExperiment proposes, as one log entry, the delete of name, the
+// experiments of its policy that were waiting for room under the cap
+// (previewed now, and started with auto_start), and with (the operation
+// of the delete or commit, when there is one).
+func (l *Loop) deleteExperiment(ctx context.Context, name string, with ...raftstore.Payload) error {
+	del := preview.DeletePayload(name)
+	ps := []raftstore.Payload{&del}
+	rest := slices.DeleteFunc(l.experiments(l.cfg.Store.State()), func(e *preview.Experiment) bool { return e.Name == name })
+	pol, _, _ := preview.ParseName(name)
 	now := l.cfg.Now()
-	for _, e := range preview.Rebalance(l.experiments(l.cfg.Store.State()), pol, l.settings()) {
+	var previewed []string
+	for _, e := range preview.Rebalance(rest, pol, l.settings()) {
 		e = preview.AutoStart(e, l.settings(), now)
-		if err := l.putExperiment(ctx, e); err != nil {
+		p, err := experimentPut(e)
+		if err != nil {
 			return err
 		}
-		l.log.Info("experiment previewed: room under the cap", "experiment", e.Name)
+		ps = append(ps, p)
+		previewed = append(previewed, e.Name)
+	}
+	if err := l.propose(ctx, "deleting "+name, append(ps, with...)...); err != nil {
+		return err
+	}
+	for _, n := range previewed {
+		l.log.Info("experiment previewed: room under the cap", "experiment", n)
 	}
 	return nil
 }
@@ -130,12 +152,17 @@ func (l *Loop) cascade(ctx context.Context, from, to raftstore.Generation) {
 	defer l.expMu.Unlock()
 	exps := l.experiments(l.cfg.Store.State())
 	for _, pol := range gone {
-		for _, name := range preview.CascadeDelete(exps, pol) {
+		names := preview.CascadeDelete(exps, pol)
+		ps := make([]raftstore.Payload, 0, len(names))
+		for _, name := range names {
 			p := preview.DeletePayload(name)
-			if _, err := l.cfg.Store.Propose(ctx, &p); err != nil {
-				l.log.Warn("cannot delete the experiment of a deleted policy", "experiment", name, "error", err)
-				continue
-			}
+			ps = append(ps, &p)
+		}
+		if err := l.propose(ctx, "deleting the experiments of policies/"+pol, ps...); err != nil {
+			l.log.Warn("cannot delete the experiments of a deleted policy", "policy", pol, "experiments", names, "error", err)
+			continue
+		}
+		for _, name := range names {
 			l.log.Info("live policy deleted; experiment deleted", "policy", pol, "experiment", name,
 				"generation", to.Number)
 		}

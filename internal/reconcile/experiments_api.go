@@ -21,18 +21,17 @@ func (l *Loop) leaderCheck() error {
 	return nil
 }
 
-// finish stores a done operation for method m on e (the response).
-func (l *Loop) finish(ctx context.Context, m preview.Method, target string, resp *preview.Experiment,
-	now time.Time) (*preview.Operation, error) {
+// doneOperation is the done operation of method m on target, whose
+// response is resp, and the payload that stores it.
+func doneOperation(m preview.Method, target string, resp *preview.Experiment,
+	now time.Time) (*preview.Operation, raftstore.Payload, error) {
 	op := preview.NewOperation(preview.OperationID(m, target, now), m, target, now)
 	done, err := op.Succeed(resp, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := l.putOperation(ctx, done); err != nil {
-		return nil, err
-	}
-	return done, nil
+	p, err := operationPut(done)
+	return done, p, err
 }
 
 // checkInput compiles the policy of a create or update body for pol, off
@@ -117,11 +116,15 @@ func (l *Loop) DeleteExperiment(ctx context.Context, name, etag string) (*previe
 		if err != nil {
 			return nil, err
 		}
-		if err := l.deleteExperiment(ctx, name); err != nil {
+		op, opPut, err := doneOperation(preview.MethodDelete, name, e, now)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.deleteExperiment(ctx, name, opPut); err != nil {
 			return nil, err
 		}
 		l.log.Info("experiment deleted", "experiment", name)
-		return l.finish(ctx, preview.MethodDelete, name, e, now)
+		return op, nil
 	})
 }
 
@@ -165,11 +168,19 @@ func (l *Loop) change(name string, fn func(cur *preview.Experiment, now time.Tim
 
 // save writes e as method m left it and returns m's finished operation.
 func (l *Loop) save(ctx context.Context, m preview.Method, e *preview.Experiment, now time.Time) (*preview.Operation, error) {
-	if err := l.putExperiment(ctx, e); err != nil {
+	op, opPut, err := doneOperation(m, e.Name, e, now)
+	if err != nil {
+		return nil, err
+	}
+	put, err := experimentPut(e)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.propose(ctx, "storing "+e.Name, put, opPut); err != nil {
 		return nil, err
 	}
 	l.log.Info("experiment saved", "method", m, "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
-	return l.finish(ctx, m, e.Name, e, now)
+	return op, nil
 }
 
 // CommitExperiment promotes an experiment to live (AIP-236 commit). The
@@ -221,10 +232,11 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 		return nil, err
 	}
 	l.commits.Add(1)
-	if err := l.putOperation(ctx, op); err != nil {
+	opPut, err := operationPut(op)
+	if err != nil {
 		return nil, err
 	}
-	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+	if err := l.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
 		return nil, err
 	}
 	l.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "revision", l.revision(commit))
@@ -264,10 +276,11 @@ func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment
 		l.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
 		return nil, err
 	}
-	if err := l.putOperation(ctx, op); err != nil {
+	opPut, err := operationPut(op)
+	if err != nil {
 		return nil, err
 	}
-	if err := l.deleteExperiment(ctx, plan.Delete); err != nil {
+	if err := l.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
 		return nil, err
 	}
 	l.log.Info("experiment committed by merging its pull request", "experiment", name, "etag", cur.Etag,

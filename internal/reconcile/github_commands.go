@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -137,11 +137,7 @@ func (l *Loop) setPullPreviewState(ctx context.Context, n int, want preview.Stat
 		return nil
 	}
 	rec.Preview = string(want)
-	p, err := putRecord(PullRecordPrefix+strconv.Itoa(n), rec)
-	if err != nil {
-		return err
-	}
-	_, err = l.cfg.Store.Propose(ctx, p)
+	_, err := l.cfg.Store.Propose(ctx, &raftstore.PutPull{Record: rec})
 	return err
 }
 

@@ -1,13 +1,10 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/policyrollout/reconciler/internal/forge"
@@ -16,11 +13,10 @@ import (
 )
 
 // PullRecordPrefix names the replicated records of open pull requests
-// ("pulls/42"), kept beside the branch records (records.go) while the AIP
-// experiments `pr-N` of internal/preview are not wired: what each open
-// pull request into the live branch changes, the etags of its changed
-// policies, whether its tree validates, and its preview state as set by
-// comment commands.
+// ("pulls/42") in logs. They live in raftstore's Pulls table, beside the
+// branch records (records.go): what each open pull request into the live
+// branch changes, the etags of its changed policies, whether its tree
+// validates, and its preview state as set by comment commands.
 const PullRecordPrefix = "pulls/"
 
 // maxPulls bounds how many open pull requests the leader tracks.
@@ -28,40 +24,11 @@ const maxPulls = 200
 
 // PullRecord is one open pull request into the live branch, as an
 // experiment tracked by the leader (CONTRACT.md §5).
-type PullRecord struct {
-	Number     int    `json:"number"`
-	Title      string `json:"title"`
-	URL        string `json:"url"`
-	Author     string `json:"author"`
-	HeadCommit string `json:"headCommit"`
-	// MainCommit is the live branch's head it was compared with.
-	MainCommit string `json:"mainCommit"`
-	// ChangedPolicies names, sorted, the policies whose content differs
-	// from the live branch's head; Etags are their etags at HeadCommit
-	// (set when the tree is valid), LiveEtags at MainCommit.
-	ChangedPolicies []string          `json:"changedPolicies"`
-	Etags           map[string]string `json:"etags"`
-	LiveEtags       map[string]string `json:"liveEtags"`
-	Validation      BranchValidation  `json:"validation"`
-	// Preview is ACTIVE or SUSPENDED (comment commands); ACTIVE at first.
-	Preview string `json:"preview"`
-}
+type PullRecord = raftstore.PullRecord
 
 // ReadPullRecords returns the replicated pull request records by number.
 func ReadPullRecords(st *raftstore.State) map[int]PullRecord {
-	out := map[int]PullRecord{}
-	for name, doc := range st.Experiments {
-		num, ok := strings.CutPrefix(name, PullRecordPrefix)
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(num)
-		var r PullRecord
-		if err == nil && json.Unmarshal(doc.Data, &r) == nil {
-			out[n] = r
-		}
-	}
-	return out
+	return maps.Clone(st.Pulls)
 }
 
 // pullEntry caches a computed record with what it was computed from.
@@ -125,34 +92,48 @@ func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(want)) {
-		name := PullRecordPrefix + strconv.Itoa(n)
-		p, err := putRecord(name, want[n])
-		if err != nil {
-			return err
-		}
-		if old, ok := st.Experiments[name]; ok && bytes.Equal(old.Data, p.Data) {
+		rec := want[n]
+		if prev, ok := old[n]; ok && sameRecord(prev, rec) {
 			continue
 		}
-		if _, err := l.cfg.Store.Propose(ctx, p); err != nil {
-			return fmt.Errorf("recording %s: %w", name, err)
+		if err := rec.Validate(); err != nil {
+			// Past raftstore's bounds (a hostile pull request): leave it
+			// out rather than stop the pass.
+			l.log.Warn("cannot record a pull request; skipped", "pull", n, "error", err)
+			continue
 		}
-		l.log.Info("pull request recorded", "pull", n, "head", want[n].HeadCommit,
-			"changed_policies", want[n].ChangedPolicies, "valid", want[n].Validation.Valid)
+		if _, err := l.cfg.Store.Propose(ctx, &raftstore.PutPull{Record: rec}); err != nil {
+			return fmt.Errorf("recording %s%d: %w", PullRecordPrefix, n, err)
+		}
+		l.log.Info("pull request recorded", "pull", n, "head", rec.HeadCommit,
+			"changed_policies", rec.ChangedPolicies, "valid", rec.Validation.Valid)
 	}
+	return l.deleteClosedPulls(ctx, st, old, want)
+}
+
+// deleteClosedPulls deletes the records of the pull requests no longer
+// wanted and their command claims, in one log entry.
+func (l *Loop) deleteClosedPulls(ctx context.Context, st *raftstore.State, old, want map[int]PullRecord) error {
 	closed := map[int]bool{}
-	for n := range old {
-		if _, keep := want[n]; keep {
-			continue
+	var ps []raftstore.Payload
+	for _, n := range slices.Sorted(maps.Keys(old)) {
+		if _, keep := want[n]; !keep {
+			closed[n] = true
+			ps = append(ps, &raftstore.DeletePull{Number: n})
 		}
-		name := PullRecordPrefix + strconv.Itoa(n)
-		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteExperiment{Name: name}); err != nil {
-			return fmt.Errorf("deleting %s: %w", name, err)
-		}
-		closed[n] = true
-		l.log.Info("pull request closed; record deleted", "pull", n)
 	}
-	if len(closed) > 0 {
-		l.pruneCommandRecords(ctx, closed)
+	if len(ps) == 0 {
+		return nil
+	}
+	p, err := raftstore.Batch(append(ps, claimDeletes(st, closed, 0)...)...)
+	if err == nil {
+		_, err = l.cfg.Store.Propose(ctx, p)
+	}
+	if err != nil {
+		return fmt.Errorf("deleting closed pull requests: %w", err)
+	}
+	for _, n := range slices.Sorted(maps.Keys(closed)) {
+		l.log.Info("pull request closed; record deleted", "pull", n)
 	}
 	return nil
 }
@@ -161,10 +142,10 @@ func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
 // with main and validates that tree (the same checks as a main commit), cached per head and main.
 func (l *Loop) pullRecord(t *term, p forge.PullRequest, head, main gitsource.Revision) (PullRecord, error) {
 	if e, ok := t.pulls[p.Number]; ok && e.rec.HeadCommit == head.Hash && e.main == main.Hash {
-		e.rec.Title, e.rec.URL, e.rec.Author = p.Title, p.URL, p.Author
+		e.rec.Title, e.rec.URL, e.rec.Author = pullTitle(p), p.URL, p.Author
 		return e.rec, nil
 	}
-	rec := PullRecord{Number: p.Number, Title: p.Title, URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
+	rec := PullRecord{Number: p.Number, Title: pullTitle(p), URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
 		MainCommit: main.Hash, ChangedPolicies: []string{}, Etags: map[string]string{}, LiveEtags: map[string]string{},
 		Validation: BranchValidation{Errors: []string{}}, Preview: "ACTIVE"}
 	c, err := l.changeOf(main, head)
@@ -185,6 +166,12 @@ func (l *Loop) pullRecord(t *term, p forge.PullRequest, head, main gitsource.Rev
 	}
 	t.pulls[p.Number] = pullEntry{main: main.Hash, rec: rec}
 	return rec, nil
+}
+
+// pullTitle is a pull request's title as a record holds it (GitHub bounds
+// titles well below raftstore.MaxTextBytes; this makes sure).
+func pullTitle(p forge.PullRequest) string {
+	return raftstore.ClipText(p.Title, raftstore.MaxTextBytes)
 }
 
 // liveEtags are the etags of the generation main stands for.

@@ -109,11 +109,8 @@ func ghLoop(t *testing.T, store *fakeStore, repo *fakeRepo, fg *fakeForge, stats
 // putPull records pull request n at head as the reconcile pass would.
 func putPull(t *testing.T, store *fakeStore, n int, head string) {
 	t.Helper()
-	p, err := putRecord(fmt.Sprintf("%s%d", PullRecordPrefix, n), PullRecord{Number: n, HeadCommit: head,
-		ChangedPolicies: []string{}, Validation: BranchValidation{Valid: true}, Preview: "ACTIVE"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := &raftstore.PutPull{Record: PullRecord{Number: n, HeadCommit: head,
+		ChangedPolicies: []string{}, Validation: BranchValidation{Valid: true}, Preview: "ACTIVE"}}
 	if _, err := store.Propose(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

@@ -296,7 +296,7 @@ func TestLoopPullError(t *testing.T) {
 	if !ok || rec.Error != down.Error() || rec.Reason != "network" || rec.Revision != "main@sha1:"+c1 || rec.URL == "" {
 		t.Fatalf("record = %+v %v", rec, ok)
 	}
-	if n := store.count(raftstore.TypePutExperiment); n != 1 {
+	if n := store.count(raftstore.TypePutSourceStatus); n != 1 {
 		t.Errorf("%d records written for one failure", n)
 	}
 	if s := l.Status(); s.Error != down.Error() || s.Commit != c1 {
@@ -311,8 +311,8 @@ func TestLoopPullError(t *testing.T) {
 	repo.setFetchErr(nil)
 	settle(t, l, repo)
 	settle(t, l, repo)
-	if _, ok := ReadSourceRecord(store.State()); ok || store.count(raftstore.TypeDeleteExperiment) != 1 {
-		t.Errorf("record kept after recovery (%d deletes)", store.count(raftstore.TypeDeleteExperiment))
+	if _, ok := ReadSourceRecord(store.State()); ok || store.count(raftstore.TypeDeleteSourceStatus) != 1 {
+		t.Errorf("record kept after recovery (%d deletes)", store.count(raftstore.TypeDeleteSourceStatus))
 	}
 	if st := store.State(); st.Active != 1 || st.Highest != 1 {
 		t.Errorf("active %d highest %d", st.Active, st.Highest)
@@ -359,9 +359,9 @@ func TestLoopBranchRecords(t *testing.T) {
 	if len(docs.ChangedPolicies) != 0 || !docs.Validation.Valid || len(recs) != 3 {
 		t.Errorf("docs = %+v, %d records", docs, len(recs))
 	}
-	puts := store.count(raftstore.TypePutExperiment)
+	puts := store.count(raftstore.TypePutBranch)
 	settle(t, l, repo)
-	if n := store.count(raftstore.TypePutExperiment); n != puts {
+	if n := store.count(raftstore.TypePutBranch); n != puts {
 		t.Errorf("%d writes when nothing moved", n-puts)
 	}
 	repo.deleteBranch("broken")
@@ -387,5 +387,23 @@ func TestSameRefs(t *testing.T) {
 func TestRemoteErrorReason(t *testing.T) {
 	if reasonOf(errors.New("x")) != "" || reasonOf(fmt.Errorf("w: %w", &gitsource.RemoteError{Reason: gitsource.ReasonAuth})) != "auth" {
 		t.Error("reasonOf")
+	}
+}
+
+// TestLoopSkipsBranchPastBounds: a branch whose record raftstore refuses
+// (a name over raftstore.MaxKeyBytes: anyone who can push can make one) is
+// left out with a warning; the pass goes on and records the others.
+func TestLoopSkipsBranchPastBounds(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.commit("main", webPolicy("a"))
+	l := startLoop(t, store, repo, fixedMembers{})
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	long := "a" + strings.Repeat("x", raftstore.MaxKeyBytes) // sorts first
+	repo.commit(long, webPolicy("b"))
+	repo.commit("fine", webPolicy("c"))
+	settle(t, l, repo)
+	recs := ReadBranchRecords(store.State())
+	if _, ok := recs[BranchRecordPrefix+"fine"]; !ok || len(recs) != 1 {
+		t.Fatalf("%d records, want only branches/fine", len(recs))
 	}
 }

@@ -44,22 +44,18 @@ func (l *Loop) notePull(ctx context.Context, refs *gitsource.Refs, err error) bo
 	l.mu.Unlock()
 	prev, had := ReadSourceRecord(l.cfg.Store.State())
 	var p raftstore.Payload
+	msg := raftstore.ClipText(errText(err), raftstore.MaxTextBytes)
 	switch {
 	case err == nil && had:
-		p = &raftstore.DeleteExperiment{Name: SourceRecordName}
+		p = &raftstore.DeleteSourceStatus{Source: raftstore.SourceGit}
 		l.log.Info("policy repository reachable again", "revision", refs.Main.String(), "failing_since", prev.Since)
-	case err != nil && (!had || prev.Error != err.Error()):
-		rec := SourceRecord{URL: l.cfg.URL, Error: err.Error(), Reason: reasonOf(err), Since: now,
-			Revision: l.revision(last)}
+	case err != nil && (!had || prev.Error != msg):
+		rec := SourceRecord{URL: raftstore.ClipText(l.cfg.URL, raftstore.MaxTextBytes), Error: msg,
+			Reason: reasonOf(err), Since: now, Revision: l.revision(last)}
 		if had {
 			rec.Since = prev.Since
 		}
-		put, perr := putRecord(SourceRecordName, rec)
-		if perr != nil {
-			l.log.Error("cannot record the pull error", "error", perr)
-			return fresh
-		}
-		p = put
+		p = &raftstore.PutSourceStatus{Source: raftstore.SourceGit, Status: rec}
 	default:
 		return fresh
 	}
@@ -67,6 +63,14 @@ func (l *Loop) notePull(ctx context.Context, refs *gitsource.Refs, err error) bo
 		l.log.Warn("cannot record the policy source's state; retrying at the next pass", "error", perr)
 	}
 	return fresh
+}
+
+// errText is err's message, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // reasonOf is gitsource's classification of a failed fetch.

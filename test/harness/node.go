@@ -107,6 +107,9 @@ type Config struct {
 	TokenEnv string // git.token_env; omitted if empty
 
 	APITokenEnv string // api.token_env
+	// APIExtra is TOML appended verbatim to the [api] section, e.g.
+	// trusted_proxies.
+	APIExtra string
 
 	// Extra is TOML appended verbatim, e.g. a [preview] section.
 	Extra string
@@ -141,11 +144,11 @@ poll = %q
 	fmt.Fprintf(&b, `
 [api]
 token_env = %q
-
+%s
 [log]
 level = "info"
 format = "json"
-`, c.APITokenEnv)
+`, c.APITokenEnv, c.APIExtra)
 	if c.Extra != "" {
 		b.WriteString("\n" + c.Extra + "\n")
 	}
