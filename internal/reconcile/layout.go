@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path"
 	"strings"
 
@@ -49,6 +50,39 @@ func (l *Loop) policyDir(live map[string][]byte, pol string, p *policy.Policy) (
 // keepLayout is cur with policy.toml rewritten as described above, and
 // false when that tree does not give p.
 func (l *Loop) keepLayout(live, cur map[string][]byte, old []byte, pol string, p *policy.Policy) (map[string][]byte, bool) {
+	head, ok := layoutHead(old)
+	if !ok {
+		return nil, false
+	}
+	// What the other files give: the tree with a policy.toml of settings.
+	own := *p
+	own.Rules, own.Tests = nil, nil
+	others, ok := l.loadWith(live, pol, cur, head, &own)
+	if !ok {
+		return nil, false
+	}
+	for _, r := range p.Rules {
+		if !hasRule(others.Rules, r) {
+			own.Rules = append(own.Rules, r)
+		}
+	}
+	for _, t := range p.Tests {
+		if !hasTest(others.Tests, t) {
+			own.Tests = append(own.Tests, t)
+		}
+	}
+	got, ok := l.loadWith(live, pol, cur, head, &own)
+	if !ok || got.Etag() != p.Etag() {
+		return nil, false
+	}
+	out := maps.Clone(cur)
+	out["policy.toml"], _ = policyTOML(head, &own)
+	return out, true
+}
+
+// layoutHead is what a rewritten policy.toml keeps of the old one: its
+// leading comment block, and its include and merge keys.
+func layoutHead(old []byte) ([]byte, bool) {
 	var keys struct {
 		Include []string `toml:"include"`
 		Merge   string   `toml:"merge"`
@@ -64,44 +98,20 @@ func (l *Loop) keepLayout(live, cur map[string][]byte, old []byte, pol string, p
 		head.WriteString(line)
 	}
 	if len(keys.Include) > 0 {
-		inc, _ := toml.Marshal(map[string]any{"include": keys.Include})
+		inc, err := toml.Marshal(map[string]any{"include": keys.Include})
+		if err != nil {
+			return nil, false
+		}
 		head.Write(inc)
 	}
 	if keys.Merge != "" {
 		fmt.Fprintf(&head, "merge = %q\n", keys.Merge)
 	}
-	// What the other files give: the tree with a policy.toml of settings.
-	bare := *p
-	bare.Rules, bare.Tests = nil, nil
-	others, ok := l.loadWith(live, pol, cur, head.Bytes(), &bare)
-	if !ok {
-		return nil, false
-	}
-	own := bare
-	for _, r := range p.Rules {
-		if !hasRule(others.Rules, r) {
-			own.Rules = append(own.Rules, r)
-		}
-	}
-	for _, t := range p.Tests {
-		if !hasTest(others.Tests, t) {
-			own.Tests = append(own.Tests, t)
-		}
-	}
-	got, ok := l.loadWith(live, pol, cur, head.Bytes(), &own)
-	if !ok || got.Etag() != p.Etag() {
-		return nil, false
-	}
-	out := make(map[string][]byte, len(cur))
-	for k, v := range cur {
-		out[k] = v
-	}
-	out["policy.toml"], _ = l.policyTOML(head.Bytes(), &own)
-	return out, true
+	return head.Bytes(), true
 }
 
 // policyTOML is head followed by p in TOML.
-func (l *Loop) policyTOML(head []byte, p *policy.Policy) ([]byte, error) {
+func policyTOML(head []byte, p *policy.Policy) ([]byte, error) {
 	body, err := p.MarshalTOML()
 	if err != nil {
 		return nil, err
@@ -112,7 +122,7 @@ func (l *Loop) policyTOML(head []byte, p *policy.Policy) ([]byte, error) {
 // loadWith loads pol from live with its directory replaced by cur and
 // policy.toml by head + p.
 func (l *Loop) loadWith(live map[string][]byte, pol string, cur map[string][]byte, head []byte, p *policy.Policy) (*policy.Policy, bool) {
-	data, err := l.policyTOML(head, p)
+	data, err := policyTOML(head, p)
 	if err != nil {
 		return nil, false
 	}
