@@ -24,12 +24,21 @@ type ConflictError struct {
 	Paths []string
 }
 
+// Error names at most 10 paths, each cut at 200 bytes: the paths come
+// from whoever pushed the source, and the message travels into the
+// replicated state, the status and pull request comments.
 func (e *ConflictError) Error() string {
-	const show = 10
-	paths := e.Paths
+	const show, maxPath = 10, 200
+	paths := make([]string, 0, show)
+	for _, p := range e.Paths[:min(show, len(e.Paths))] {
+		if len(p) > maxPath {
+			p = p[:maxPath] + "…"
+		}
+		paths = append(paths, p)
+	}
 	more := ""
-	if len(paths) > show {
-		paths, more = paths[:show], fmt.Sprintf(" and %d more", len(e.Paths)-show)
+	if len(e.Paths) > show {
+		more = fmt.Sprintf(" and %d more", len(e.Paths)-show)
 	}
 	return fmt.Sprintf("gitsource: merging %s into %s: both changed %s%s since their merge base; merge main into the source and resolve",
 		short(e.Source), short(e.Main), strings.Join(paths, ", "), more)

@@ -206,3 +206,14 @@ func FuzzThreeWay(f *testing.F) {
 		}
 	})
 }
+
+func TestConflictErrorIsBounded(t *testing.T) {
+	var paths []string
+	for i := range 50 {
+		paths = append(paths, strings.Repeat("x", 5000)+string(rune('a'+i%26)))
+	}
+	msg := (&ConflictError{Source: strings.Repeat("a", 40), Main: strings.Repeat("b", 40), Paths: paths}).Error()
+	if len(msg) > 3000 || !strings.Contains(msg, "and 40 more") {
+		t.Errorf("%d bytes: %.300s", len(msg), msg)
+	}
+}

@@ -142,8 +142,16 @@ func (l *Loop) validation(e *preview.Experiment) *preview.Validation {
 		tree[pol+"/"+k] = v
 	}
 	probs := l.validate(tree).Problems
+	if len(probs) > maxExperimentProblems { // the experiment document must stay small in the raft log
+		probs = append(probs[:maxExperimentProblems:maxExperimentProblems],
+			fmt.Sprintf("… and %d more problems", len(probs)-maxExperimentProblems))
+	}
 	return &preview.Validation{Valid: len(probs) == 0, Errors: capProblems(nonNilStrings(probs))}
 }
+
+// maxExperimentProblems bounds the problems an experiment's validation
+// keeps; `reconciler validate` or the commit's error lists them all.
+const maxExperimentProblems = 10
 
 // withValidation is e with its Validation computed (API experiments).
 func (l *Loop) withValidation(e *preview.Experiment) *preview.Experiment {
