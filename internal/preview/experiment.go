@@ -222,6 +222,20 @@ func NoOp(live *policy.Policy, name string) *policy.Policy {
 	return p
 }
 
+// public is e as the API shows it: the embedded policy named by its
+// resource name, "policies/{policy}", as the live policy is (AIP-236), so
+// that it posts back unchanged. The stored form keeps the short name the
+// etag is computed with.
+func (e *Experiment) public() *Experiment {
+	if e == nil || e.Policy == nil || strings.HasPrefix(e.Policy.Name, "policies/") {
+		return e
+	}
+	p, c := *e.Policy, *e
+	p.Name = "policies/" + p.Name
+	c.Policy = &p
+	return &c
+}
+
 // IsNoOp reports whether p allows everything without a rule: an
 // experiment with such a policy previews the deletion of the live one.
 func IsNoOp(p *policy.Policy) bool {
@@ -247,16 +261,8 @@ type Verdict struct {
 }
 
 // ViewOf pairs e with its entry in merged (see Merge), if any.
-// The embedded policy is named by its resource name, "policies/{policy}",
-// as the live policy is (AIP-236), so that it posts back unchanged.
 func ViewOf(e *Experiment, merged []Stats) View {
-	v := View{Experiment: e}
-	if e.Policy != nil && !strings.HasPrefix(e.Policy.Name, "policies/") {
-		p, c := *e.Policy, *e
-		p.Name = "policies/" + p.Name
-		c.Policy = &p
-		v.Experiment = &c
-	}
+	v := View{Experiment: e.public()}
 	for i := range merged {
 		if merged[i].Experiment == e.Name && merged[i].ExperimentEtag == e.Etag {
 			s := merged[i]

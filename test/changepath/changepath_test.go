@@ -330,8 +330,12 @@ func TestConflictIsTheExperimentsState(t *testing.T) {
 func TestLivePolicyPostsBackAsAnExperiment(t *testing.T) {
 	e := start(t, "")
 	live := e.policyJSON("api")
-	if o := e.op(http.MethodPost, "/v1/policies/api/experiments?experimentId=same", `{"policy":`+mustJSON(live)+`}`); o.Error != nil {
+	o := e.op(http.MethodPost, "/v1/policies/api/experiments?experimentId=same", `{"policy":`+mustJSON(live)+`}`)
+	if o.Error != nil {
 		t.Fatalf("create from the live policy's JSON: %+v", o.Error)
+	}
+	if !strings.Contains(string(o.Response), `"policy":{"name":"policies/api"`) {
+		t.Errorf("the operation's response names the policy otherwise: %.200s", o.Response)
 	}
 	x, _ := e.experiment("policies/api/experiments/same")
 	if x.Etag != live["etag"] {
