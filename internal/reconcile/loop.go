@@ -134,6 +134,10 @@ type Loop struct {
 	expCacheMu sync.Mutex
 	expCache   map[string]map[string][]byte
 	conflicts  map[string]string // merge conflicts of expCache's merges (merged.go)
+	lastMain   struct {          // main's policies root, read once per head (merged.go)
+		hash  string
+		files map[string][]byte
+	}
 }
 
 // New returns a Loop, or an error if the poll spec does not parse.

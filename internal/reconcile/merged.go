@@ -51,12 +51,9 @@ func (l *Loop) changeOf(main, head gitsource.Revision) (sourceChange, error) {
 		msg := (&gitsource.ConflictError{Source: head.Hash, Main: main.Hash, Paths: merge.Conflicts}).Error()
 		return sourceChange{changed: nonNilStrings(changed), problems: []string{msg}, conflict: msg}, nil
 	}
-	mainFiles, problems, err := l.read(main)
+	mainFiles, err := l.mainFiles(main)
 	if err != nil {
 		return sourceChange{}, err
-	}
-	if problems != nil {
-		mainFiles = map[string][]byte{}
 	}
 	changed, err := gitsource.ChangedPoliciesFS(gitsource.FilesFS(mainFiles), gitsource.FilesFS(merge.Files), l.cfg.LoadOptions)
 	if err != nil {
@@ -127,6 +124,29 @@ func (l *Loop) sourceFiles(main, head string) (map[string][]byte, string, error)
 		l.conflicts[key] = c.conflict
 	}
 	return files, c.conflict, nil
+}
+
+// mainFiles reads main's policies root (empty when it cannot be read),
+// keeping the last one: every branch of a pass is compared with the same
+// main, which must not be read (up to gitsource.MaxFilesSize) per branch.
+func (l *Loop) mainFiles(main gitsource.Revision) (map[string][]byte, error) {
+	l.expCacheMu.Lock()
+	if l.lastMain.hash == main.Hash && l.lastMain.files != nil {
+		defer l.expCacheMu.Unlock()
+		return l.lastMain.files, nil
+	}
+	l.expCacheMu.Unlock()
+	files, problems, err := l.read(main)
+	if err != nil {
+		return nil, err
+	}
+	if problems != nil {
+		files = map[string][]byte{}
+	}
+	l.expCacheMu.Lock()
+	l.lastMain.hash, l.lastMain.files = main.Hash, files
+	l.expCacheMu.Unlock()
+	return files, nil
 }
 
 func nonNilStrings(s []string) []string {
