@@ -16,14 +16,17 @@ import (
 // An API experiment holds a merged policy, while main may spread that
 // policy over policy.toml, includes of shared fragments, fragments of its
 // own and test files. Committing writes only what changed where it can:
-// the other files of the directory stay as they are when they still hold
-// exactly what the experiment has, and policy.toml is rewritten with its
-// leading comment block, its include and merge keys kept and only the
-// rules and tests no other file gives. When that does not load back to
-// the experiment's etag (the experiment changed or dropped a rule that a
-// fragment or a shared include defines), the directory is flattened into
-// one generated policy.toml: the only layout that is sure to hold the
-// experiment, which loses the includes (docs/preview.md says so).
+// a rule or test the experiment changed or dropped is changed or removed
+// in the fragment or test file of the directory that defines it
+// (patchFragments; that file is re-encoded, keeping its leading
+// comments), the other files stay as they are, and policy.toml is
+// rewritten with its leading comment block, its include and merge keys
+// kept and only the rules and tests no other file gives. When that does
+// not load back to the experiment's etag (the experiment changed or
+// dropped a rule that a shared include defines, which other policies
+// use too), the directory is flattened into one generated policy.toml:
+// the only layout that is sure to hold the experiment, which loses the
+// includes (docs/git.md says so).
 
 // policyDir is the new content of pol's directory for p, relative to it,
 // given the policies root main holds (live; nil or without the policy for
@@ -61,6 +64,15 @@ func (l *Loop) keepLayout(live, cur map[string][]byte, old []byte, pol string, p
 	if !ok {
 		return nil, false
 	}
+	if patched, changed := patchFragments(pol, cur, others, p); changed {
+		cur = patched
+		if got, ok := l.loadDir(live, pol, cur); ok && got.Etag() == p.Etag() {
+			return cur, true // policy.toml itself needs no change
+		}
+		if others, ok = l.loadWith(live, pol, cur, head, &own); !ok {
+			return nil, false
+		}
+	}
 	for _, r := range p.Rules {
 		if !hasRule(others.Rules, r) {
 			own.Rules = append(own.Rules, r)
@@ -91,12 +103,7 @@ func layoutHead(old []byte) ([]byte, bool) {
 		return nil, false
 	}
 	var head bytes.Buffer
-	for _, line := range strings.SplitAfter(string(old), "\n") {
-		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
-			break
-		}
-		head.WriteString(line)
-	}
+	head.Write(leadingComments(old))
 	if len(keys.Include) > 0 {
 		inc, err := toml.Marshal(map[string]any{"include": keys.Include})
 		if err != nil {
@@ -126,16 +133,22 @@ func (l *Loop) loadWith(live map[string][]byte, pol string, cur map[string][]byt
 	if err != nil {
 		return nil, false
 	}
+	dir := maps.Clone(cur)
+	dir["policy.toml"] = data
+	return l.loadDir(live, pol, dir)
+}
+
+// loadDir loads pol from live with its directory replaced by dir.
+func (l *Loop) loadDir(live map[string][]byte, pol string, dir map[string][]byte) (*policy.Policy, bool) {
 	tree := make(map[string][]byte, len(live))
 	for k, v := range live {
 		if !strings.HasPrefix(k, pol+"/") {
 			tree[k] = v
 		}
 	}
-	for k, v := range cur {
+	for k, v := range dir {
 		tree[path.Join(pol, k)] = v
 	}
-	tree[path.Join(pol, "policy.toml")] = data
 	got, err := policy.LoadPolicy(gitsource.FilesFS(tree), pol, l.cfg.LoadOptions)
 	return got, err == nil
 }

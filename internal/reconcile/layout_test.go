@@ -70,11 +70,40 @@ func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
 		t.Errorf("the kept layout loads to %s, want %s", e, changed.Etag())
 	}
 
-	// Dropping a rule the fragment defines cannot be written there: flattened.
+	// A rule of the directory's fragment changed, another dropped: the
+	// fragment is rewritten, policy.toml and the test file stay.
+	live["api/admin.toml"] = append(live["api/admin.toml"], []byte("\n[[rules]]\nname = \"admin-2\"\npriority = 60\naction = \"deny\"\nmatch = \"request.path == '/root'\"\n")...)
+	p = loadAPI(t, live)
+	edited := *p
+	edited.Rules = nil
+	for _, r := range p.Rules {
+		switch r.Name {
+		case "admin":
+			r.Match = "request.path.startsWith('/admin/')"
+		case "admin-2":
+			continue
+		}
+		edited.Rules = append(edited.Rules, r)
+	}
+	dir, err = l.policyDir(live, "api", &edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dir) != 3 || string(dir["policy.toml"]) != string(live["api/policy.toml"]) ||
+		string(dir["tests/api.toml"]) != string(live["api/tests/api.toml"]) ||
+		!strings.Contains(string(dir["admin.toml"]), "/admin/") || strings.Contains(string(dir["admin.toml"]), "admin-2") {
+		t.Fatalf("files %q", dir)
+	}
+	if e := loadAPI(t, withDir(live, "api", dir)).Etag(); e != edited.Etag() {
+		t.Errorf("the patched fragment loads to %s, want %s", e, edited.Etag())
+	}
+
+	// Dropping a rule of the shared include cannot be written there (other
+	// policies use it): flattened.
 	dropped := *p
 	dropped.Rules = nil
 	for _, r := range p.Rules {
-		if r.Name != "admin" {
+		if r.Name != "office" {
 			dropped.Rules = append(dropped.Rules, r)
 		}
 	}
@@ -82,8 +111,8 @@ func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dir) != 1 || dir["policy.toml"] == nil {
-		t.Fatalf("not flattened: %v", dir)
+	if len(dir) != 1 || dir["policy.toml"] == nil || strings.Contains(string(dir["policy.toml"]), "include") {
+		t.Fatalf("not flattened: %q", dir)
 	}
 	if e := loadAPI(t, withDir(live, "api", dir)).Etag(); e != dropped.Etag() {
 		t.Errorf("the flattened policy loads to %s, want %s", e, dropped.Etag())
