@@ -277,6 +277,26 @@ func TestAPICommitKeepsTheLayout(t *testing.T) {
 	if strings.Contains(got, "deny-admin") || strings.Contains(got, "allow-office") {
 		t.Errorf("rules of other files were copied into policy.toml:\n%s", got)
 	}
+
+	// A rule of the directory's fragment changes in that fragment alone.
+	e.waitActive(2)
+	p = e.policyJSON("api")
+	for _, r := range p["rules"].([]any) {
+		if r := r.(map[string]any); r["name"] == "deny-admin" {
+			r["match"] = "request.path.startsWith('/admin/')"
+		}
+	}
+	if o := e.op(http.MethodPost, "/v1/policies/api/experiments?experimentId=admin", `{"policy":`+mustJSON(p)+`}`); o.Error != nil {
+		t.Fatalf("create: %+v", o.Error)
+	}
+	x, _ = e.experiment("policies/api/experiments/admin")
+	before = e.srv.Head("policies", "main")
+	if o := e.commit(x.Name, x.Etag); o.Error != nil {
+		t.Fatalf("commit: %+v", o.Error)
+	}
+	if got := e.srv.Git(repo, "diff", "--name-only", before, "main"); got != "api/admin.toml" {
+		t.Errorf("the commit changed %q, want only api/admin.toml", got)
+	}
 }
 
 // Failure 8: branches older than a newly committed policy do not become
