@@ -18,6 +18,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // writeServeConfig writes a config whose init_from is testdata/good.
@@ -115,18 +116,17 @@ func decide(t *testing.T, base string) {
 	}
 }
 
+// waitReady waits (test/harness's bound) until base's /readyz answers 200.
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	cl := harness.NewClient(10*time.Second, 0)
+	harness.WaitFor(t, harness.ReadyTimeout, base+" ready", func() error {
+		code, body, err := cl.Get(base + "/readyz")
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("readyz %d %s", code, body)
 		}
-	}
-	t.Fatalf("%s never became ready", base)
+		return err
+	})
 }
 
 func TestServeFlagsOverride(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,6 +67,7 @@ type statusView struct {
 func (a *app) status(args []string) int {
 	fs := a.flagSet("status", "[--server URL] [--format text|json]")
 	server := fs.String("server", defaultServer, "`URL` of any node's API")
+	tokenEnv := fs.String("token-env", "RECONCILER_TOKEN", "environment `VARIABLE` holding an API token (reader or above), sent when set")
 	format := fs.String("format", "text", "output `format`: text (aligned tables) or json (the raw answer)")
 	if code, ok := a.parse(fs, args, 0, 0); !ok {
 		return code
@@ -75,7 +77,7 @@ func (a *app) status(args []string) int {
 		return exitUsage
 	}
 	base := serverBase(*server)
-	body, err := fetchStatus(a.ctx, base)
+	body, err := fetchStatus(a.ctx, base, os.Getenv(*tokenEnv))
 	if err != nil {
 		fmt.Fprintf(a.stderr, "reconciler status: %v\n", err)
 		return exitCheck
@@ -95,12 +97,15 @@ func (a *app) status(args []string) int {
 
 // fetchStatus gets GET {base}/v1/status; any answer but 200 is an error
 // that carries the API's message.
-func fetchStatus(ctx context.Context, base string) ([]byte, error) {
+func fetchStatus(ctx context.Context, base, token string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/status", nil)
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %v", base, err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

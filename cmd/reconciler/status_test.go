@@ -149,3 +149,27 @@ func TestStatusOfRunningNode(t *testing.T) {
 		t.Errorf("status = %d %q", code, stderr)
 	}
 }
+
+// TestStatusSendsTheToken: against a node with tokens, status sends the
+// token of the variable --token-env names (RECONCILER_TOKEN by default),
+// and without one says which role it lacks.
+func TestStatusSendsTheToken(t *testing.T) {
+	t.Setenv("RECONCILER_TOKEN", "status-test-admin-token")
+	cfg, err := config.Load(writeServeConfig(t, "127.0.0.1:0", "text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &node.Main{Config: cfg, Logger: testlog.New(t)}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	waitReady(t, "http://"+m.Addr())
+	if code, stdout, stderr := cli(t, "", "status", "--server", m.Addr()); code != 0 || !strings.Contains(stdout, "node-t") {
+		t.Errorf("with the token = %d %q %q", code, stdout, stderr)
+	}
+	code, _, stderr := cli(t, "", "status", "--server", m.Addr(), "--token-env", "RECONCILER_TEST_UNSET_TOKEN")
+	if code != exitCheck || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "reader role") {
+		t.Errorf("without a token = %d %q", code, stderr)
+	}
+}

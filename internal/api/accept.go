@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
+
+	"github.com/policyrollout/reconciler/internal/auth"
 )
 
 // HistoryAccepter lets the leader promote a live-branch head that does not
@@ -33,7 +35,7 @@ func (s *Server) acceptHistory(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	raw, ok := s.admitBody(w, r)
+	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
 	if !ok {
 		return
 	}

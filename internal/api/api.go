@@ -8,8 +8,10 @@
 // about the cluster through the Cluster interface (internal/cluster, which
 // forwards writes to the leader).
 //
-// Every error answer is an AIP-193 JSON body; error kinds map to HTTP codes
-// in one place (errors.go). The decision path logs nothing at info level and
+// Every request passes the guard first (auth.go): the browser checks
+// (origin.go) and the caller's role against the route table (roles.go),
+// with an audit line for every write. Every error answer is an AIP-193
+// JSON body; error kinds map to HTTP codes in one place (errors.go). The decision path logs nothing at info level and
 // avoids reflection when it writes its answer.
 package api
 
@@ -23,6 +25,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
@@ -74,9 +77,24 @@ type Config struct {
 	// Cluster serves the status, generation, node and cluster endpoints;
 	// without it they answer 404 (a node always has one).
 	Cluster Cluster
-	// Token, when not empty, is the bearer token the cluster endpoints
-	// (join, leave, reconcile and the internal ones) and rollback require.
+	// Token, when not empty, is one more admin credential, named "token"
+	// (tests; a node passes its tokens in Credentials).
 	Token string
+	// Credentials are the role tokens (auth.go). With none (and no
+	// Token) every caller may do everything: the loopback development
+	// mode that config.CheckExposure allows.
+	Credentials []auth.Credential
+	// DecisionRole, when set, is the role decisions require; RoleNone
+	// leaves the data plane open.
+	DecisionRole auth.Role
+	// AllowedOrigins are the browser origins allowed to call the API.
+	AllowedOrigins []string
+	// LoopbackOnly is set when the node listens on loopback only: then
+	// API requests must name this machine in Host (origin.go).
+	LoopbackOnly bool
+	// Audit receives one line per write request (the "audit" subsystem);
+	// nil uses Logger.
+	Audit hclog.Logger
 	// Rollback serves POST /v1/generations:rollback where the leader loop
 	// runs; without it the endpoint answers 404.
 	Rollback Rollbacker
@@ -121,7 +139,13 @@ type Server struct {
 	bufs    sync.Pool
 	promH   http.Handler
 	cluster Cluster
-	token   string
+
+	creds        *auth.Set
+	authErr      error // credentials that did not load: guarded routes answer 500
+	decisionRole auth.Role
+	origins      map[string]string
+	loopbackOnly bool
+	audit        hclog.Logger
 
 	rollbacker Rollbacker
 	fwdClient  *http.Client
@@ -146,7 +170,11 @@ func New(cfg Config) *Server {
 		maxBody: cfg.MaxBodyBytes,
 		now:     cfg.Now,
 		cluster: cfg.Cluster,
-		token:   cfg.Token,
+
+		decisionRole: cfg.DecisionRole,
+		origins:      originSet(cfg.AllowedOrigins),
+		loopbackOnly: cfg.LoopbackOnly,
+		audit:        cfg.Audit,
 
 		rollbacker: cfg.Rollback,
 		fwdClient:  cfg.Client,
@@ -163,6 +191,13 @@ func New(cfg Config) *Server {
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
+	}
+	if s.audit == nil {
+		s.audit = s.log
+	}
+	s.creds, s.authErr = credentialSet(cfg)
+	if s.authErr != nil {
+		s.log.Error("the API's credentials are invalid: every guarded request fails", "error", s.authErr)
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = defaultMaxBodyBytes

@@ -3,13 +3,12 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -35,7 +34,7 @@ var _ Cluster = (*cluster.Cluster)(nil)
 const clusterPrefix = "/v1/cluster:"
 
 // routeCluster handles POST /v1/cluster:{verb}. Every verb changes the
-// cluster, so every one needs the API token when one is configured.
+// cluster: reconcile needs a writer, the others an admin.
 func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb string) {
 	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
 		"join":      s.join,
@@ -52,7 +51,11 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	if !s.admit(w, r) {
+	need := auth.RoleAdmin
+	if verb == "reconcile" {
+		need = auth.RoleWriter
+	}
+	if !s.admit(w, r, need) {
 		return
 	}
 	ctx := r.Context()
@@ -60,43 +63,6 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 		ctx = cluster.WithForwarded(ctx)
 	}
 	h(ctx, w, r)
-}
-
-// admit checks the bearer token of a mutating request; when it fails, it
-// answers 401 with the challenge and reports false.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
-	if err := s.authorized(r); err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
-		s.fail(w, r, err)
-		return false
-	}
-	return true
-}
-
-// admitBody is admit, then the request's body (read under the size
-// limit); on failure it answers and reports false.
-func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if !s.admit(w, r) {
-		return nil, false
-	}
-	raw, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return nil, false
-	}
-	return raw, true
-}
-
-// authorized checks the bearer token of a mutating request.
-func (s *Server) authorized(r *http.Request) error {
-	if s.token == "" {
-		return nil
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-		return errorf(kindUnauthenticated, "this endpoint needs the header \"Authorization: Bearer <token>\" with the token in the variable [api] token_env names")
-	}
-	return nil
 }
 
 func (s *Server) join(ctx context.Context, w http.ResponseWriter, r *http.Request) {

@@ -289,8 +289,9 @@ func TestClusterEndpointsNeedTheToken(t *testing.T) {
 	if a.code != 202 || fc.reconcile != 1 {
 		t.Errorf("with the token = %d %s", a.code, a.body)
 	}
-	// Reading needs no token, and decisions never do.
-	if a := e.do(http.MethodGet, "/v1/status", nil, nil); a.code != 200 {
+	// Once tokens are configured, reading needs one too; decisions never do.
+	wantError(t, e.do(http.MethodGet, "/v1/status", nil, nil), 401, "UNAUTHENTICATED")
+	if a := e.do(http.MethodGet, "/v1/status", nil, map[string]string{"Authorization": "Bearer s3cret"}); a.code != 200 {
 		t.Errorf("status = %d", a.code)
 	}
 	if a := e.post("/v1/policies/web:evaluate", `{"path":"/"}`); a.code != 200 {

@@ -32,7 +32,11 @@ const (
 	// Experiments (AIP-236): stale etags and the cap.
 	kindAborted
 	kindResourceExhausted
-	kindLast = kindResourceExhausted
+	// The API's guards (auth.go, origin.go): a role too small, a foreign
+	// origin or Host, a write that is not JSON.
+	kindPermissionDenied
+	kindUnsupportedMediaType
+	kindLast = kindUnsupportedMediaType
 )
 
 // apiError is an error whose message is safe to show to the client.
@@ -161,6 +165,10 @@ func (k kind) httpStatus() (int, string) {
 		return http.StatusConflict, "ABORTED"
 	case kindResourceExhausted:
 		return http.StatusTooManyRequests, "RESOURCE_EXHAUSTED"
+	case kindPermissionDenied:
+		return http.StatusForbidden, "PERMISSION_DENIED"
+	case kindUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType, "INVALID_ARGUMENT"
 	default:
 		return http.StatusInternalServerError, "INTERNAL"
 	}

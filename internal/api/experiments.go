@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/reconcile"
@@ -205,7 +206,7 @@ func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 		s.fail(w, r, errorf(kindNotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
-	raw, ok := s.admitBody(w, r)
+	raw, ok := s.admitBody(w, r, auth.RoleWriter)
 	if !ok {
 		return
 	}

@@ -51,8 +51,10 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(cluster.ForwardedHeader, s.cluster.NodeID())
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
+	// The caller's own credential goes on: the leader checks its role
+	// again (every node holds the same tokens).
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
 	}
 	resp, err := s.fwdClient.Do(req)
 	if err != nil {

@@ -118,6 +118,11 @@ func (e *testEnv) do(method, path string, body io.Reader, header map[string]stri
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if isWrite(method) {
+		// What every client of the API sends with a write; a test
+		// that means to send another type says so in header.
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		if strings.EqualFold(k, "Host") {
 			req.Host = v

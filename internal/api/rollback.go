@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -72,7 +73,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	raw, ok := s.admitBody(w, r)
+	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
 	if !ok {
 		return
 	}

@@ -23,9 +23,9 @@ const (
 	withoutClusterMsg = "this server runs without a cluster"
 )
 
-// ServeHTTP routes a request. A panic in a handler becomes a 500 AIP-193
+// route routes a request the guard (auth.go) admitted. A panic in a handler becomes a 500 AIP-193
 // answer and one log line, never a stack trace on the wire.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	defer s.recoverPanic(w, r)
 	p := r.URL.Path
 	switch {

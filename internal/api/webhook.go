@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/webhook"
@@ -41,7 +42,7 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	raw, ok := s.admitBody(w, r)
+	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
 	if !ok {
 		return
 	}

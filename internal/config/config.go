@@ -75,6 +75,11 @@ type Git struct {
 	TokenEnv string `toml:"token_env"`
 	// Timeout bounds every network call to the remote (fetch, push).
 	Timeout Duration `toml:"timeout"`
+	// Verify is "none" or "signed": only commits signed by a trusted key
+	// (OpenPGPKeyringFile, SSHAllowedSignersFile) become generations.
+	Verify                string `toml:"verify"`
+	OpenPGPKeyringFile    string `toml:"openpgp_keyring_file"`
+	SSHAllowedSignersFile string `toml:"ssh_allowed_signers_file"`
 }
 
 // SeedsURL reports whether git.init_from applies: it seeds git.url only
@@ -100,6 +105,9 @@ func (g GitHub) Enabled() bool { return g.Repository != "" }
 type Preview struct {
 	AutoStart               bool `toml:"auto_start"`
 	MaxExperimentsPerPolicy int  `toml:"max_experiments_per_policy"`
+	// MaxExperiments caps the experiments of the whole cluster, every
+	// policy and source together (replicated state on every node).
+	MaxExperiments int `toml:"max_experiments"`
 	// Summary is a robfig/cron spec for posting summaries.
 	Summary string `toml:"summary"`
 	// Redact lists dotted request paths (case-insensitive) replaced by
@@ -159,9 +167,24 @@ type Policy struct {
 
 // API is the [api] section: the HTTP API.
 type API struct {
-	// TokenEnv names the environment variable holding the bearer token that
-	// mutating endpoints require when it is set.
+	// TokenEnv names the environment variable holding an admin token (the
+	// one the nodes of a cluster also present to each other); unset or
+	// empty: none. See Tokens for the other roles.
 	TokenEnv string `toml:"token_env"`
+	// Tokens are the named role tokens ([[api.tokens]], apiauth.go).
+	Tokens []APIToken `toml:"tokens"`
+	// DecisionRole, when set, is the role decisions (:evaluate,
+	// :authorize, :mirror) require; "" leaves the data plane open.
+	DecisionRole string `toml:"decision_role"`
+	// AllowedOrigins are the browser origins ("https://console.example")
+	// whose cross-origin requests the API accepts; others are refused.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// TLSCertFile and TLSKeyFile make the API serve HTTPS; ClientCAFile
+	// additionally requires every client to present a certificate that
+	// chains to it. Reloaded when the files change.
+	TLSCertFile  string `toml:"tls_cert_file"`
+	TLSKeyFile   string `toml:"tls_key_file"`
+	ClientCAFile string `toml:"client_ca_file"`
 	// TrustedProxies are the CIDRs (or single addresses) whose
 	// X-Forwarded-For, X-Real-IP and X-Forwarded-Host headers are believed.
 	TrustedProxies []string `toml:"trusted_proxies"`
@@ -230,6 +253,7 @@ func Default() *Config {
 			Poll:     "@every 10s",
 			TokenEnv: "GIT_TOKEN",
 			Timeout:  Duration{DefaultGitTimeout},
+			Verify:   "none",
 		},
 		GitHub: GitHub{
 			APIURL:           "https://api.github.com/",
@@ -239,6 +263,7 @@ func Default() *Config {
 		Preview: Preview{
 			AutoStart:               true,
 			MaxExperimentsPerPolicy: 10,
+			MaxExperiments:          200,
 			Summary:                 "@every 1m",
 			Redact:                  []string{"headers.authorization", "headers.cookie"},
 			QueueSize:               4096,
@@ -249,6 +274,8 @@ func Default() *Config {
 		Policy: Policy{MergeDefault: policy.StrategyFail},
 		API: API{
 			TokenEnv:       "RECONCILER_TOKEN",
+			Tokens:         []APIToken{},
+			AllowedOrigins: []string{},
 			TrustedProxies: []string{},
 			MaxBodyBytes:   DefaultMaxBodyBytes,
 			FailureMode:    "deny",
@@ -259,8 +286,8 @@ func Default() *Config {
 
 // Secret returns the value of the environment variable envName, but only
 // when envName is one of the variables this configuration names
-// (git.token_env, api.token_env, github.token_env,
-// github.webhook_secret_env); for any
+// (git.token_env, api.token_env, the env of each [[api.tokens]],
+// github.token_env, github.webhook_secret_env); for any
 // other name it returns "". This keeps the process from reading variables
 // the operator did not point it at.
 func (c *Config) Secret(envName string) string {
@@ -270,6 +297,11 @@ func (c *Config) Secret(envName string) string {
 	switch envName {
 	case c.Git.TokenEnv, c.API.TokenEnv, c.GitHub.TokenEnv, c.GitHub.WebhookSecretEnv:
 		return os.Getenv(envName)
+	}
+	for _, t := range c.API.Tokens {
+		if t.Env == envName {
+			return os.Getenv(envName)
+		}
 	}
 	return ""
 }

@@ -10,6 +10,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("[node]\nidd = 1\n"))
 	f.Add([]byte("[api]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nmax_body_bytes = 10\n"))
 	f.Add([]byte("[git]\nurl = \"git@h:o/r.git\"\n[[node]]\n"))
+	f.Add([]byte(apiTrustExample))
+	f.Add([]byte("[api]\ntls_cert_file = \"c\"\nclient_ca_file = \"ca\"\n[[api.tokens]]\nname = \"x\"\nrole = \"root\"\nenv = \"A\"\nfile = \"f\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, "/base")
 		if err != nil {
@@ -22,5 +24,9 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("accepted config does not validate: %v", err)
 		}
 		_ = c.API.TrustedPrefixes()
+		// Not APICredentials: a fuzzed token file could be a FIFO.
+		if _, err := c.CheckExposure(1); err != nil {
+			t.Fatalf("exposure refused with credentials: %v", err)
+		}
 	})
 }

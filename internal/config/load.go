@@ -86,6 +86,9 @@ func (c *Config) resolvePaths(baseDir string) {
 	if IsLocalPath(c.Git.URL) {
 		c.Git.URL = resolve(baseDir, c.Git.URL)
 	}
+	c.API.resolvePaths(baseDir)
+	c.Git.OpenPGPKeyringFile = resolve(baseDir, c.Git.OpenPGPKeyringFile)
+	c.Git.SSHAllowedSignersFile = resolve(baseDir, c.Git.SSHAllowedSignersFile)
 }
 
 func resolve(baseDir, p string) string {

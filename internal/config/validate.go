@@ -20,7 +20,10 @@ import (
 const (
 	maxBodyBytesLimit = 64 << 20
 	maxExperiments    = 1000
-	maxGitTimeout     = 10 * time.Minute
+	// maxExperimentsTotal bounds [preview] max_experiments: every
+	// experiment (up to api.max_body_bytes of policy) is on every node.
+	maxExperimentsTotal = 10000
+	maxGitTimeout       = 10 * time.Minute
 )
 
 // Validate checks every value and returns one error listing all problems,
@@ -79,6 +82,15 @@ func (g *Git) validate(e *errs) {
 		e.add("git.poll", "%q is not a cron spec (%v); try \"@every 10s\"", g.Poll, err)
 	}
 	checkEnvName(e, "git.token_env", g.TokenEnv)
+	switch g.Verify {
+	case "none":
+	case "signed":
+		if g.OpenPGPKeyringFile == "" && g.SSHAllowedSignersFile == "" {
+			e.add("git.verify", "\"signed\" needs trusted keys: openpgp_keyring_file or ssh_allowed_signers_file")
+		}
+	default:
+		e.add("git.verify", "%q must be \"none\" or \"signed\"", g.Verify)
+	}
 	if g.Timeout.Duration <= 0 || g.Timeout.Duration > maxGitTimeout {
 		e.add("git.timeout", "%s must be above 0 and at most %s", g.Timeout.Duration, maxGitTimeout)
 	}
@@ -125,6 +137,9 @@ func (g *GitHub) validate(e *errs) {
 func (p *Preview) validate(e *errs) {
 	if p.MaxExperimentsPerPolicy < 1 || p.MaxExperimentsPerPolicy > maxExperiments {
 		e.add("preview.max_experiments_per_policy", "%d must be between 1 and %d", p.MaxExperimentsPerPolicy, maxExperiments)
+	}
+	if p.MaxExperiments < 1 || p.MaxExperiments > maxExperimentsTotal {
+		e.add("preview.max_experiments", "%d must be between 1 and %d", p.MaxExperiments, maxExperimentsTotal)
 	}
 	if strings.TrimSpace(p.Summary) == "" {
 		e.add("preview.summary", "must be a cron spec such as \"@every 1m\"")
@@ -185,6 +200,7 @@ func (a *API) validate(e *errs) {
 		e.add("api.max_body_bytes", "%d must be between 1 and %d", a.MaxBodyBytes, maxBodyBytesLimit)
 	}
 	a.validateFailureModes(e)
+	a.validateTrust(e)
 }
 
 func (l *Log) validate(e *errs) {

@@ -102,7 +102,9 @@ func (s *Source) commitChecked(ctx context.Context, build buildFunc, msg string,
 			}
 		}
 		s.mu.Lock()
-		err = s.push(ctx, h, s.branchRef(), head)
+		if err = s.push(ctx, h, s.branchRef(), head); err == nil {
+			s.trustOwn(h) // VerifyCommit: the leader wrote it and cannot sign it
+		}
 		s.mu.Unlock()
 		var refused *PushRefusedError
 		if errors.As(err, &refused) && refused.Stale && attempt < pushAttempts {

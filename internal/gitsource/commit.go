@@ -179,6 +179,7 @@ func (s *Source) commitOnBranch(ctx context.Context, dir string, sub plumbing.Ha
 	if err := s.push(ctx, h, s.branchRef(), head); err != nil {
 		return "", err
 	}
+	s.trustOwn(h)
 	s.log.Info("pushed", "revision", Revision{Ref: s.cfg.Branch, Hash: h.String()}.String(), "url", Redact(s.cfg.URL))
 	return h.String(), nil
 }

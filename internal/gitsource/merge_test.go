@@ -217,3 +217,35 @@ func TestConflictErrorIsBounded(t *testing.T) {
 		t.Errorf("%d bytes: %.300s", len(msg), msg)
 	}
 }
+
+// With [git] verify = "signed", the commits the leader writes for an
+// experiment (a checked policy commit, a merge commit) are its own and
+// pass VerifyCommit; the branch's unsigned commit does not.
+func TestCheckedCommitsAreTrustedOwnCommits(t *testing.T) {
+	_, ring := pgpEntity(t, "alice")
+	v, err := NewVerifier(ring, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, url := newRepo(t, gittest.Options{})
+	s := newSource(t, Config{URL: url, Verifier: v})
+	_, branch, _ := staleBranch(t, srv, url)
+	mustFetch(t, s)
+	merge, err := s.CommitMerge(context.Background(), MergeRequest{Source: branch, Message: "merge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := s.CommitPolicy(context.Background(), CommitPolicyRequest{Policy: "gamma", Message: "c",
+		Files: map[string][]byte{"policy.toml": []byte(policyFile("allow", "", "true"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{merge, commit} {
+		if who, err := s.VerifyCommit(h); err != nil || who != "reconciler" {
+			t.Errorf("VerifyCommit(%.7s) = %q, %v", h, who, err)
+		}
+	}
+	if _, err := s.VerifyCommit(branch); err == nil {
+		t.Error("the branch's unsigned commit verified")
+	}
+}

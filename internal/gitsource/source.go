@@ -66,6 +66,9 @@ type Config struct {
 	// LoadOptions are used when ChangedPolicies loads policies, so that
 	// comparisons agree with what the leader validates.
 	LoadOptions policy.LoadOptions
+	// Verifier, when set ([git] verify = "signed"), is what VerifyCommit
+	// checks commit signatures with (verify.go).
+	Verifier *Verifier
 }
 
 // Source is a bare clone of the policy repository. Its methods, and the
@@ -88,6 +91,9 @@ type Source struct {
 	// readers must not overlap. A remote listing runs without it, so an
 	// idle poll never blocks readers.
 	mu sync.Mutex
+	// own holds the commits this Source wrote (under mu): VerifyCommit
+	// trusts them.
+	own map[plumbing.Hash]bool
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository

@@ -24,6 +24,8 @@ const (
 	Reconcile = "reconcile"
 	Engine    = "engine"
 	ExtAuthz  = "extauthz"
+	// Audit receives one line per write to the API: who, what, answer.
+	Audit = "audit"
 )
 
 // RootName is the name of the root logger.

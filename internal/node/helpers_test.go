@@ -182,6 +182,9 @@ func tryCall(method, url, body string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // as every API client does
+	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, nil, err

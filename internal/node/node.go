@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/extauthz"
@@ -50,6 +51,7 @@ type Main struct {
 	loader   *loader
 	preview  *previewRuntime
 	api      *api.Server
+	creds    []auth.Credential
 	ln       net.Listener
 	http     *http.Server
 	grpc     *extauthz.Server // nil without [api] grpc_addr
@@ -86,6 +88,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.done = make(chan struct{})
 	m.served = make(chan struct{})
 	m.fatal = make(chan error, 1)
+	if err := m.checkExposure(); err != nil {
+		return err
+	}
 	if err := m.prepareSource(ctx); err != nil {
 		return err
 	}
@@ -100,6 +105,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.abort()
 		}
 	}()
+	if err := m.serveTLS(); err != nil {
+		return err
+	}
 	if err := m.openStore(); err != nil {
 		return err
 	}

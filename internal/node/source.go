@@ -55,6 +55,10 @@ func seedRepository(ctx context.Context, cfg *config.Config, now time.Time) (boo
 // fetches into. It does no network I/O.
 func (m *Main) openSource(ctx context.Context, lopts policy.LoadOptions) (*reconcile.GitSource, error) {
 	cfg := m.Config
+	v, err := verifier(cfg.Git)
+	if err != nil {
+		return nil, err
+	}
 	src, err := reconcile.OpenGit(ctx, gitsource.Config{
 		URL:         cfg.Git.URL,
 		Branch:      cfg.Git.Branch,
@@ -64,6 +68,7 @@ func (m *Main) openSource(ctx context.Context, lopts policy.LoadOptions) (*recon
 		Timeout:     cfg.Git.Timeout.Duration,
 		Logger:      m.Logger.Named(logging.Git),
 		LoadOptions: lopts,
+		Verifier:    v,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open the git clone: %w", err)
@@ -102,4 +107,36 @@ func (m *Main) prepareSource(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// verifier reads the trusted keys of [git] verify = "signed"; nil when
+// commits are not verified.
+func verifier(g config.Git) (*gitsource.Verifier, error) {
+	if g.Verify != "signed" {
+		return nil, nil
+	}
+	read := func(path string) ([]byte, error) {
+		if path == "" {
+			return nil, nil
+		}
+		return os.ReadFile(path)
+	}
+	keyring, err := read(g.OpenPGPKeyringFile)
+	if err != nil {
+		return nil, fmt.Errorf("git.openpgp_keyring_file: %w", err)
+	}
+	signers, err := read(g.SSHAllowedSignersFile)
+	if err != nil {
+		return nil, fmt.Errorf("git.ssh_allowed_signers_file: %w", err)
+	}
+	return gitsource.NewVerifier(keyring, signers)
+}
+
+// commitVerifier is the leader loop's signature check: nil (none) unless
+// [git] verify = "signed".
+func commitVerifier(src *reconcile.GitSource, g config.Git) func(string) (string, error) {
+	if g.Verify != "signed" {
+		return nil
+	}
+	return src.VerifyCommit
 }

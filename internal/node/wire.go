@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/gitsource"
@@ -78,7 +79,11 @@ func (m *Main) wire(ctx context.Context) error {
 		MaxBodyBytes:   cfg.API.MaxBodyBytes,
 		Registry:       m.registry,
 		Cluster:        c,
-		Token:          token,
+		Credentials:    m.creds,
+		DecisionRole:   decisionRole(cfg.API.DecisionRole),
+		AllowedOrigins: cfg.API.AllowedOrigins,
+		LoopbackOnly:   auth.LoopbackAddr(cfg.Node.HTTPAddr),
+		Audit:          m.Logger.Named(logging.Audit),
 		Rollback:       m.loop,
 		Client:         client,
 		Experiments:    m.loop,
@@ -107,10 +112,11 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		return err
 	}
 	m.loop, err = reconcile.New(reconcile.Config{
-		Store: m.store, Members: m.cluster, Source: src, Poll: cfg.Git.Poll,
+		Store: m.store, Members: m.cluster, Source: src, Verify: commitVerifier(src, cfg.Git), Poll: cfg.Git.Poll,
 		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
 		LoadOptions: lopts, EngineOptions: eopts,
-		Preview:  preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy},
+		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
+			MaxTotal: cfg.Preview.MaxExperiments},
 		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile), GitHub: gh,
 	})
 	if err != nil {

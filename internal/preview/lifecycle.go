@@ -18,9 +18,24 @@ type Settings struct {
 	// MaxPerPolicy caps previewed experiments per live policy; 0 means
 	// DefaultMaxPerPolicy.
 	MaxPerPolicy int
+	// MaxTotal caps the experiments the cluster stores, of every policy
+	// and source, previewed or not: each is replicated state on every
+	// node. 0 means DefaultMaxTotal.
+	MaxTotal int
 	// AutoStart makes the system start previewing on create and after
 	// every update (see AutoStart).
 	AutoStart bool
+}
+
+// DefaultMaxTotal is the documented cluster-wide cap on experiments
+// ([preview] max_experiments).
+const DefaultMaxTotal = 200
+
+func (s Settings) maxTotal() int {
+	if s.MaxTotal <= 0 {
+		return DefaultMaxTotal
+	}
+	return s.MaxTotal
 }
 
 func (s Settings) maxPerPolicy() int {
@@ -71,6 +86,10 @@ func Create(existing []*Experiment, req CreateRequest, s Settings, now time.Time
 	if find(existing, name) != nil {
 		return nil, errorf(AlreadyExists, "experiment %q already exists: update it instead", name)
 	}
+	if n := len(existing); n >= s.maxTotal() {
+		return nil, errorf(ResourceExhausted,
+			"the cluster holds %d experiments, the cap (preview.max_experiments): delete or commit one first", n)
+	}
 	e := &Experiment{
 		Name: name, Etag: p.Etag(), Policy: p, Annotations: maps.Clone(req.Annotations),
 		Source: req.Source, Previewed: true, CreateTime: now, UpdateTime: now,
@@ -112,13 +131,18 @@ func checkPolicy(p *policy.Policy, polName string) (*policy.Policy, error) {
 	return p, nil
 }
 
-// Annotation limits: AIP-128 asks for "small amounts" of data.
+// Annotation limits: AIP-128 asks for "small amounts" of data, and every
+// node holds every experiment's annotations.
 const (
 	maxAnnotationKey   = 253
-	maxAnnotationBytes = 256 << 10
+	maxAnnotations     = 64
+	maxAnnotationBytes = 64 << 10
 )
 
 func checkAnnotations(a map[string]string) error {
+	if len(a) > maxAnnotations {
+		return errorf(InvalidArgument, "%d annotations, more than %d", len(a), maxAnnotations)
+	}
 	total := 0
 	for k, v := range a {
 		if k == "" || len(k) > maxAnnotationKey {

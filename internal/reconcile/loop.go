@@ -57,6 +57,10 @@ type Config struct {
 	Members Members
 	// Source is the policy repository; nil makes every pass a pull error.
 	Source Source
+	// Verify, when set ([git] verify = "signed"), checks a live-branch
+	// commit's signature before it may become a generation: an error
+	// makes the commit INVALID (gitsource.Source.VerifyCommit).
+	Verify func(commit string) (signer string, err error)
 	// Branch is the live branch, for revisions in logs ("main" when empty).
 	Branch string
 	// URL is the remote, already redacted, for the PullError record.

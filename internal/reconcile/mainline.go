@@ -74,6 +74,11 @@ func (l *Loop) plan(st *raftstore.State, commits []string) ([]step, error) {
 		if err != nil {
 			return nil, err
 		}
+		if problems == nil && l.cfg.Verify != nil {
+			if _, verr := l.cfg.Verify(c); verr != nil {
+				problems = []string{verr.Error()} // fail-closed: never served
+			}
+		}
 		if problems == nil && !newestInvalid && ref != nil && l.samePolicies(ref, files) {
 			l.metrics.result("no_policy_change")
 			l.log.Info("commit changes no policy; no new generation", "revision", l.revision(c))

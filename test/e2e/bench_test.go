@@ -1,13 +1,12 @@
 package e2e
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // benchPushes is how many pushes each measurement makes.
@@ -33,9 +32,8 @@ func TestBenchMergeToActive(t *testing.T) {
 		{"trigger", "@every 1m", true},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			repo := newUserRepo(t, gitToken)
-			c := startCluster(t, clusterOptions{URL: repo.URL, Token: gitToken, Poll: mode.poll, Timeout: "30s"})
-			c.waitServing(probeRule(0), time.Minute)
+			repo := harness.NewRepo(t, harness.RepoOptions{Token: gitToken})
+			c := startCluster(t, repo, mode.poll, "30s")
 			var took []time.Duration
 			for k := 1; k <= benchPushes; k++ {
 				if !mode.trigger {
@@ -43,13 +41,13 @@ func TestBenchMergeToActive(t *testing.T) {
 					// after the previous activation would lock onto it.
 					time.Sleep(time.Duration(rand.Int64N(int64(time.Second))))
 				}
-				repo.push(map[string]string{"web/policy.toml": webPolicy(k)}, fmt.Sprintf("tree %d", k))
+				repo.Write(k)
 				start := time.Now()
 				if mode.trigger {
-					c.trigger(c.nodes[k%len(c.nodes)])
+					trigger(t, c, c.Nodes[k%len(c.Nodes)])
 				}
 				for {
-					if _, err := c.serving(probeRule(k)); err == nil {
+					if _, err := c.ServingTree(k, c.Nodes); err == nil {
 						break
 					}
 					if time.Since(start) > time.Minute {
@@ -59,9 +57,9 @@ func TestBenchMergeToActive(t *testing.T) {
 				}
 				took = append(took, time.Since(start))
 			}
-			t.Logf("merge-to-active, %s, %d pushes: %s", mode.name, benchPushes, percentiles(took))
+			t.Logf("merge-to-active, %s, %d pushes: %s", mode.name, benchPushes, harness.Percentiles(took))
 			t.Logf("all, in push order: %v", rounded(took))
-			for _, n := range c.nodes {
+			for _, n := range c.Nodes {
 				for _, l := range n.Warnings() {
 					t.Logf("%s: %s", n.ID, l)
 				}
@@ -74,36 +72,17 @@ func TestBenchMergeToActive(t *testing.T) {
 }
 
 // idleFetch reports the leader's fetch time over 20 s of idle polls.
-func idleFetch(t *testing.T, c *cluster) {
-	leader := c.leader()
-	sum0, _ := metric(leader, "reconciler_git_fetch_duration_seconds_sum")
-	n0, _ := metric(leader, "reconciler_git_fetch_duration_seconds_count")
+func idleFetch(t *testing.T, c *harness.Cluster) {
+	leader := c.Leader(harness.LeaderTimeout)
+	sum0, _ := c.Client.Metric(leader, "reconciler_git_fetch_duration_seconds_sum")
+	n0, _ := c.Client.Metric(leader, "reconciler_git_fetch_duration_seconds_count")
 	time.Sleep(20 * time.Second)
-	sum1, _ := metric(leader, "reconciler_git_fetch_duration_seconds_sum")
-	n1, _ := metric(leader, "reconciler_git_fetch_duration_seconds_count")
+	sum1, _ := c.Client.Metric(leader, "reconciler_git_fetch_duration_seconds_sum")
+	n1, _ := c.Client.Metric(leader, "reconciler_git_fetch_duration_seconds_count")
 	if n1 > n0 {
 		t.Logf("idle polls: %d fetches, %.2f ms each on average (ref listing over HTTP with the token, nothing fetched)",
 			int(n1-n0), (sum1-sum0)/(n1-n0)*1000)
 	}
-}
-
-// percentiles formats p50, p90, p99 and max of durations.
-func percentiles(d []time.Duration) string {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	at := func(p float64) time.Duration {
-		i := int(p*float64(len(s))+0.5) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	parts := []string{}
-	for _, p := range []struct {
-		name string
-		q    float64
-	}{{"p50", 0.50}, {"p90", 0.90}, {"p99", 0.99}} {
-		parts = append(parts, fmt.Sprintf("%s %v", p.name, at(p.q).Round(time.Millisecond)))
-	}
-	parts = append(parts, fmt.Sprintf("max %v", s[len(s)-1].Round(time.Millisecond)))
-	return strings.Join(parts, ", ")
 }
 
 func rounded(d []time.Duration) []time.Duration {

@@ -1,7 +1,7 @@
 // Package e2e holds end-to-end tests of the git source with real
-// processes: a `git http-backend` server in the test process (internal/
-// gittest, with a token) and three `reconciler serve` processes on
-// 127.0.0.1 following it. A user's clone pushes with the git CLI; the tests
+// processes, all from test/harness: a `git http-backend` server in the
+// test process (internal/gittest, with a token) and three `reconciler
+// serve` processes on 127.0.0.1 following it. A user's clone pushes with the git CLI; the tests
 // read what every node serves and reports over HTTP, and run `reconciler
 // rollback` as a user would.
 //

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,13 +12,7 @@ import (
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-func TestMain(m *testing.M) {
-	os.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
-	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-	code := m.Run()
-	harness.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // gitToken is what the git server requires and the nodes send.
 const gitToken = "e2e-git-token-Zq81"
@@ -64,60 +57,59 @@ func kindOf(i int) string {
 // decisions, twice.
 func TestPushesInARowAndRollback(t *testing.T) {
 	skipShort(t)
-	repo := newUserRepo(t, gitToken)
-	c := startCluster(t, clusterOptions{URL: repo.URL, Token: gitToken, Poll: "@every 1s", Timeout: "5s"})
-	c.waitServing(probeRule(0), time.Minute)
+	repo := harness.NewRepo(t, harness.RepoOptions{Token: gitToken})
+	c := startCluster(t, repo, "@every 1s", "5s")
 	mon := watch(c)
 	var pushes []push
 	for i := 1; i <= 20; i++ {
 		p := push{i: i, kind: kindOf(i)}
 		switch p.kind {
 		case valid:
-			p.commit = repo.push(map[string]string{"web/policy.toml": webPolicy(i)}, fmt.Sprintf("tree %d", i))
+			p.commit = repo.Write(i)
 		case invalid:
-			p.commit = repo.push(map[string]string{"web/policy.toml": invalidPolicy}, "a typo")
+			p.commit = repo.WriteInvalid()
 		case noPolicy:
-			p.commit = repo.push(map[string]string{"README.md": fmt.Sprintf("policies, edit %d\n", i)}, "docs")
+			p.commit = repo.Push(map[string]string{"README.md": fmt.Sprintf("policies, edit %d\n", i)}, "docs")
 		}
 		pushes = append(pushes, p)
 		if i%3 == 0 {
-			c.trigger(c.nodes[i%len(c.nodes)])
+			trigger(t, c, c.Nodes[i%len(c.Nodes)])
 		}
 	}
-	final := c.waitServing(probeRule(20), time.Minute)
+	final := c.WaitServing(20, nil, time.Minute)
 	answers := mon.stop()
 	gens := checkGenerations(t, c, pushes, final)
 	checkNeverServedInvalid(t, answers, gens)
 
 	// Roll back to tree 18 through a follower, with the CLI.
 	target := gens[pushes[17].commit]
-	follower := c.nodes[0]
-	if follower == c.leader() {
-		follower = c.nodes[1]
+	follower := c.Nodes[0]
+	if follower == c.Leader(harness.LeaderTimeout) {
+		follower = c.Nodes[1]
 	}
 	out := rollbackCLI(t, follower, "--to", fmt.Sprint(target.Generation))
 	if !strings.Contains(out, "is ACTIVE") {
 		t.Errorf("rollback said:\n%s", out)
 	}
-	back := c.waitServing(probeRule(18), 30*time.Second)
-	msg := repo.srv.Git(repo.srv.RepoPath("policies"), "log", "-1", "--format=%s", "main")
+	back := c.WaitServing(18, nil, 30*time.Second)
+	msg := repo.Git.Git(repo.Git.RepoPath(harness.RepoName), "log", "-1", "--format=%s", "main")
 	if back <= final || msg != fmt.Sprintf("Revert to generation %d (%s)", target.Generation, target.Commit) {
 		t.Errorf("after rollback: generation %d (was %d), main's head %q", back, final, msg)
 	}
 	// And back again: the default target is the generation before the active one.
-	rollbackCLI(t, c.leader())
-	if again := c.waitServing(probeRule(20), 30*time.Second); again <= back {
+	rollbackCLI(t, c.Leader(harness.LeaderTimeout))
+	if again := c.WaitServing(20, nil, 30*time.Second); again <= back {
 		t.Errorf("second rollback served from generation %d", again)
 	}
 }
 
 // checkGenerations checks what every node reports about the pushes and
 // returns the generations by commit.
-func checkGenerations(t *testing.T, c *cluster, pushes []push, final uint64) map[string]generationAnswer {
+func checkGenerations(t *testing.T, c *harness.Cluster, pushes []push, final uint64) map[string]harness.Generation {
 	t.Helper()
-	var byCommit map[string][]generationAnswer
-	for _, n := range c.nodes {
-		got, err := generations(n)
+	var byCommit map[string][]harness.Generation
+	for _, n := range c.Nodes {
+		got, err := generations(c, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +119,7 @@ func checkGenerations(t *testing.T, c *cluster, pushes []push, final uint64) map
 			t.Errorf("%s reports other generations:\n%v\n%v", n.ID, summary(got), summary(byCommit))
 		}
 	}
-	out := map[string]generationAnswer{}
+	out := map[string]harness.Generation{}
 	var last uint64
 	activeAfter := false // a later valid push was active
 	for i := len(pushes) - 1; i >= 0; i-- {
@@ -165,7 +157,7 @@ func checkGenerations(t *testing.T, c *cluster, pushes []push, final uint64) map
 	return out
 }
 
-func summary(byCommit map[string][]generationAnswer) []string {
+func summary(byCommit map[string][]harness.Generation) []string {
 	var s []string
 	for _, gs := range byCommit {
 		for _, g := range gs {
@@ -192,9 +184,9 @@ type monitor struct {
 }
 
 // watch asks every node for the probe decision continuously.
-func watch(c *cluster) *monitor {
+func watch(c *harness.Cluster) *monitor {
 	m := &monitor{stopc: make(chan struct{})}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -204,7 +196,7 @@ func watch(c *cluster) *monitor {
 					return
 				case <-time.After(5 * time.Millisecond):
 				}
-				d, err := probe(n)
+				d, err := c.Client.Probe(n)
 				m.mu.Lock()
 				if err != nil {
 					m.errs = append(m.errs, err)
@@ -227,7 +219,7 @@ func (m *monitor) stop() *monitor {
 // checkNeverServedInvalid: no node answered from an invalid generation or
 // with a rule of the invalid tree, no decision failed, and each node's
 // generation never went down.
-func checkNeverServedInvalid(t *testing.T, m *monitor, gens map[string]generationAnswer) {
+func checkNeverServedInvalid(t *testing.T, m *monitor, gens map[string]harness.Generation) {
 	t.Helper()
 	invalidGen := map[uint64]bool{}
 	for _, g := range gens {
@@ -264,10 +256,10 @@ func mapsKeys(m map[uint64]bool) func(func(uint64) bool) {
 
 // rollbackCLI runs `reconciler rollback --server <n> args...` and returns
 // its output; a failure fails the test.
-func rollbackCLI(t *testing.T, n *node, args ...string) string {
+func rollbackCLI(t *testing.T, n *harness.Node, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(harness.Binary(t), append([]string{"rollback", "--server", n.HTTPAddr, "--wait", "30s"}, args...)...)
-	cmd.Env = childEnv(gitToken)
+	cmd.Env = harness.ChildEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("reconciler rollback %v: %v\n%s", args, err, out)
@@ -281,30 +273,30 @@ func rollbackCLI(t *testing.T, n *node, args ...string) string {
 // generation, and everything recovers when the remote is back.
 func TestRemoteDownOrSlow(t *testing.T) {
 	skipShort(t)
-	repo := newUserRepo(t, gitToken)
-	c := startCluster(t, clusterOptions{URL: repo.URL, Token: gitToken, Poll: "@every 1s", Timeout: "1s"})
-	gen := c.waitServing(probeRule(0), time.Minute)
-	leader := c.leader()
+	repo := harness.NewRepo(t, harness.RepoOptions{Token: gitToken})
+	c := startCluster(t, repo, "@every 1s", "1s")
+	gen := c.WaitServing(0, nil, time.Minute)
+	leader := c.Leader(harness.LeaderTimeout)
 	k := 0
 	for _, tc := range []struct {
 		name, reason string
 		fail, heal   func()
 	}{
-		{"stopped", "network", repo.srv.Down, repo.srv.Up},
-		{"slow", "timeout", func() { repo.srv.Slow(3 * time.Second) }, func() { repo.srv.Slow(0) }},
+		{"stopped", "network", repo.Git.Down, repo.Git.Up},
+		{"slow", "timeout", func() { repo.Git.Slow(3 * time.Second) }, func() { repo.Git.Slow(0) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before, err := metric(leader, "go_goroutines")
+			before, err := c.Client.Metric(leader, "go_goroutines")
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
 			tc.fail()
-			for _, n := range c.nodes {
-				waitFor(t, 20*time.Second, n.ID+" shows PullError", func() error {
-					s, err := status(n)
-					if err == nil && !strings.Contains(s.pullError(), tc.reason) {
-						err = fmt.Errorf("PullError %q, source %+v", s.pullError(), s.Source)
+			for _, n := range c.Nodes {
+				harness.WaitFor(t, 20*time.Second, n.ID+" shows PullError", func() error {
+					s, err := c.Client.Status(n)
+					if err == nil && !strings.Contains(pullError(s), tc.reason) {
+						err = fmt.Errorf("PullError %q, source %+v", pullError(s), s.Source)
 					}
 					return err
 				})
@@ -312,34 +304,27 @@ func TestRemoteDownOrSlow(t *testing.T) {
 			t.Logf("%s: PullError on every node %v after the remote broke (git.timeout 1s, poll 1s)",
 				tc.name, time.Since(start).Round(10*time.Millisecond))
 			time.Sleep(5 * time.Second) // five more failing polls
-			after, _ := metric(leader, "go_goroutines")
+			after, _ := c.Client.Metric(leader, "go_goroutines")
 			t.Logf("%s: leader goroutines %v before, %v after 5 s of failing polls", tc.name, before, after)
 			if after > before+20 {
 				t.Errorf("goroutines grew from %v to %v", before, after)
 			}
-			if got, err := c.serving(probeRule(k)); err != nil || got != gen {
+			if got, err := c.ServingTree(k, c.Nodes); err != nil || got != gen {
 				t.Errorf("decisions during the outage: generation %d, %v", got, err)
 			}
 			tc.heal()
 			k++
-			repo.push(map[string]string{"web/policy.toml": webPolicy(k)}, fmt.Sprintf("tree %d", k))
-			gen = c.waitServing(probeRule(k), 30*time.Second)
-			for _, n := range c.nodes {
-				waitFor(t, 10*time.Second, n.ID+" clears PullError", func() error {
-					s, err := status(n)
-					if err == nil && s.pullError() != "" {
-						err = fmt.Errorf("still %q", s.pullError())
+			repo.Write(k)
+			gen = c.WaitServing(k, nil, 30*time.Second)
+			for _, n := range c.Nodes {
+				harness.WaitFor(t, 10*time.Second, n.ID+" clears PullError", func() error {
+					s, err := c.Client.Status(n)
+					if err == nil && pullError(s) != "" {
+						err = fmt.Errorf("still %q", pullError(s))
 					}
 					return err
 				})
 			}
 		})
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	if err := harness.Eventually(timeout, f); err != nil {
-		t.Fatalf("%s: not after %v: %v", what, timeout, err)
 	}
 }

@@ -20,7 +20,7 @@ func TestForcePushedMainFailsPromote(t *testing.T) {
 	if code, body, err := client.Do(http.MethodPost, e.nodes[1].Base()+"/v1/cluster:reconcile", "{}"); err != nil || code != 202 {
 		t.Fatalf("reconcile: %d %s %v", code, body, err)
 	}
-	s := e.waitStatus(other, forge.ContextPromote, forge.StateFailure)
+	s := e.gh.WaitStatus(other, forge.ContextPromote, forge.StateFailure)
 	if !strings.Contains(s.Description, "accept-history") {
 		t.Errorf("status %+v does not say what accepts the history", s)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 func TestPullRequestLifecycle(t *testing.T) {
@@ -25,11 +26,11 @@ func TestPullRequestLifecycle(t *testing.T) {
 	// Open a pull request (webhook to a follower or the leader): one
 	// comment, validate and preview statuses on its head.
 	n, head1 := e.openPull("deny-admin", webPolicy("/admin"))
-	e.waitStatus(head1, forge.ContextValidate, forge.StateSuccess)
-	e.waitStatus(head1, forge.ContextPreview, forge.StateSuccess)
+	e.gh.WaitStatus(head1, forge.ContextValidate, forge.StateSuccess)
+	e.gh.WaitStatus(head1, forge.ContextPreview, forge.StateSuccess)
 	var first githubemu.Comment
 	eventually(t, "one preview comment", func() error {
-		cs := e.markedComments(n)
+		cs := e.gh.MarkedComments(n)
 		if len(cs) != 1 || !strings.Contains(cs[0].Body, head1[:12]) {
 			return fmt.Errorf("%d comments", len(cs))
 		}
@@ -40,9 +41,9 @@ func TestPullRequestLifecycle(t *testing.T) {
 
 	// Push to the pull request: the same comment, edited, with a new etag.
 	head2 := e.pushPull(n, "deny-admin", webPolicy("/admin", "/secret"))
-	e.waitStatus(head2, forge.ContextValidate, forge.StateSuccess)
+	e.gh.WaitStatus(head2, forge.ContextValidate, forge.StateSuccess)
 	eventually(t, "the comment updated for the new head", func() error {
-		cs := e.markedComments(n)
+		cs := e.gh.MarkedComments(n)
 		if len(cs) != 1 || cs[0].ID != first.ID || !strings.Contains(cs[0].Body, head2[:12]) {
 			return fmt.Errorf("%d comments: %+v", len(cs), cs)
 		}
@@ -105,7 +106,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 		t.Fatalf("during the rate limit: /admin is %s", got)
 	}
 	eventually(t, "the comment updated after the rate limit", func() error {
-		cs := e.markedComments(n)
+		cs := e.gh.MarkedComments(n)
 		if len(cs) != 1 || !strings.Contains(cs[0].Body, head3[:12]) {
 			return fmt.Errorf("%d comments", len(cs))
 		}
@@ -150,21 +151,15 @@ func TestPullRequestLifecycle(t *testing.T) {
 			t.Fatalf("node %d after the merge: /private is %s", i, got)
 		}
 	}
-	s := e.waitStatus(merge, forge.ContextPromote, forge.StateSuccess)
+	s := e.gh.WaitStatus(merge, forge.ContextPromote, forge.StateSuccess)
 	t.Logf("promote status on the merge commit: %q", s.Description)
 
 	// A second pull request, committed through the HTTP API (on a
 	// follower, forwarded to the leader) as /reconciler commit does.
 	n2, head4 := e.openPull("deny-public", webPolicy("/admin", "/secret", "/private", "/public"))
-	e.waitStatus(head4, forge.ContextPreview, forge.StateSuccess)
+	e.gh.WaitStatus(head4, forge.ContextPreview, forge.StateSuccess)
 	exp := fmt.Sprintf("/v1/policies/web/experiments/pr-%d", n2)
-	var got struct {
-		Name   string `json:"name"`
-		Etag   string `json:"etag"`
-		Source struct {
-			HeadCommit string `json:"headCommit"`
-		} `json:"source"`
-	}
+	var got harness.Experiment
 	eventually(t, "the experiment at the new head", func() error {
 		if err := client.GetJSON(e.nodes[1].Base()+exp, &got); err != nil {
 			return err
@@ -197,11 +192,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("commit: %d %s", code, body)
 	}
-	var op struct {
-		Name  string          `json:"name"`
-		Done  bool            `json:"done"`
-		Error json.RawMessage `json:"error"`
-	}
+	var op harness.Operation
 	if err := json.Unmarshal(body, &op); err != nil || op.Name == "" {
 		t.Fatalf("operation %s: %v", body, err)
 	}
@@ -217,8 +208,8 @@ func TestPullRequestLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	if len(op.Error) != 0 {
-		t.Fatalf("commit operation failed: %s", op.Error)
+	if op.Error != nil {
+		t.Fatalf("commit operation failed: %+v", op.Error)
 	}
 	e.allActive(3)
 	if got := e.decide(0, "/public"); got != "DENY" {
@@ -250,16 +241,9 @@ max_allow_to_deny_ratio = 0.0
 max_allow_to_deny_ratio = 0.2
 `)
 	n, head := e.openPull("deny-admin", webPolicy("/admin"))
-	e.waitStatus(head, forge.ContextPreview, forge.StateSuccess)
+	e.gh.WaitStatus(head, forge.ContextPreview, forge.StateSuccess)
 	exp := fmt.Sprintf("%s/v1/policies/web/experiments/pr-%d", e.nodes[1].Base(), n)
-	var v struct {
-		Source  struct{ HeadCommit string } `json:"source"`
-		Stats   *struct{ Evaluated, AllowToDeny uint64 }
-		Summary *struct {
-			Failing bool
-			Reason  string
-		} `json:"summary"`
-	}
+	var v harness.Experiment
 	eventually(t, "the experiment previewing the head", func() error {
 		if err := client.GetJSON(exp, &v); err != nil {
 			return err
@@ -280,7 +264,7 @@ max_allow_to_deny_ratio = 0.2
 			}
 		}
 	}
-	s := e.waitStatus(head, forge.ContextPreview, forge.StateFailure)
+	s := e.gh.WaitStatus(head, forge.ContextPreview, forge.StateFailure)
 	if !strings.Contains(s.Description, "ALLOW→DENY") || !strings.Contains(s.Description, "max_allow_to_deny_ratio 0.2") ||
 		strings.Contains(s.Description, "\n") {
 		t.Fatalf("reconciler/preview description %q", s.Description)
@@ -298,7 +282,7 @@ max_allow_to_deny_ratio = 0.2
 	// The comment shows sample diffs of those requests, redacted: no
 	// credential of a live request reaches GitHub.
 	eventually(t, "a comment with the redacted samples", func() error {
-		cs := e.markedComments(n)
+		cs := e.gh.MarkedComments(n)
 		if len(cs) != 1 || !strings.Contains(cs[0].Body, "/admin") || !strings.Contains(cs[0].Body, "REDACTED") {
 			return fmt.Errorf("comments %+v", cs)
 		}
@@ -323,14 +307,7 @@ max_allow_to_deny_ratio = 0.2
 // update, start_time after it.
 func (e *env) waitCycledThroughSuspended(path, head string) {
 	e.t.Helper()
-	var v struct {
-		Source          struct{ HeadCommit string }
-		PreviewMetadata struct {
-			State     string
-			StartTime time.Time
-			StopTime  time.Time
-		}
-	}
+	var v harness.Experiment
 	eventually(e.t, "the experiment cycled through SUSPENDED", func() error {
 		if err := client.GetJSON(e.nodes[0].Base()+path, &v); err != nil {
 			return err

@@ -14,14 +14,14 @@ import (
 func TestCommentFoundAgainAfterLeaderChange(t *testing.T) {
 	e := newEnv(t)
 	n, head1 := e.openPull("deny-admin", webPolicy("/admin"))
-	e.waitStatus(head1, forge.ContextPreview, forge.StateSuccess)
+	e.gh.WaitStatus(head1, forge.ContextPreview, forge.StateSuccess)
 	eventually(t, "one preview comment", func() error {
-		if cs := e.markedComments(n); len(cs) != 1 {
+		if cs := e.gh.MarkedComments(n); len(cs) != 1 {
 			return fmt.Errorf("%d comments", len(cs))
 		}
 		return nil
 	})
-	id := e.markedComments(n)[0].ID
+	id := e.gh.MarkedComments(n)[0].ID
 	old := e.cluster.WaitLeader(waitLimit)
 	old.Kill()
 	leader := slices.Index(e.nodes, old)
@@ -31,9 +31,9 @@ func TestCommentFoundAgainAfterLeaderChange(t *testing.T) {
 	// e.via to it, and a missed trigger would wait for the hourly poll.
 	e.cluster.WaitLeader(waitLimit)
 	head2 := e.pushPull(n, "deny-admin", webPolicy("/admin", "/secret"))
-	e.waitStatus(head2, forge.ContextValidate, forge.StateSuccess)
+	e.gh.WaitStatus(head2, forge.ContextValidate, forge.StateSuccess)
 	eventually(t, "the same comment edited by the new leader", func() error {
-		cs := e.markedComments(n)
+		cs := e.gh.MarkedComments(n)
 		if len(cs) != 1 || cs[0].ID != id || !strings.Contains(cs[0].Body, head2[:12]) {
 			return fmt.Errorf("%d comments", len(cs))
 		}

@@ -21,7 +21,7 @@ func TestRollbackOpensPullRequestWhenPushRefused(t *testing.T) {
 	e.repo.SetRef("main", after)
 	e.deliver(0, "push", must(e.repo.PushEvent("main", before, after)))
 	e.allActive(2)
-	e.waitStatus(after, forge.ContextPromote, forge.StateSuccess)
+	e.gh.WaitStatus(after, forge.ContextPromote, forge.StateSuccess)
 
 	e.git.RejectPushes("policies", "main", true)
 	code, data, err := client.Do(http.MethodPost, e.nodes[2].Base()+"/v1/generations:rollback", `{"waitSeconds":0}`)

@@ -1,10 +1,50 @@
-// Package harness runs `reconciler serve` processes for the end-to-end
-// tests (test/e2e, test/preview, test/github): it builds the binary once,
-// picks free ports, writes node configs, starts clusters whose processes
-// are killed in t.Cleanup, waits with a bound for readiness and for a
-// leader, and talks HTTP to nodes.
+// Package harness is the one process harness of the tests that run real
+// `reconciler serve` processes (test/system, test/e2e, test/github,
+// test/preview and any new one): it builds the binary once per test
+// process, starts N nodes on 127.0.0.1 with a real git server, waits for
+// them, talks to their HTTP API with typed answers, and disrupts them.
 //
-// It is imported only by tests. test/system has its own, richer harness.
+//   - Binary and RaceBinary build ./cmd/reconciler once; Main, the
+//     package's TestMain, deletes them at the end.
+//   - NewRepo starts a git server (internal/gittest, git http-backend)
+//     holding the policy repository, seeded with tree 0, and a user's clone
+//     that pushes: Write(k) makes tree k main's head, Push any files.
+//   - Tree, WebPolicy, Expect, ProbeRule and Requests are the policy
+//     fixtures: every answer of Policy names the tree (the promotion) it
+//     came from.
+//   - StartCluster starts ClusterOptions.Size nodes (n1 bootstraps, the
+//     others join) following opts.Repo, with extra config TOML in
+//     opts.Extra or opts.Configure, and waits until all are ready. Every
+//     process dies in t.Cleanup, which fails the test on a panic, a data
+//     race or an exit nobody asked for, and prints the nodes' log tails
+//     when the test failed.
+//   - Cluster.Kill, Restart, Pause (SIGSTOP), Resume and Node.Terminate
+//     (SIGTERM) disrupt nodes; a node keeps its addresses and data across
+//     restarts.
+//   - Cluster.Leader, WaitServing, WaitConverged, WaitActive and Promote
+//     wait for what a test needs; Client.Status, Generation(s), Evaluate
+//     and Reconcile read and drive the API with the answer types Status,
+//     Generation, Decision, Experiment and Operation (answers.go: the
+//     fields tests read, declared once).
+//   - NewGitHub adds the GitHub emulator (internal/githubemu), wired to
+//     the git server, and the [github] config that points nodes at it.
+//
+// Every wait is bounded and generous (see ReadyTimeout): a loaded machine
+// makes a test slower, never wrong. A wait that times out fails the test
+// with what it waited for and the last thing it saw. Eventually and
+// WaitFor are the harness's waits, for the tests' own conditions.
+//
+// A minimal test:
+//
+//	func TestMain(m *testing.M) { harness.Main(m) }
+//
+//	func TestPromote(t *testing.T) {
+//		c := harness.StartCluster(t, harness.ClusterOptions{Size: 3, Repo: harness.NewRepo(t, harness.RepoOptions{})})
+//		c.Promote(1)
+//		c.WaitServing(1, nil, harness.PromoteTimeout)
+//	}
+//
+// It is imported only by tests.
 package harness
 
 import (
@@ -94,10 +134,18 @@ func ModuleRoot() string {
 }
 
 // ChildEnv is the environment of a process the tests start: the test's
-// own, without the developer's git configuration or prompts, plus extra
-// ("NAME=value") entries.
+// own without the secrets a default config names (so a node needs no token
+// unless the test gives one) and without the developer's git configuration
+// or prompts, plus extra ("NAME=value") entries.
 func ChildEnv(extra ...string) []string {
-	env := append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+	drop := map[string]bool{"RECONCILER_TOKEN": true, "GIT_TOKEN": true, "GITHUB_TOKEN": true, "GITHUB_WEBHOOK_SECRET": true}
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
 	return append(env, extra...)
 }
 
@@ -116,15 +164,13 @@ func FreeAddrs(t testing.TB, n int) []string {
 	return out
 }
 
-// Eventually calls f every 20 ms until it returns nil or timeout passed,
-// and returns f's last error.
-func Eventually(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// Main is the TestMain of a package using the harness: it keeps every git
+// the tests run away from the developer's configuration, runs the tests,
+// deletes the binaries the harness built, and exits.
+func Main(m *testing.M) {
+	os.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	code := m.Run()
+	RemoveBinary()
+	os.Exit(code)
 }

@@ -136,14 +136,6 @@ func departure(at time.Time) (from time.Time, held, late bool) {
 	return now, false, now.Sub(at) > lateAfter
 }
 
-// quantile of sorted latencies (0 if none).
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
 // closedLoop sends requests from workers, each waiting for its answer
 // before the next, for d; it returns the answered count and the
 // failures.

@@ -48,13 +48,13 @@ func startBenchNode(t *testing.T, url string, pin *pinning, queue int) *benchNod
 		},
 	})
 	n := c.Nodes[0]
-	b := &benchNode{t: t, node: n, pid: nodePid(t, n), url: n.Base() + "/v1/policies/bench:evaluate"}
+	b := &benchNode{t: t, node: n, pid: n.Pid(), url: n.Base() + "/v1/policies/bench:evaluate"}
 	pin.pinNode(t, b.pid)
 	var err error
 	if b.load, err = newTarget(b.url); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "bench live", func() error {
+	harness.WaitFor(t, 30*time.Second, "bench live", func() error {
 		code, body, err := do(http.MethodPost, b.url, benchBodies[0])
 		if err == nil && code != 200 {
 			err = fmt.Errorf("%d %s", code, body)
@@ -115,11 +115,8 @@ func (b *benchNode) createExperiments(n int) {
 // answer is a done Operation without error.
 func (b *benchNode) operation(path, body string) {
 	b.t.Helper()
-	var op struct {
-		Done  bool           `json:"done"`
-		Error map[string]any `json:"error"`
-	}
-	if code := call(b.t, http.MethodPost, b.node.Base()+path, body, &op); code != 200 || !op.Done || op.Error != nil {
+	var op harness.Operation
+	if code := client.Fetch(b.t, http.MethodPost, b.node.Base()+path, body, &op); code != 200 || !op.Done || op.Error != nil {
 		b.t.Fatalf("POST %s: %d %+v", path, code, op)
 	}
 }
@@ -142,21 +139,12 @@ func (b *benchNode) switchTo(k int) {
 // snapshot reads every experiment's state and counts, by id.
 func (b *benchNode) snapshot() map[string]expCounts {
 	var list struct {
-		Experiments []struct {
-			Name            string `json:"name"`
-			PreviewMetadata *struct {
-				State string `json:"state"`
-			} `json:"previewMetadata"`
-			Stats *counts `json:"stats"`
-		} `json:"experiments"`
+		Experiments []harness.Experiment `json:"experiments"`
 	}
-	call(b.t, http.MethodGet, b.node.Base()+"/v1/policies/bench/experiments?pageSize=100", "", &list)
+	client.Fetch(b.t, http.MethodGet, b.node.Base()+"/v1/policies/bench/experiments?pageSize=100", "", &list)
 	out := map[string]expCounts{}
 	for _, e := range list.Experiments {
-		var c expCounts
-		if e.PreviewMetadata != nil {
-			c.state = e.PreviewMetadata.State
-		}
+		c := expCounts{state: e.PreviewMetadata.State}
 		if e.Stats != nil {
 			c.evaluated, c.dropped = e.Stats.Evaluated, e.Stats.Dropped
 		}

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // pinning says where the benchmark runs. With taskset and two CPUs or
@@ -116,26 +113,6 @@ func procStatus(pid int, field string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-// nodePid finds the process the harness started for n: a child of this
-// process whose command line names n's config file.
-func nodePid(t *testing.T, n *harness.Node) int {
-	t.Helper()
-	config := n.Args[len(n.Args)-1]
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		cmdline, err := os.ReadFile(d + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, []byte("\x00"+config)) {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(d))
-		if ppid, err := procStatus(pid, "PPid"); err == nil && ppid == strconv.Itoa(os.Getpid()) {
-			return pid
-		}
-	}
-	t.Fatalf("no child process runs with %s", config)
-	return 0
 }
 
 // rssKiB is pid's resident set size in KiB (0 when unknown).

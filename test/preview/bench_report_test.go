@@ -5,6 +5,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // stepResult is one configuration measured once.
@@ -100,7 +102,7 @@ func (b *benchNode) step(k int, rate float64, n int, closed bool) stepResult {
 	if failed := warm.failed + open.failed; failed > 0 {
 		b.t.Errorf("ACTIVE=%d: %d open-loop requests failed", k, failed)
 	}
-	s.p50, s.p99, s.p999 = quantile(open.lat, 0.50), quantile(open.lat, 0.99), quantile(open.lat, 0.999)
+	s.p50, s.p99, s.p999 = harness.Quantile(open.lat, 0.50), harness.Quantile(open.lat, 0.99), harness.Quantile(open.lat, 0.999)
 	s.lat = open.lat
 	s.late, s.held, s.openSent = open.late, open.held, len(warm.lat)+len(open.lat)
 	s.openDrops = b.settle(s.openSent)
@@ -156,7 +158,7 @@ func printSummary(title string, res roundsResult) {
 			medianOf(st, func(s stepResult) float64 { return us(s.p99) }),
 			medianOf(st, func(s stepResult) float64 { return us(s.p999) }),
 			fmt.Sprintf("%.2f [%.2f-%.2f]", median(p99r), quartile(p99r, 1), quartile(p99r, 3)),
-			us(quantile(all, 0.99))/us(quantile(baseLat, 0.99)),
+			us(harness.Quantile(all, 0.99))/us(harness.Quantile(baseLat, 0.99)),
 			median(ratios(st, base, func(s stepResult) float64 { return us(s.p50) })),
 			medianOf(st, func(s stepResult) float64 { return s.openCPU }),
 			median(ratios(st, base, func(s stepResult) float64 { return s.openCPU })),

@@ -23,20 +23,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-// startCluster starts n nodes following url with auto-started previews;
+// startCluster starts n nodes following repo with auto-started previews;
 // extra is more of the [preview] section.
-func startCluster(t testing.TB, url string, extra string, n int) *harness.Cluster {
+func startCluster(t testing.TB, repo *harness.Repo, extra string, n int) *harness.Cluster {
 	t.Helper()
 	return harness.StartCluster(t, harness.ClusterOptions{
-		Size: n,
-		Configure: func(cfg *harness.Config) {
-			cfg.GitURL, cfg.Poll = url, "@every 1h"
-			cfg.Extra = "[preview]\nauto_start = true\n" + extra
-		},
+		Size:      n,
+		Repo:      repo,
+		Extra:     "[preview]\nauto_start = true\n" + extra,
+		Configure: func(cfg *harness.Config) { cfg.Poll = "@every 1h" },
 	})
 }
 
@@ -44,27 +42,6 @@ func startCluster(t testing.TB, url string, extra string, n int) *harness.Cluste
 var client = harness.NewClient(30*time.Second, 64)
 
 func do(method, url, body string) (int, []byte, error) { return client.Do(method, url, body) }
-
-func call(t testing.TB, method, url, body string, out any) int {
-	t.Helper()
-	code, data, err := do(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, url, err, data)
-		}
-	}
-	return code
-}
-
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	if err := harness.Eventually(timeout, cond); err != nil {
-		t.Fatalf("timed out after %v waiting for %s: %v", timeout, what, err)
-	}
-}
 
 // exampleFiles reads policies.example (without the traffic) as repository
 // files.
@@ -153,35 +130,8 @@ func send(t testing.TB, p *harness.Node, policy string, lines []string, workers 
 	}
 }
 
-type counts struct {
-	Evaluated   uint64 `json:"evaluated"`
-	Unchanged   uint64 `json:"unchanged"`
-	AllowToDeny uint64 `json:"allowToDeny"`
-	DenyToAllow uint64 `json:"denyToAllow"`
-	RuleChanged uint64 `json:"ruleChanged"`
-	Errors      uint64 `json:"errors"`
-	Dropped     uint64 `json:"dropped"`
-}
-
-type experiment struct {
-	Name            string `json:"name"`
-	Etag            string `json:"etag"`
-	PreviewMetadata *struct {
-		State     string `json:"state"`
-		LogPrefix string `json:"logPrefix"`
-	} `json:"previewMetadata"`
-	Stats *struct {
-		counts
-		Transitions []map[string]any `json:"transitions"`
-		Nodes       []struct {
-			Node      string `json:"node"`
-			Evaluated uint64 `json:"evaluated"`
-		} `json:"nodes"`
-	} `json:"stats"`
-}
-
 // replayExpected runs `reconciler replay --format json` on the same files.
-func replayExpected(t testing.TB, files map[string]string, tightened string) counts {
+func replayExpected(t testing.TB, files map[string]string, tightened string) harness.Counts {
 	t.Helper()
 	root := t.TempDir()
 	live, exp := filepath.Join(root, "live"), filepath.Join(root, "exp")
@@ -207,7 +157,7 @@ func replayExpected(t testing.TB, files map[string]string, tightened string) cou
 		t.Fatalf("replay: %v\n%s", err, out)
 	}
 	var res []struct {
-		Stats counts `json:"stats"`
+		Stats harness.Counts `json:"stats"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
 		t.Fatalf("replay output: %v %s", err, out)
@@ -215,11 +165,7 @@ func replayExpected(t testing.TB, files map[string]string, tightened string) cou
 	return res[0].Stats
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	harness.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 func TestPreviewEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -232,24 +178,22 @@ func TestPreviewEndToEnd(t *testing.T) {
 		t.Fatalf("the tightened rule changes nothing in the sample traffic: %+v", want)
 	}
 
-	srv := gittest.NewServer(t, gittest.Options{})
-	srv.InitRepo("policies", files)
-	url := srv.RepoPath("policies")
-	work := srv.Clone(url)
-	c := startCluster(t, url, "queue_size = 100000\nrecord_requests = 0", 3)
+	repo := harness.NewRepo(t, harness.RepoOptions{Files: files})
+	srv, work := repo.Git, repo.Work
+	c := startCluster(t, repo, "queue_size = 100000\nrecord_requests = 0", 3)
 	n1 := c.Nodes[0]
 
 	srv.CreateBranch(work, "tighten-geo")
 	head := srv.Commit(work, map[string]string{"edge-firewall/policy.toml": tightened}, "block BR and IN")
 	srv.Push(work, "tighten-geo")
 	srv.Checkout(work, "main")
-	call(t, http.MethodPost, c.Nodes[1].Base()+"/v1/cluster:reconcile", "{}", nil)
+	client.Fetch(t, http.MethodPost, c.Nodes[1].Base()+"/v1/cluster:reconcile", "{}", nil)
 
 	expURL := "/v1/policies/edge-firewall/experiments/branch-tighten-geo"
-	var exp experiment
-	eventually(t, 30*time.Second, "the branch experiment ACTIVE", func() error {
-		code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
-		if code != 200 || exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "ACTIVE" {
+	var exp harness.Experiment
+	harness.WaitFor(t, 30*time.Second, "the branch experiment ACTIVE", func() error {
+		code := client.Fetch(t, http.MethodGet, n1.Base()+expURL, "", &exp)
+		if code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
 			return fmt.Errorf("HTTP %d %+v", code, exp)
 		}
 		return nil
@@ -257,8 +201,8 @@ func TestPreviewEndToEnd(t *testing.T) {
 	// Every node installs experiments within its poll interval (200ms)
 	// after applying; the stats heartbeat shows a node's cell once it has
 	// one. Wait for all three to report the version with zero counts.
-	eventually(t, 30*time.Second, "every node previewing", func() error {
-		call(t, http.MethodGet, n1.Base()+expURL, "", &exp)
+	harness.WaitFor(t, 30*time.Second, "every node previewing", func() error {
+		client.Fetch(t, http.MethodGet, n1.Base()+expURL, "", &exp)
 		if exp.Stats == nil || len(exp.Stats.Nodes) != 3 {
 			return fmt.Errorf("stats = %+v", exp.Stats)
 		}
@@ -276,8 +220,8 @@ func TestPreviewEndToEnd(t *testing.T) {
 	t.Logf("sent %d requests to each of 3 nodes in %v", len(lines), time.Since(start).Round(time.Millisecond))
 
 	for _, p := range c.Nodes { // stats read on every node agree
-		eventually(t, 30*time.Second, "merged stats on "+p.ID, func() error {
-			call(t, http.MethodGet, p.Base()+expURL, "", &exp)
+		harness.WaitFor(t, 30*time.Second, "merged stats on "+p.ID, func() error {
+			client.Fetch(t, http.MethodGet, p.Base()+expURL, "", &exp)
 			s := exp.Stats
 			if s == nil || s.Evaluated != 3*uint64(len(lines)) || s.AllowToDeny != 3*want.AllowToDeny ||
 				s.DenyToAllow != 3*want.DenyToAllow || s.RuleChanged != 3*want.RuleChanged || s.Dropped != 0 {
@@ -315,57 +259,50 @@ func TestPreviewEndToEnd(t *testing.T) {
 	}
 
 	// Commit with a stale etag: ABORTED, nothing changes.
-	var probe struct {
-		Etag       string `json:"etag"`
-		Generation uint64 `json:"generation"`
-	}
-	call(t, http.MethodPost, n1.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+	var probe harness.Decision
+	client.Fetch(t, http.MethodPost, n1.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
 	liveEtag, gen := probe.Etag, probe.Generation
-	var e struct{ Error struct{ Status string } }
-	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit", `{"etag":"0000"}`, &e); code != 409 || e.Error.Status != "ABORTED" {
+	var e harness.ErrorBody
+	if code := client.Fetch(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit", `{"etag":"0000"}`, &e); code != 409 || e.Error.Status != "ABORTED" {
 		t.Fatalf("stale commit: %d %+v", code, e)
 	}
-	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
+	if code := client.Fetch(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
 		fmt.Sprintf(`{"etag":%q,"parentEtag":"0000"}`, exp.Etag), &e); code != 409 || e.Error.Status != "ABORTED" {
 		t.Fatalf("stale parentEtag: %d %+v", code, e)
 	}
-	if h := srv.Head("policies", "main"); h == head {
+	if h := repo.Head(); h == head {
 		t.Fatal("main moved to the branch")
 	}
-	if code := call(t, http.MethodGet, n1.Base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
+	if code := client.Fetch(t, http.MethodGet, n1.Base()+expURL, "", &exp); code != 200 || exp.PreviewMetadata.State != "ACTIVE" {
 		t.Fatalf("after failed commits: %d %+v", code, exp)
 	}
 
 	// Commit with the right etags, from a follower.
-	var op struct {
-		Name  string         `json:"name"`
-		Done  bool           `json:"done"`
-		Error map[string]any `json:"error"`
-	}
-	if code := call(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
+	var op harness.Operation
+	if code := client.Fetch(t, http.MethodPost, c.Nodes[2].Base()+expURL+":commit",
 		fmt.Sprintf(`{"etag":%q,"parentEtag":%q}`, exp.Etag, liveEtag), &op); code != 200 {
 		t.Fatalf("commit: %d %+v", code, op)
 	}
-	eventually(t, 60*time.Second, "the commit operation", func() error {
-		call(t, http.MethodGet, c.Nodes[1].Base()+"/v1/"+op.Name, "", &op)
+	harness.WaitFor(t, 60*time.Second, "the commit operation", func() error {
+		client.Fetch(t, http.MethodGet, c.Nodes[1].Base()+"/v1/"+op.Name, "", &op)
 		if !op.Done {
 			return fmt.Errorf("%+v", op)
 		}
 		return nil
 	})
 	if op.Error != nil {
-		t.Fatalf("commit failed: %v", op.Error)
+		t.Fatalf("commit failed: %+v", op.Error)
 	}
 	for _, p := range c.Nodes {
-		call(t, http.MethodPost, p.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
+		client.Fetch(t, http.MethodPost, p.Base()+"/v1/policies/edge-firewall:evaluate", lines[0], &probe)
 		if probe.Etag != exp.Etag || probe.Generation <= gen {
 			t.Errorf("%s serves %+v after the commit, want etag %s", p.ID, probe, exp.Etag)
 		}
-		if code := call(t, http.MethodGet, p.Base()+expURL, "", &e); code != 404 {
+		if code := client.Fetch(t, http.MethodGet, p.Base()+expURL, "", &e); code != 404 {
 			t.Errorf("%s: experiment still there: %d", p.ID, code)
 		}
 	}
-	if code := call(t, http.MethodPost, n1.Base()+expURL+":commit", fmt.Sprintf(`{"etag":%q}`, exp.Etag), &e); code != 404 {
+	if code := client.Fetch(t, http.MethodPost, n1.Base()+expURL+":commit", fmt.Sprintf(`{"etag":%q}`, exp.Etag), &e); code != 404 {
 		t.Errorf("second commit: %d %+v", code, e)
 	}
 }

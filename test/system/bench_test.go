@@ -3,9 +3,10 @@ package system
 import (
 	"fmt"
 	"os"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // The TestBench* tests measure; they print numbers and never assert on
@@ -53,9 +54,9 @@ func TestBenchPromotionLatency(t *testing.T) {
 			toActive = append(toActive, active.Sub(created))
 		}
 	}
-	report(t, "trigger→staged      %s", percentiles(toStage))
-	report(t, "staged→activated    %s", percentiles(toActive))
-	report(t, "trigger→all 3 nodes %s", percentiles(toAll))
+	report(t, "trigger→staged      %s", harness.Percentiles(toStage))
+	report(t, "staged→activated    %s", harness.Percentiles(toActive))
+	report(t, "trigger→all 3 nodes %s", harness.Percentiles(toAll))
 	finish(t, c, load, chk)
 }
 
@@ -63,9 +64,9 @@ func TestBenchPromotionLatency(t *testing.T) {
 // k, and returns the generation and how long after start the last one did.
 func waitServingTimed(t *testing.T, c *Cluster, k int, start time.Time) (uint64, time.Duration) {
 	t.Helper()
-	deadline := start.Add(PromoteTimeout)
+	deadline := start.Add(harness.PromoteTimeout)
 	for time.Now().Before(deadline) {
-		if gen, err := servingTree(k, c.Nodes); err == nil {
+		if gen, err := c.ServingTree(k, c.Nodes); err == nil {
 			return gen, time.Since(start)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -119,15 +120,15 @@ func TestBenchLeaderFailover(t *testing.T) {
 	load := StartLoad(t, c, chk, DefaultLoad)
 	var toLeader, toPromotion []time.Duration
 	for round := 1; round <= 3; round++ {
-		leader := c.Leader(LeaderTimeout)
+		leader := c.Leader(harness.LeaderTimeout)
 		survivors := c.Others(leader)
 		okBefore, _, failedBefore := chk.Counts()
 		c.Kill(leader)
 		killed := time.Now()
-		c.Leader(LeaderTimeout, survivors...)
+		c.Leader(harness.LeaderTimeout, survivors...)
 		toLeader = append(toLeader, time.Since(killed))
 		c.Promote(round, survivors...)
-		c.WaitServing(round, survivors, PromoteTimeout)
+		c.WaitServing(round, survivors, harness.PromoteTimeout)
 		toPromotion = append(toPromotion, time.Since(killed))
 		ok, _, failedAfter := chk.Counts()
 		for _, p := range survivors {
@@ -135,21 +136,9 @@ func TestBenchLeaderFailover(t *testing.T) {
 				round, p.ID, ok[p.ID]-okBefore[p.ID], failedAfter[p.ID]-failedBefore[p.ID])
 		}
 		c.Restart(leader)
-		c.WaitServing(round, c.Nodes, PromoteTimeout)
+		c.WaitServing(round, c.Nodes, harness.PromoteTimeout)
 	}
 	report(t, "kill→new leader       %v", toLeader)
 	report(t, "kill→promotion served %v", toPromotion)
 	finish(t, c, load, chk)
-}
-
-// percentiles formats p50, p99 and max of ds (nearest rank).
-func percentiles(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "no samples"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	return fmt.Sprintf("n=%d p50=%v p99=%v max=%v", len(s),
-		at(0.50).Round(time.Millisecond), at(0.99).Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond))
 }

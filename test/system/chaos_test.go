@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // EnvSeed replays TestChaos with a given seed.
@@ -36,8 +38,8 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: %v", ch.log)
 	ch.k++
 	c.Promote(ch.k)
-	gen := c.WaitServing(ch.k, c.Nodes, 2*PromoteTimeout)
-	c.WaitConverged(c.Nodes, gen, PromoteTimeout)
+	gen := c.WaitServing(ch.k, c.Nodes, 2*harness.PromoteTimeout)
+	c.WaitConverged(c.Nodes, gen, harness.PromoteTimeout)
 	finish(t, c, load, chk)
 }
 

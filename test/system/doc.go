@@ -4,10 +4,11 @@
 // decisions to every node and an invariant checker watches the answers
 // (rqlite's system_test, hashicorp/raft's fuzzy tests).
 //
-// The harness (non-test files) is small on purpose: Binary builds the
-// daemon once per test run, Cluster starts and disrupts nodes, PolicyRepo
-// writes one recognisable policy tree per promotion, Load sends decisions
-// and Checker holds what they must satisfy.
+// The processes, the git server, the policy trees and the API answers come
+// from test/harness, the one process harness of the tests; this package
+// adds what only its tests need: Cluster remembers every generation read
+// (for the invariants), Load sends decisions to every node and Checker
+// holds what they must satisfy.
 //
 // Running:
 //

@@ -8,15 +8,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // Result is one decision request as the load saw it.
 type Result struct {
 	Node       string
-	Req        int // index into Requests
+	Req        int // index into harness.Requests
 	Floor      uint64
 	Start, End time.Time
-	Decision   *Decision
+	Decision   *harness.Decision
 	Err        error
 	// Tolerated: the node was paused, killed or restarting during the
 	// request, so a failure is expected.
@@ -76,14 +78,14 @@ func (c *Checker) Record(r Result) {
 			return
 		}
 		c.failed[r.Node]++
-		c.violatef("%s failed a decision (%s, sent %s): %v", r.Node, RequestPaths[r.Req], stamp(r.Start), r.Err)
+		c.violatef("%s failed a decision (%s, sent %s): %v", r.Node, harness.RequestPaths[r.Req], stamp(r.Start), r.Err)
 		return
 	}
 	c.ok[r.Node]++
 	c.slowest[r.Node] = max(c.slowest[r.Node], r.End.Sub(r.Start))
-	gen := uint64(r.Decision.Generation)
+	gen := r.Decision.Generation
 	if gen < r.Floor {
-		c.violatef("%s went back from generation %d to %d (%s, sent %s)", r.Node, r.Floor, gen, RequestPaths[r.Req], stamp(r.Start))
+		c.violatef("%s went back from generation %d to %d (%s, sent %s)", r.Node, r.Floor, gen, harness.RequestPaths[r.Req], stamp(r.Start))
 	}
 	c.floors[r.Node] = max(c.floors[r.Node], gen)
 	o := outcome{r.Node, gen, r.Req, r.Decision.Decision, r.Decision.Rule}
@@ -145,12 +147,12 @@ func (c *Checker) Generations() []uint64 {
 // generations from a running node of cl, so call it before teardown.
 func (c *Checker) Verify(t testing.TB, cl *Cluster) {
 	t.Helper()
-	c.verify(t, cl.Repo.Written, cl.generation)
+	c.verify(t, cl.Repo.Written(), cl.generation)
 }
 
 // verify is Verify with the trees written and the generation lookup
 // passed in, so the checker itself is tested without processes.
-func (c *Checker) verify(t testing.TB, written map[int]bool, lookup func(uint64) (*Generation, error)) {
+func (c *Checker) verify(t testing.TB, written map[int]bool, lookup func(uint64) (*harness.Generation, error)) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -176,11 +178,11 @@ func (c *Checker) checkAgreement(t testing.TB, written map[int]bool) map[uint64]
 		k := key{o.gen, o.req}
 		if prev, ok := answers[k]; ok && (prev.decision != o.decision || prev.rule != o.rule) {
 			t.Errorf("generation %d, %s: %s answered %s/%q, %s answered %s/%q",
-				o.gen, RequestPaths[o.req], prev.node, prev.decision, prev.rule, o.node, o.decision, o.rule)
+				o.gen, harness.RequestPaths[o.req], prev.node, prev.decision, prev.rule, o.node, o.decision, o.rule)
 		}
 		answers[k] = o
 		if o.req == 0 {
-			tree, ok := TreeOf(o.rule)
+			tree, ok := harness.TreeOf(o.rule)
 			if !ok || !written[tree] {
 				t.Errorf("%s answered the probe at generation %d with rule %q: not a tree this test wrote", o.node, o.gen, o.rule)
 			}
@@ -192,9 +194,9 @@ func (c *Checker) checkAgreement(t testing.TB, written map[int]bool) map[uint64]
 		if !ok {
 			continue // the probe was not sent at this generation
 		}
-		if d, r := Expect(tree, RequestPaths[k.req]); d != o.decision || r != o.rule {
+		if d, r := harness.Expect(tree, harness.RequestPaths[k.req]); d != o.decision || r != o.rule {
 			t.Errorf("generation %d (tree %d), %s: %s answered %s/%q, the tree says %s/%q",
-				k.gen, tree, RequestPaths[k.req], o.node, o.decision, o.rule, d, r)
+				k.gen, tree, harness.RequestPaths[k.req], o.node, o.decision, o.rule, d, r)
 		}
 	}
 	gens := slices.Sorted(maps.Keys(trees))
@@ -208,7 +210,7 @@ func (c *Checker) checkAgreement(t testing.TB, written map[int]bool) map[uint64]
 
 // checkActivation checks every generation served was activated, and
 // answered from only after its activateTime (all nodes share one clock).
-func (c *Checker) checkActivation(t testing.TB, lookup func(uint64) (*Generation, error)) {
+func (c *Checker) checkActivation(t testing.TB, lookup func(uint64) (*harness.Generation, error)) {
 	first := map[uint64]outcome{}
 	firstAt := map[uint64]time.Time{}
 	for o, at := range c.firstSeen {
@@ -235,20 +237,20 @@ func (c *Checker) checkActivation(t testing.TB, lookup func(uint64) (*Generation
 // generation reads /v1/generations/{n} from the first node that answers.
 // A generation the cluster no longer keeps (it keeps the last 50) comes
 // from what the harness read of it before, if anything.
-func (cl *Cluster) generation(n uint64) (*Generation, error) {
+func (cl *Cluster) generation(n uint64) (*harness.Generation, error) {
 	var err error
 	for _, p := range cl.Nodes {
 		if ok, _ := p.Healthy(); !ok {
 			continue
 		}
-		var g *Generation
-		if g, err = GetGeneration(p.HTTPAddr, n); err == nil {
+		var g *harness.Generation
+		if g, err = cl.Client.Generation(p, n); err == nil {
 			cl.remember(*g)
 			return g, nil
 		}
 	}
 	if g, ok := cl.seen.Load(n); ok {
-		gen := g.(Generation)
+		gen := g.(harness.Generation)
 		return &gen, nil
 	}
 	if err == nil {
@@ -257,7 +259,7 @@ func (cl *Cluster) generation(n uint64) (*Generation, error) {
 	return nil, err
 }
 
-func (cl *Cluster) remember(g Generation) { cl.seen.Store(uint64(g.Generation), g) }
+func (cl *Cluster) remember(g harness.Generation) { cl.seen.Store(g.Generation, g) }
 
 // watchGenerations reads GET /v1/generations from a healthy node every
 // 250 ms until ctx ends, so that generations pruned from the cluster's
@@ -268,7 +270,7 @@ func (cl *Cluster) watchGenerations(ctx context.Context) {
 			if ok, _ := p.Healthy(); !ok {
 				continue
 			}
-			if gens, err := ListGenerations(p.HTTPAddr); err == nil {
+			if gens, err := cl.Client.Generations(p); err == nil {
 				for _, g := range gens {
 					cl.remember(g)
 				}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // recorder is a testing.TB that keeps errors instead of failing, so the
@@ -22,19 +24,19 @@ func (r *recorder) Logf(string, ...any)       {}
 
 // answer is a Result from tree k at generation gen for request req.
 func answer(node string, gen uint64, k, req int, at time.Time) Result {
-	d, rule := Expect(k, RequestPaths[req])
+	d, rule := harness.Expect(k, harness.RequestPaths[req])
 	return Result{Node: node, Req: req, Start: at, End: at.Add(time.Millisecond),
-		Decision: &Decision{Decision: d, Rule: rule, Generation: Num(gen)}}
+		Decision: &harness.Decision{Decision: d, Rule: rule, Generation: gen}}
 }
 
 func TestCheckerFindsBrokenInvariants(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	gens := map[uint64]*Generation{
+	gens := map[uint64]*harness.Generation{
 		1: {Generation: 1, State: "RETIRED", ActivateTime: t0.Format(time.RFC3339Nano)},
 		2: {Generation: 2, State: "ACTIVE", ActivateTime: t0.Add(time.Second).Format(time.RFC3339Nano)},
 		3: {Generation: 3, State: "STAGED"},
 	}
-	lookup := func(n uint64) (*Generation, error) {
+	lookup := func(n uint64) (*harness.Generation, error) {
 		if g, ok := gens[n]; ok {
 			return g, nil
 		}

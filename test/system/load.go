@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // LoadOptions bound a Load: it stops at MaxRequests, after MaxDuration, or
@@ -49,7 +51,7 @@ func StartLoad(t testing.TB, c *Cluster, chk *Checker, opts LoadOptions) *Load {
 	for _, p := range c.Nodes {
 		for w := range opts.WorkersPerNode {
 			l.wg.Add(1)
-			go l.worker(ctx, p, chk, opts, w)
+			go l.worker(ctx, c, p, chk, opts, w)
 		}
 	}
 	t.Cleanup(func() { l.Stop() })
@@ -69,7 +71,7 @@ func (l *Load) Stop() int64 {
 // Sent is how many requests have been sent so far.
 func (l *Load) Sent() int64 { return l.sent.Load() }
 
-func (l *Load) worker(ctx context.Context, p *Process, chk *Checker, opts LoadOptions, w int) {
+func (l *Load) worker(ctx context.Context, c *Cluster, p *harness.Node, chk *Checker, opts LoadOptions, w int) {
 	defer l.wg.Done()
 	next := w * 7 // workers start at different requests
 	for n := 0; ctx.Err() == nil && l.sent.Load() < opts.MaxRequests; n++ {
@@ -82,12 +84,12 @@ func (l *Load) worker(ctx context.Context, p *Process, chk *Checker, opts LoadOp
 		// answers from is tied to its tree.
 		i := 0
 		if n%2 == 1 {
-			next = (next + 1) % len(Requests)
+			next = (next + 1) % len(harness.Requests)
 			i = next
 		}
 		r := Result{Node: p.ID, Req: i, Floor: chk.Floor(p.ID), Start: time.Now()}
 		rctx, cancel := context.WithTimeout(ctx, DecisionTimeout)
-		r.Decision, r.Err = Evaluate(rctx, p.HTTPAddr, Policy, Requests[i])
+		r.Decision, r.Err = c.Client.Evaluate(rctx, p, harness.Policy, harness.Requests[i])
 		cancel()
 		r.End = time.Now()
 		l.sent.Add(1)

@@ -3,7 +3,6 @@ package system
 import (
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,11 +10,7 @@ import (
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	CleanupBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // startSystem skips under -short (the only reason a system test skips)
 // and starts an n-node cluster serving tree 0.
@@ -30,20 +25,20 @@ func startSystem(t *testing.T, n int) *Cluster {
 // findGeneration waits until a generation numbered above after satisfies
 // pred, as read from node, and returns it. It reads GET /v1/generations
 // when the node offers it, else the next few numbers one by one.
-func findGeneration(p *Process, after uint64, timeout time.Duration, pred func(*Generation) bool) (*Generation, error) {
-	var found *Generation
+func findGeneration(c *Cluster, p *harness.Node, after uint64, timeout time.Duration, pred func(*harness.Generation) bool) (*harness.Generation, error) {
+	var found *harness.Generation
 	err := harness.Eventually(timeout, func() error {
-		gens, err := ListGenerations(p.HTTPAddr)
+		gens, err := c.Client.Generations(p)
 		if err != nil {
 			gens = nil
 			for n := after + 1; n <= after+3; n++ {
-				if g, err := GetGeneration(p.HTTPAddr, n); err == nil {
+				if g, err := c.Client.Generation(p, n); err == nil {
 					gens = append(gens, *g)
 				}
 			}
 		}
 		for i := range gens {
-			if g := &gens[i]; uint64(g.Generation) > after && pred(g) {
+			if g := &gens[i]; g.Generation > after && pred(g) {
 				found = g
 				return nil
 			}
@@ -53,8 +48,8 @@ func findGeneration(p *Process, after uint64, timeout time.Duration, pred func(*
 	return found, err
 }
 
-func inState(states ...string) func(*Generation) bool {
-	return func(g *Generation) bool {
+func inState(states ...string) func(*harness.Generation) bool {
+	return func(g *harness.Generation) bool {
 		for _, s := range states {
 			if g.State == s {
 				return true
@@ -65,13 +60,13 @@ func inState(states ...string) func(*Generation) bool {
 }
 
 // activeGeneration is the active generation p reports in /v1/status.
-func activeGeneration(t *testing.T, p *Process) uint64 {
+func activeGeneration(t *testing.T, c *Cluster, p *harness.Node) uint64 {
 	t.Helper()
-	s, err := GetStatus(p.HTTPAddr)
+	s, err := c.Client.Status(p)
 	if err != nil {
 		t.Fatalf("%s: GET /v1/status: %v", p.ID, err)
 	}
-	return uint64(s.ActiveGeneration)
+	return s.ActiveGeneration
 }
 
 // finish stops the load, checks that the healed cluster agrees (same
@@ -83,9 +78,9 @@ func finish(t *testing.T, c *Cluster, load *Load, chk *Checker) {
 	if n == 0 {
 		t.Error("the load sent no request")
 	}
-	st := c.WaitConverged(c.Nodes, 1, PromoteTimeout)
+	st := c.WaitConverged(c.Nodes, 1, harness.PromoteTimeout)
 	t.Logf("healed: %d nodes at generation %d, etags %v", len(c.Nodes), st.ActiveGeneration, st.Etags())
-	checkPinned(t, c, uint64(st.ActiveGeneration))
+	checkPinned(t, c, st.ActiveGeneration)
 	chk.Verify(t, c)
 }
 
@@ -101,12 +96,12 @@ func checkPinned(t *testing.T, c *Cluster, active uint64) {
 	for _, gen := range gens {
 		rules := map[string]string{}
 		for _, p := range c.Nodes {
-			d, err := EvaluatePinned(p.HTTPAddr, gen, Policy, ProbeRequest)
+			d, err := c.Client.EvaluatePinned(p, gen, harness.Policy, harness.ProbeRequest)
 			if err != nil {
 				t.Errorf("%s: decision pinned to generation %d: %v", p.ID, gen, err)
 				continue
 			}
-			if uint64(d.Generation) != gen {
+			if d.Generation != gen {
 				t.Errorf("%s: decision pinned to generation %d answered from generation %d", p.ID, gen, d.Generation)
 			}
 			rules[p.ID] = d.Rule
@@ -122,12 +117,12 @@ func checkPinned(t *testing.T, c *Cluster, active uint64) {
 func previousActive(c *Cluster, active uint64) uint64 {
 	var prev uint64
 	for _, p := range c.Nodes {
-		gens, err := ListGenerations(p.HTTPAddr)
+		gens, err := c.Client.Generations(p)
 		if err != nil {
 			continue
 		}
 		for _, g := range gens {
-			if n := uint64(g.Generation); n < active && n > prev && !g.ActivatedAt().IsZero() {
+			if n := g.Generation; n < active && n > prev && !g.ActivatedAt().IsZero() {
 				prev = n
 			}
 		}

@@ -1,7 +1,6 @@
 package system
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -23,45 +22,45 @@ func TestPromotionRightAfterJoin(t *testing.T) {
 	}
 	c := NewCluster(t, 3)
 	first, second, joiner := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	for _, p := range []*Process{first, second} {
+	for _, p := range []*harness.Node{first, second} {
 		c.Start(p)
-		c.WaitReady(p, StartTimeout)
+		c.WaitReady(p)
 	}
-	c.WaitServing(0, []*Process{first, second}, StartTimeout)
-	c.WaitReachable([]*Process{first, second}, StartTimeout)
-	leader := c.Leader(LeaderTimeout, first, second)
+	c.WaitServing(0, []*harness.Node{first, second}, harness.ReadyTimeout)
+	c.WaitReachable([]*harness.Node{first, second})
+	leader := c.Leader(harness.LeaderTimeout, first, second)
 	// A leader requires every registered node during its first
 	// reachability window (1.5 s); past it, only the ones it heard from.
 	time.Sleep(2 * time.Second)
 	c.Start(joiner)
-	registered := waitRegistered(t, leader, joiner)
+	registered := waitRegistered(t, c, leader, joiner)
 	c.Pause(joiner) // two of three voters keep the quorum
 	c.Promote(1, leader)
-	gen := c.WaitServing(1, []*Process{first, second}, PromoteTimeout)
+	gen := c.WaitServing(1, []*harness.Node{first, second}, harness.PromoteTimeout)
 	g, err := c.generation(gen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s registered at %s; generation %d created %s, activated %s, readyNodes %s",
+	t.Logf("%s registered at %s; generation %d created %s, activated %s, readyNodes %v",
 		joiner.ID, stamp(registered), gen, g.CreateTime, g.ActivateTime, g.ReadyNodes)
-	if !bytes.Contains(g.ReadyNodes, []byte(`"`+joiner.ID+`"`)) && g.ActivatedAt().Sub(registered) < time.Second {
+	if !slices.Contains(g.ReadyNodes, joiner.ID) && g.ActivatedAt().Sub(registered) < time.Second {
 		t.Errorf("generation %d was activated %v after %s was registered, without its Ready and without waiting for a heartbeat window",
 			gen, g.ActivatedAt().Sub(registered).Round(time.Millisecond), joiner.ID)
 	}
 	c.Resume(joiner)
-	c.WaitReady(joiner, StartTimeout)
-	c.WaitServing(1, c.Nodes, PromoteTimeout)
+	c.WaitReady(joiner)
+	c.WaitServing(1, c.Nodes, harness.PromoteTimeout)
 }
 
 // waitRegistered polls leader's status until it lists p, and returns when.
-func waitRegistered(t *testing.T, leader, p *Process) time.Time {
+func waitRegistered(t *testing.T, c *Cluster, leader, p *harness.Node) time.Time {
 	t.Helper()
-	err := harness.Eventually(StartTimeout, func() error {
-		s, err := GetStatus(leader.HTTPAddr)
+	err := harness.Eventually(harness.ReadyTimeout, func() error {
+		s, err := c.Client.Status(leader)
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(s.Nodes, func(n NodeStatus) bool { return n.ID == p.ID }) {
+		if !slices.ContainsFunc(s.Nodes, func(n harness.NodeStatus) bool { return n.ID == p.ID }) {
 			return fmt.Errorf("%s not registered yet", p.ID)
 		}
 		return nil

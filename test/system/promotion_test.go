@@ -1,10 +1,12 @@
 package system
 
 import (
-	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // TestPromotionHappyPath promotes five trees on a healthy 3-node cluster
@@ -15,23 +17,23 @@ func TestPromotionHappyPath(t *testing.T) {
 	c := startSystem(t, 3)
 	chk := NewChecker()
 	load := StartLoad(t, c, chk, DefaultLoad)
-	first := c.WaitConverged(c.Nodes, 1, StartTimeout)
-	prev := uint64(first.ActiveGeneration)
+	first := c.WaitConverged(c.Nodes, 1, harness.ReadyTimeout)
+	prev := first.ActiveGeneration
 	for k := 1; k <= 5; k++ {
 		start := time.Now()
 		c.Promote(k)
-		gen := c.WaitServing(k, c.Nodes, PromoteTimeout)
+		gen := c.WaitServing(k, c.Nodes, harness.PromoteTimeout)
 		t.Logf("tree %d active on all nodes at generation %d after %v", k, gen, time.Since(start).Round(time.Millisecond))
 		if gen <= prev {
 			t.Errorf("tree %d got generation %d, not above %d", k, gen, prev)
 		}
-		st := c.WaitConverged(c.Nodes, gen, PromoteTimeout)
+		st := c.WaitConverged(c.Nodes, gen, harness.PromoteTimeout)
 		checkReadyNodes(t, c, gen)
-		if was, is := first.Etag(StablePolicy), st.Etag(StablePolicy); was == "" || was != is {
-			t.Errorf("the etag of the unchanged policy %s changed: %q -> %q", StablePolicy, was, is)
+		if was, is := first.Etag(harness.StablePolicy), st.Etag(harness.StablePolicy); was == "" || was != is {
+			t.Errorf("the etag of the unchanged policy %s changed: %q -> %q", harness.StablePolicy, was, is)
 		}
-		if was, is := first.Etag(Policy), st.Etag(Policy); was == is {
-			t.Errorf("the etag of policy %s did not change with tree %d: %q", Policy, k, is)
+		if was, is := first.Etag(harness.Policy), st.Etag(harness.Policy); was == is {
+			t.Errorf("the etag of policy %s did not change with tree %d: %q", harness.Policy, k, is)
 		}
 		prev = gen
 		time.Sleep(300 * time.Millisecond) // let the load see this generation
@@ -52,8 +54,8 @@ func checkReadyNodes(t *testing.T, c *Cluster, gen uint64) {
 		t.Errorf("generation %d is %s, want ACTIVE", gen, g.State)
 	}
 	for _, p := range c.Nodes {
-		if !bytes.Contains(g.ReadyNodes, []byte(`"`+p.ID+`"`)) {
-			t.Errorf("generation %d: readyNodes %s lacks %s", gen, g.ReadyNodes, p.ID)
+		if !slices.Contains(g.ReadyNodes, p.ID) {
+			t.Errorf("generation %d: readyNodes %v lacks %s", gen, g.ReadyNodes, p.ID)
 		}
 	}
 }
@@ -67,17 +69,17 @@ func TestInvalidTreeKeepsServing(t *testing.T) {
 	chk := NewChecker()
 	load := StartLoad(t, c, chk, DefaultLoad)
 	c.Promote(1)
-	good := c.WaitServing(1, c.Nodes, PromoteTimeout)
+	good := c.WaitServing(1, c.Nodes, harness.PromoteTimeout)
 
-	c.Repo.WriteInvalid(t)
+	c.Repo.WriteInvalid()
 	c.Trigger()
-	bad, err := findGeneration(c.Nodes[0], good, PromoteTimeout, inState("INVALID"))
+	bad, err := findGeneration(c, c.Nodes[0], good, harness.PromoteTimeout, inState("INVALID"))
 	if err != nil {
 		t.Fatalf("the invalid tree never made an INVALID generation: %v", err)
 	}
-	t.Logf("generation %d is INVALID: errors %s", bad.Generation, bad.Errors)
-	if !strings.Contains(string(bad.Errors), "pth") {
-		t.Errorf("generation %d: errors %s do not name the typo request.pth", bad.Generation, bad.Errors)
+	t.Logf("generation %d is INVALID: errors %q", bad.Generation, bad.Errors)
+	if !strings.Contains(strings.Join(bad.Errors, "\n"), "pth") {
+		t.Errorf("generation %d: errors %q do not name the typo request.pth", bad.Generation, bad.Errors)
 	}
 	// Several polls later, every node still serves the previous generation.
 	time.Sleep(2500 * time.Millisecond)
@@ -87,8 +89,8 @@ func TestInvalidTreeKeepsServing(t *testing.T) {
 	checkInvalidCondition(t, c)
 
 	c.Promote(2)
-	next := c.WaitServing(2, c.Nodes, PromoteTimeout)
-	if next <= uint64(bad.Generation) {
+	next := c.WaitServing(2, c.Nodes, harness.PromoteTimeout)
+	if next <= bad.Generation {
 		t.Errorf("the tree after the invalid one got generation %d, not above %d", next, bad.Generation)
 	}
 	finish(t, c, load, chk)
@@ -99,7 +101,7 @@ func TestInvalidTreeKeepsServing(t *testing.T) {
 func checkInvalidCondition(t *testing.T, c *Cluster) {
 	t.Helper()
 	for _, p := range c.Nodes {
-		s, err := GetStatus(p.HTTPAddr)
+		s, err := c.Client.Status(p)
 		if err != nil {
 			t.Errorf("%s: GET /v1/status: %v", p.ID, err)
 			continue
@@ -107,11 +109,11 @@ func checkInvalidCondition(t *testing.T, c *Cluster) {
 		found := false
 		for _, ps := range s.Policies {
 			for _, cond := range ps.Conditions {
-				found = found || (strings.HasSuffix(ps.Name, Policy) && bytes.Contains(cond, []byte("Invalid")))
+				found = found || (strings.HasSuffix(ps.Name, harness.Policy) && (cond.Type == "Invalid" || strings.Contains(cond.Message, "Invalid")))
 			}
 		}
 		if !found {
-			t.Errorf("%s: status of policy %s has no Invalid condition: %+v", p.ID, Policy, s.Policies)
+			t.Errorf("%s: status of policy %s has no Invalid condition: %+v", p.ID, harness.Policy, s.Policies)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package system
 import (
 	"testing"
 	"time"
+
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // TestRestartAllNodes kills every node with SIGKILL and starts them again
@@ -15,22 +17,22 @@ func TestRestartAllNodes(t *testing.T) {
 	chk := NewChecker()
 	load := StartLoad(t, c, chk, DefaultLoad)
 	c.Promote(1)
-	c.WaitServing(1, c.Nodes, PromoteTimeout)
+	c.WaitServing(1, c.Nodes, harness.PromoteTimeout)
 	c.Promote(2)
-	last := c.WaitServing(2, c.Nodes, PromoteTimeout)
-	c.WaitConverged(c.Nodes, last, PromoteTimeout)
+	last := c.WaitServing(2, c.Nodes, harness.PromoteTimeout)
+	c.WaitConverged(c.Nodes, last, harness.PromoteTimeout)
 
 	for _, p := range c.Nodes {
 		c.Kill(p)
 	}
 	alone := c.Nodes[1] // a node that joined, not the one that bootstrapped
 	c.Restart(alone)
-	if gen := c.WaitServing(2, []*Process{alone}, 5*time.Second); gen != last {
+	if gen := c.WaitServing(2, []*harness.Node{alone}, 5*time.Second); gen != last {
 		t.Errorf("%s restarted alone serves generation %d, want the last active %d", alone.ID, gen, last)
 	}
-	if s, err := GetStatus(alone.HTTPAddr); err != nil {
+	if s, err := c.Client.Status(alone); err != nil {
 		t.Errorf("%s alone: GET /v1/status: %v", alone.ID, err)
-	} else if s.RaftState == "Leader" || uint64(s.ActiveGeneration) != last {
+	} else if s.RaftState == "Leader" || s.ActiveGeneration != last {
 		t.Errorf("%s alone: raftState %s, activeGeneration %d (want no leader, generation %d)", alone.ID, s.RaftState, s.ActiveGeneration, last)
 	} else {
 		t.Logf("%s restarted alone: %s, leader %q, serving generation %d", alone.ID, s.RaftState, s.Leader, last)
@@ -40,15 +42,15 @@ func TestRestartAllNodes(t *testing.T) {
 		c.Start(p)
 	}
 	for _, p := range c.Others(alone) {
-		c.WaitReady(p, StartTimeout)
-		if gen := c.WaitServing(2, []*Process{p}, 5*time.Second); gen != last {
+		c.WaitReady(p)
+		if gen := c.WaitServing(2, []*harness.Node{p}, 5*time.Second); gen != last {
 			t.Errorf("%s restarted serves generation %d, want %d", p.ID, gen, last)
 		}
 	}
-	c.Leader(LeaderTimeout)
+	c.Leader(harness.LeaderTimeout)
 	c.Promote(3)
-	gen := c.WaitServing(3, c.Nodes, PromoteTimeout)
-	c.WaitConverged(c.Nodes, gen, PromoteTimeout)
+	gen := c.WaitServing(3, c.Nodes, harness.PromoteTimeout)
+	c.WaitConverged(c.Nodes, gen, harness.PromoteTimeout)
 	finish(t, c, load, chk)
 
 	for _, p := range c.Nodes {

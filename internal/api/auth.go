@@ -1,0 +1,200 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/policyrollout/reconciler/internal/auth"
+	"github.com/policyrollout/reconciler/internal/cluster"
+)
+
+// identityKey carries the caller's auth.Identity in a request's context.
+type identityKey struct{}
+
+// identityOf returns the identity the guard admitted r with.
+func identityOf(r *http.Request) (auth.Identity, bool) {
+	id, ok := r.Context().Value(identityKey{}).(auth.Identity)
+	return id, ok
+}
+
+// ServeHTTP guards every request, then routes it (routes.go): the
+// browser checks (origin.go), the caller's role against the route table
+// (roles.go), and an audit line for every write.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rule := routeFor(r)
+	if rule.class == classDecision && s.decisionRole == auth.RoleNone {
+		// The data plane stays as fast as before: no identity, no audit.
+		if s.browserCheck(w, r, rule) {
+			s.route(w, r)
+		}
+		return
+	}
+	var aw *auditWriter
+	if isWrite(r.Method) && rule.class != classDecision {
+		aw = &auditWriter{ResponseWriter: w}
+		w = aw
+	}
+	id, ok := s.guard(w, r, rule)
+	if aw != nil {
+		defer s.auditLine(aw, r, id, ok)
+	}
+	if !ok {
+		return
+	}
+	s.route(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+}
+
+// guard runs the checks before routing and answers when one fails.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request, rule *routeRule) (auth.Identity, bool) {
+	if !s.browserCheck(w, r, rule) {
+		return auth.Identity{}, false
+	}
+	need := rule.role
+	if rule.class == classDecision {
+		need = s.decisionRole
+	}
+	id, err := s.authenticate(r, need)
+	if err != nil {
+		s.refuse(w, r, err)
+		return id, false
+	}
+	return id, true
+}
+
+// authenticate returns the caller's identity when it holds role need.
+// Without configured credentials every caller is auth.Anonymous.
+func (s *Server) authenticate(r *http.Request, need auth.Role) (auth.Identity, error) {
+	if s.authErr != nil && need != auth.RoleNone {
+		return auth.Identity{}, s.authErr
+	}
+	if s.creds.Empty() {
+		return auth.Anonymous, nil
+	}
+	header := r.Header.Get("Authorization")
+	if need == auth.RoleNone {
+		// An open route ignores what it was sent: a scraper's or a
+		// gateway's own Authorization is not this node's business.
+		token, _ := auth.ParseBearer(header)
+		if id, ok := s.creds.Lookup(token); ok {
+			return id, nil
+		}
+		return auth.Identity{Name: "anonymous"}, nil
+	}
+	if header == "" {
+		return auth.Identity{}, errorf(kindUnauthenticated,
+			"this request needs the %s role: send \"Authorization: Bearer <token>\" with a token of role %s",
+			need, rolesFrom(need))
+	}
+	token, ok := auth.ParseBearer(header)
+	id, known := s.creds.Lookup(token)
+	if !ok || !known {
+		return auth.Identity{}, errorf(kindUnauthenticated,
+			"the Authorization header holds no valid bearer token of this node; this request needs the %s role (a token of role %s)",
+			need, rolesFrom(need))
+	}
+	if id.Role < need {
+		return id, errorf(kindPermissionDenied, "token %q has the %s role; this request needs the %s role", id.Name, id.Role, need)
+	}
+	return id, nil
+}
+
+// rolesFrom lists the roles that include need: "writer or admin".
+func rolesFrom(need auth.Role) string {
+	out := need.String()
+	for r := need + 1; r <= auth.RoleAdmin; r++ {
+		if r == auth.RoleAdmin {
+			out += " or " + r.String()
+		} else {
+			out += ", " + r.String()
+		}
+	}
+	return out
+}
+
+// refuse answers a failed check; a 401 carries the Bearer challenge.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if k, _ := classify(err); k == kindUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
+	}
+	s.fail(w, r, err)
+}
+
+// admit is the handlers' own check that the guard admitted r with role
+// need: a second line behind the route table, so that a handler states
+// the role it was written for. It answers and reports false otherwise.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, need auth.Role) bool {
+	id, ok := identityOf(r)
+	switch {
+	case !ok:
+		s.refuse(w, r, errorf(kindUnauthenticated, "this request needs the %s role", need))
+		return false
+	case id.Role < need:
+		s.refuse(w, r, errorf(kindPermissionDenied, "token %q has the %s role; this request needs the %s role", id.Name, id.Role, need))
+		return false
+	}
+	return true
+}
+
+// admitBody is admit, then the request's body (read under the size
+// limit); on failure it answers and reports false.
+func (s *Server) admitBody(w http.ResponseWriter, r *http.Request, need auth.Role) ([]byte, bool) {
+	if !s.admit(w, r, need) {
+		return nil, false
+	}
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return raw, true
+}
+
+// auditWriter remembers the status of the answer for the audit line.
+type auditWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (a *auditWriter) WriteHeader(code int) {
+	if a.code == 0 {
+		a.code = code
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *auditWriter) Write(b []byte) (int, error) {
+	if a.code == 0 {
+		a.code = http.StatusOK
+	}
+	return a.ResponseWriter.Write(b)
+}
+
+// auditLine writes one line per write request to the audit log: who
+// (role and token name, never the token), what, from where, and the
+// answer's status. Refused attempts are written too.
+func (s *Server) auditLine(aw *auditWriter, r *http.Request, id auth.Identity, admitted bool) {
+	role, name := "none", "-"
+	if id.Name != "" {
+		role, name = id.Role.String(), id.Name
+	}
+	args := []any{"method", r.Method, "path", r.URL.Path, "role", role, "token", name,
+		"remote", r.RemoteAddr, "status", aw.code, "admitted", admitted}
+	if by := r.Header.Get(cluster.ForwardedHeader); by != "" {
+		args = append(args, "forwarded_by", by)
+	}
+	s.audit.Info("request", args...)
+}
+
+// credentialSet builds the Set of cfg's credentials and Token. A set that
+// does not build is reported and replaced by a closed one.
+func credentialSet(cfg Config) (*auth.Set, error) {
+	creds := cfg.Credentials
+	if cfg.Token != "" {
+		creds = append(append([]auth.Credential(nil), creds...), auth.Credential{Name: "token", Role: auth.RoleAdmin, Secret: cfg.Token})
+	}
+	set, err := auth.NewSet(creds)
+	if err != nil {
+		return nil, errorf(kindInternal, "credentials: %v", err)
+	}
+	return set, nil
+}

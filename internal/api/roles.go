@@ -1,0 +1,137 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/policyrollout/reconciler/internal/auth"
+	"github.com/policyrollout/reconciler/internal/webhook"
+)
+
+// routeClass says which of the API's guards apply to a request.
+type routeClass int
+
+const (
+	// classAPI is every resource and write: roles, Host, Origin and,
+	// for writes, the JSON content type.
+	classAPI routeClass = iota
+	// classDecision is the data plane (:evaluate, :authorize, :mirror):
+	// open unless [api] decision_role is set, no Host check (there Host
+	// is data a gateway forwards).
+	classDecision
+	// classWebhook authenticates itself (the HMAC signature) and comes
+	// from GitHub through whatever name the operator gave the node.
+	classWebhook
+	// classProbe is health, readiness and metrics: open, for load
+	// balancers and scrapers.
+	classProbe
+)
+
+// routeRule is one line of the route table: which requests it covers,
+// their class and the role they need. Example is a path it matches, for
+// the tests and the docs.
+type routeRule struct {
+	Method  string // "" any method; "GET" includes HEAD
+	Example string
+	class   routeClass
+	role    auth.Role
+	match   func(path string) bool
+}
+
+// routeTable maps every request to the role it needs, first match wins.
+// It is fail-closed: a read nobody listed needs a reader, a write nobody
+// listed needs an admin, so a new endpoint is never open by omission.
+var routeTable = []routeRule{
+	{"", "/v1/policies/web:evaluate", classDecision, auth.RoleNone, isDecisionPath},
+	{"", "/v1/generations/1/policies/web:evaluate", classDecision, auth.RoleNone, isDecisionPath},
+	{"", "/v1/policies/web:authorize/admin", classDecision, auth.RoleNone, isDecisionPath},
+	{"", "/v1/policies/web:mirror", classDecision, auth.RoleNone, isDecisionPath},
+	{"", "/v1/policies/web:mirror/static/app.js", classDecision, auth.RoleNone, isDecisionPath},
+	{"", "/v1/generations/1/policies/web:authorize/admin", classDecision, auth.RoleNone, isDecisionPath},
+	{http.MethodPost, webhook.Path, classWebhook, auth.RoleNone, is(webhook.Path)},
+	{http.MethodGet, "/healthz", classProbe, auth.RoleNone, is("/healthz")},
+	{http.MethodGet, "/readyz", classProbe, auth.RoleNone, is("/readyz")},
+	{http.MethodGet, "/metrics", classProbe, auth.RoleNone, is("/metrics")},
+	{http.MethodPost, "/v1/policies/web/experiments", classAPI, auth.RoleWriter, isExperimentPath},
+	{http.MethodPatch, "/v1/policies/web/experiments/e1", classAPI, auth.RoleWriter, isExperimentPath},
+	{http.MethodDelete, "/v1/policies/web/experiments/e1", classAPI, auth.RoleWriter, isExperimentPath},
+	{http.MethodPost, "/v1/policies/web/experiments/e1:startPreview", classAPI, auth.RoleWriter, isExperimentPath},
+	{http.MethodPost, "/v1/policies/web/experiments/e1:stopPreview", classAPI, auth.RoleWriter, isExperimentPath},
+	{http.MethodPost, "/v1/policies/web/experiments/e1:commit", classAPI, auth.RoleWriter, isExperimentPath},
+	{http.MethodPost, clusterPrefix + "reconcile", classAPI, auth.RoleWriter, is(clusterPrefix + "reconcile")},
+	{http.MethodPost, rollbackPath, classAPI, auth.RoleAdmin, is(rollbackPath)},
+	{http.MethodPost, acceptHistoryPath, classAPI, auth.RoleAdmin, is(acceptHistoryPath)},
+	{http.MethodPost, clusterPrefix + "join", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
+	{http.MethodPost, clusterPrefix + "leave", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
+	{http.MethodPost, clusterPrefix + "propose", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
+	{http.MethodPost, clusterPrefix + "heartbeat", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
+	{http.MethodPost, WebhookCommandsPath, classAPI, auth.RoleAdmin, is(WebhookCommandsPath)},
+	{http.MethodGet, statusPath, classAPI, auth.RoleReader, anyPath},
+	{"", "/v1/nodes:changeState", classAPI, auth.RoleAdmin, anyPath},
+}
+
+// routeFor returns the rule that covers r.
+func routeFor(r *http.Request) *routeRule {
+	p := r.URL.Path
+	for i := range routeTable {
+		rule := &routeTable[i]
+		if rule.covers(r.Method) && rule.match(p) {
+			return rule
+		}
+	}
+	return &routeTable[len(routeTable)-1] // unreachable: the last rule matches everything
+}
+
+func (rr *routeRule) covers(method string) bool {
+	switch rr.Method {
+	case "":
+		return true
+	case http.MethodGet:
+		return method == http.MethodGet || method == http.MethodHead
+	}
+	return method == rr.Method
+}
+
+// write reports whether a method changes something (a browser may send
+// only GET, HEAD and POST without asking the server first).
+func isWrite(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
+}
+
+func is(path string) func(string) bool { return func(p string) bool { return p == path } }
+
+func hasPrefix(prefix string) func(string) bool {
+	return func(p string) bool { return strings.HasPrefix(p, prefix) }
+}
+
+func anyPath(string) bool { return true }
+
+// isDecisionPath matches what routePolicy serves as a decision:
+// /v1/policies/{p}:evaluate, /v1/policies/{p}:authorize[/…] and
+// :mirror[/…] (the gateway forms carry the original path as a suffix),
+// each also pinned under /v1/generations/{n}/.
+func isDecisionPath(p string) bool {
+	if rest, ok := strings.CutPrefix(p, generationsPath); ok {
+		_, after, ok := strings.Cut(rest, "/policies/")
+		if !ok {
+			return false
+		}
+		p = policiesPrefix + after
+	}
+	rest, ok := strings.CutPrefix(p, policiesPrefix)
+	if !ok {
+		return false
+	}
+	_, verb, tail := splitPolicyPath(rest)
+	return verb == "authorize" || verb == "mirror" || verb == "evaluate" && tail == ""
+}
+
+// isExperimentPath matches /v1/policies/{p}/experiments[/…].
+func isExperimentPath(p string) bool {
+	rest, ok := strings.CutPrefix(p, policiesPrefix)
+	if !ok {
+		return false
+	}
+	_, verb, tail := splitPolicyPath(rest)
+	return verb == "" && strings.HasPrefix(tail, "/experiments")
+}

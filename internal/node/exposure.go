@@ -1,0 +1,71 @@
+package node
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"github.com/policyrollout/reconciler/internal/api"
+	"github.com/policyrollout/reconciler/internal/auth"
+	"github.com/policyrollout/reconciler/internal/logging"
+)
+
+// minTokenLen is the token length below which the node warns.
+const minTokenLen = 16
+
+// checkExposure reads the API's credentials and refuses to start a node
+// that others could reach without them (config.CheckExposure). On
+// loopback without credentials it warns that anyone on this machine, any
+// local process, may change the policy.
+func (m *Main) checkExposure() error {
+	cfg := m.Config
+	creds, err := cfg.APICredentials()
+	if err != nil {
+		return err
+	}
+	dev, err := cfg.CheckExposure(len(creds))
+	if err != nil {
+		return err
+	}
+	m.creds = creds
+	log := m.Logger.Named(logging.Node)
+	for _, c := range creds {
+		if len(c.Secret) < minTokenLen {
+			log.Warn("an API token is short enough to guess: use at least 16 random characters (openssl rand -base64 32)",
+				"token", c.Name, "role", c.Role.String())
+		}
+	}
+	if dev {
+		log.Warn("the API has no credentials: every local process may change the policy (development mode; set [api] token_env or [[api.tokens]])",
+			"http_addr", cfg.Node.HTTPAddr)
+	} else if cfg.Secret(cfg.API.TokenEnv) == "" {
+		log.Warn("the API has tokens but [api] token_env names no set variable: other nodes of a cluster cannot authenticate their heartbeats, reports and joins to this one",
+			"token_env", cfg.API.TokenEnv)
+	}
+	return nil
+}
+
+// serveTLS wraps the API listener in TLS when [api] names a certificate.
+func (m *Main) serveTLS() error {
+	a := m.Config.API
+	if a.TLSCertFile == "" {
+		return nil
+	}
+	tc, err := api.ServerTLS(api.TLSFiles{CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, ClientCAFile: a.ClientCAFile,
+		Logger: m.Logger.Named(logging.API)})
+	if err != nil {
+		return fmt.Errorf("node.http_addr: %w", err)
+	}
+	m.ln = tls.NewListener(m.ln, tc)
+	if len(m.Config.Node.Join) > 0 || !m.Config.Node.Bootstrap {
+		m.Logger.Named(logging.Node).Warn("the API serves TLS but nodes call each other's API over plain HTTP in this build: a cluster needs node-to-node TLS",
+			"http_addr", m.Config.Node.HTTPAddr)
+	}
+	return nil
+}
+
+// decisionRole parses [api] decision_role ("" leaves decisions open); the
+// configuration was validated.
+func decisionRole(s string) auth.Role {
+	r, _ := auth.ParseRole(s)
+	return r
+}
