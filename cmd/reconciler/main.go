@@ -1,5 +1,5 @@
 // Command reconciler is the GitOps policy reconciler: a daemon (serve) and
-// the tools around it (validate, test, merge, eval, status, rollback). See CONTRACT.md §2 and
+// the tools around it (validate, test, merge, eval, status, rollback, certs). See CONTRACT.md §2 and
 // `reconciler help`. main only parses flags and wires internal packages.
 package main
 
@@ -65,6 +65,7 @@ func commands() []command {
 		{"status", "[--server URL] [--format F]", "cluster, generation, policy conditions and nodes of a running cluster", (*app).status},
 		{"rollback", "[--server URL] [--to N] [--wait D]", "revert main to generation N's policies and promote the revert", (*app).rollback},
 		{"accept-history", "[--server URL] COMMIT", "let the leader promote a live branch that no longer descends from the active generation", (*app).acceptHistory},
+		{"certs", "ca|node [flags]", "create a cluster CA and node certificates for [tls]", (*app).certs},
 		{"version", "", "print version, commit and Go version", (*app).version},
 		{"help", "[COMMAND]", "list commands, or show a command's flags", (*app).help},
 	}

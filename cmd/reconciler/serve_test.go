@@ -90,6 +90,9 @@ func TestServeInProcess(t *testing.T) {
 	if !strings.Contains(errOut.String(), `"node_id":"node-x"`) {
 		t.Errorf("--node-id not applied: %s", errOut.String())
 	}
+	if !strings.Contains(errOut.String(), "node-to-node traffic is not authenticated") {
+		t.Errorf("no warning that loopback without [tls] is unauthenticated: %s", errOut.String())
+	}
 	cancel()
 	select {
 	case code := <-done:

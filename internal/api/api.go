@@ -118,6 +118,10 @@ type Config struct {
 	// FailureModes say what the gateway forms answer when this node
 	// cannot decide (authorize.go); the zero value denies.
 	FailureModes FailureModes
+	// PeerTLS says nodes talk over mutual TLS ([tls]): the node-only
+	// endpoints (propose, heartbeat, webhook hand-off) then answer only on
+	// PeerHandler, to a verified node.
+	PeerTLS bool
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -158,6 +162,7 @@ type Server struct {
 
 	failure        FailureModes
 	undecidedTotal *prometheus.CounterVec
+	peerTLS        bool
 }
 
 // New returns a Server for cfg.
@@ -185,6 +190,7 @@ func New(cfg Config) *Server {
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
 		failure:     cfg.FailureModes,
+		peerTLS:     cfg.PeerTLS,
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}

@@ -67,10 +67,13 @@ func (s *Server) authenticate(r *http.Request, need auth.Role) (auth.Identity, e
 	if s.authErr != nil && need != auth.RoleNone {
 		return auth.Identity{}, s.authErr
 	}
+	header := r.Header.Get("Authorization")
+	if id, ok := peerIdentity(r, header); ok {
+		return id, nil
+	}
 	if s.creds.Empty() {
 		return auth.Anonymous, nil
 	}
-	header := r.Header.Get("Authorization")
 	if need == auth.RoleNone {
 		// An open route ignores what it was sent: a scraper's or a
 		// gateway's own Authorization is not this node's business.

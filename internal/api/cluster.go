@@ -27,6 +27,7 @@ type Cluster interface {
 	Reconcile(ctx context.Context) error
 	ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
 	Heartbeat(ctx context.Context, hb cluster.Heartbeat) (cluster.View, error)
+	LeaderURL() (string, bool)
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)
@@ -55,6 +56,9 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if verb == "reconcile" {
 		need = auth.RoleWriter
 	}
+	if (verb == "propose" || verb == "heartbeat") && !s.fromPeer(w, r) {
+		return
+	}
 	if !s.admit(w, r, need) {
 		return
 	}
@@ -62,6 +66,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if r.Header.Get(cluster.ForwardedHeader) != "" {
 		ctx = cluster.WithForwarded(ctx)
 	}
+	ctx = cluster.WithCredential(ctx, r.Header.Get("Authorization"))
 	h(ctx, w, r)
 }
 

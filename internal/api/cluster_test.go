@@ -47,6 +47,13 @@ func (f *fakeCluster) Leader() string     { return "n1" }
 func (f *fakeCluster) RaftState() string  { return "Follower" }
 func (f *fakeCluster) View() cluster.View { return f.view }
 
+// LeaderURL is the leader n1's registered HTTP address, as a plaintext
+// cluster forwards.
+func (f *fakeCluster) LeaderURL() (string, bool) {
+	n, ok := f.State().Nodes[f.Leader()]
+	return "http://" + n.HTTPAddr, ok && n.HTTPAddr != ""
+}
+
 func (f *fakeCluster) Join(ctx context.Context, req cluster.JoinRequest) (raftstore.Node, error) {
 	f.mu.Lock()
 	f.forwarded = append(f.forwarded, cluster.IsForwarded(ctx))

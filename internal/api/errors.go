@@ -103,6 +103,7 @@ var clusterKinds = []struct {
 	{cluster.ErrRaftUnreachable, kindFailedPrecondition},
 	{cluster.ErrLastVoter, kindFailedPrecondition},
 	{cluster.ErrBadRequest, kindInvalidArgument},
+	{cluster.ErrNotPeer, kindPermissionDenied},
 	{cluster.ErrNotForwardable, kindInvalidArgument},
 	{raftstore.ErrInvalidCommand, kindInvalidArgument},
 	{raftstore.ErrUnknownCommand, kindInvalidArgument},

@@ -28,23 +28,19 @@ const appliedIndexHeader = "X-Reconciler-Applied-Index"
 // anyway, as it did before.
 const maxCatchUp = 2 * time.Second
 
-// leaderAddr is the HTTP address of the leader when it is another node.
-func (s *Server) leaderAddr() (string, bool) {
-	id := s.cluster.Leader()
-	if id == "" || id == s.cluster.NodeID() {
-		return "", false
-	}
-	n, ok := s.cluster.State().Nodes[id]
-	return n.HTTPAddr, ok && n.HTTPAddr != ""
-}
+// leaderAddr is the base URL of the leader for node-to-node calls when it
+// is another node (cluster.Cluster.LeaderURL: its raft port over mutual
+// TLS when [tls] is configured).
+func (s *Server) leaderAddr() (string, bool) { return s.cluster.LeaderURL() }
 
 // forward sends a request that only the leader can serve to the same path
 // on the leader, marked with cluster.ForwardedHeader so that it is never
 // forwarded again, and copies the answer (status, AIP-193 error included)
 // back to the client. It is for API calls whose work is not a raft command
-// (the cluster layer forwards those); the deadline is the caller's.
-func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, addr string, body []byte) {
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+// (the cluster layer forwards those); the deadline is the caller's. The
+// caller's own credential goes along, for the leader to check.
+func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, base string, body []byte) {
+	req, err := http.NewRequestWithContext(ctx, r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		s.fail(w, r, errorf(kindInternal, "forward: %v", err))
 		return
@@ -58,13 +54,13 @@ func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	resp, err := s.fwdClient.Do(req)
 	if err != nil {
-		s.fail(w, r, errorf(kindUnavailable, "forwarding to the leader at %s failed: %v", addr, cluster.TransportCause(err)))
+		s.fail(w, r, errorf(kindUnavailable, "forwarding to the leader at %s failed: %v", base, cluster.TransportCause(err)))
 		return
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer))
 	if err != nil {
-		s.fail(w, r, errorf(kindUnavailable, "reading the leader's answer from %s: %v", addr, err))
+		s.fail(w, r, errorf(kindUnavailable, "reading the leader's answer from %s: %v", base, err))
 		return
 	}
 	if idx, err := strconv.ParseUint(resp.Header.Get(appliedIndexHeader), 10, 64); err == nil {

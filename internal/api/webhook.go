@@ -42,6 +42,9 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
+	if !s.fromPeer(w, r) {
+		return
+	}
 	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
 	if !ok {
 		return

@@ -71,8 +71,19 @@ type Config struct {
 	// the view; nil reports nothing.
 	Source func() SourceStatus
 	// Client sends forwarded requests; nil means a client with no overall
-	// timeout (each call has its own deadline).
+	// timeout (each call has its own deadline). With PeerTLS it must
+	// present the node certificate (tlsconfig.Node.HTTPTransport).
 	Client *http.Client
+	// PeerTLS makes nodes talk over mutual TLS on their raft ports
+	// ([tls]): forwarded calls go to https://<leader raft address>,
+	// JoinAddrs are raft addresses, and node-to-node requests (reports,
+	// heartbeats, address changes) are accepted only from the verified
+	// node they speak for (see WithPeer).
+	PeerTLS bool
+	// Probe checks, before a node is added to the raft configuration,
+	// that the node at addr answers raft (and, with TLS, proves it is
+	// id); nil sends raftstore.Probe over plain TCP.
+	Probe func(ctx context.Context, id, addr string) error
 	// Logger; nil discards.
 	Logger hclog.Logger
 	// Now is the clock; nil means time.Now.
@@ -118,9 +129,14 @@ func New(cfg Config) (*Cluster, error) {
 	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.ForwardTimeout = orDefault(cfg.ForwardTimeout, DefaultForwardTimeout)
 	cfg.DialTimeout = orDefault(cfg.DialTimeout, DefaultDialTimeout)
+	if cfg.Probe == nil {
+		cfg.Probe = func(_ context.Context, _, addr string) error {
+			return raftstore.Probe(raftstore.TCPDial, addr, cfg.DialTimeout)
+		}
+	}
 	c := &Cluster{cfg: cfg, store: cfg.Store, log: cfg.Logger}
 	c.fwd = &forwarder{self: cfg.NodeID, store: cfg.Store, client: cfg.Client, token: cfg.Token,
-		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout}
+		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout, peerTLS: cfg.PeerTLS}
 	c.hb = newHeartbeats(cfg.Now, ReachableIntervals*cfg.HeartbeatInterval)
 	return c, nil
 }
@@ -170,6 +186,10 @@ func (c *Cluster) viaLeader(ctx context.Context, path string, in, out any, local
 // else forwarded as a command with its time stamped here. Only the
 // command types in the forwardable set may be forwarded.
 func (c *Cluster) Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error) {
+	ctx = withLocal(ctx)
+	if f, ok := p.(*raftstore.ReportFailed); ok {
+		f.Errors = capErrors(f.Errors)
+	}
 	if c.store.IsLeader() {
 		res, err := c.store.Propose(ctx, p)
 		if !errors.Is(err, raftstore.ErrNotLeader) {
@@ -190,9 +210,16 @@ func (c *Cluster) ProposeCommand(ctx context.Context, cmd raftstore.Command) (ra
 	if !forwardable[cmd.Type] {
 		return raftstore.Result{}, fmt.Errorf("%w: %s", ErrNotForwardable, cmd.Type)
 	}
+	id, err := reportNode(cmd)
+	if err != nil {
+		return raftstore.Result{}, err
+	}
+	if err := c.checkSpeaker(ctx, id, "report", false); err != nil {
+		return raftstore.Result{}, err
+	}
 	var res raftstore.Result
 	var answer ProposeResponse
-	err := c.viaLeader(ctx, PathPropose, cmd, &answer, func() error {
+	err = c.viaLeader(ctx, PathPropose, cmd, &answer, func() error {
 		var err error
 		res, err = c.store.Apply(ctx, cmd)
 		return err

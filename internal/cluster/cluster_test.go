@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -160,7 +161,7 @@ func newPair(t *testing.T, leaderToken, followerToken string) *pair {
 	p := &pair{leaderStore: newFakeStore(true, "L"), followerStore: newFakeStore(false, "L"), triggers: &triggerCount{}}
 	var err error
 	p.leader, err = cluster.New(cluster.Config{NodeID: "L", Store: p.leaderStore, Reconciler: p.triggers,
-		Logger: testlog.New(t).Named("L")})
+		DialTimeout: 200 * time.Millisecond, Logger: testlog.New(t).Named("L")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,19 +224,15 @@ func TestForwardProposeAndReconcile(t *testing.T) {
 func TestForwardJoinErrorsKeepTheirIdentity(t *testing.T) {
 	p := newPair(t, "", "")
 	ctx := context.Background()
-	raftLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raftLn.Close()
-	n, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn.Addr().String(), HTTPAddr: "127.0.0.1:2", Voter: true})
+	raftLn := raftAnswerer(t)
+	n, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2", Voter: true})
 	if err != nil || n.ID != "N" || !n.Voter || n.Group != "default" {
 		t.Fatalf("join = %+v %v", n, err)
 	}
 	p.leaderStore.addServer = func(id, addr string, voter bool) error {
 		return fmt.Errorf("%w: node %s is a member elsewhere", raftstore.ErrMembership, id)
 	}
-	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "M", RaftAddr: raftLn.Addr().String(), HTTPAddr: "127.0.0.1:2"})
+	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "M", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2"})
 	var re *cluster.RemoteError
 	if !errors.Is(err, raftstore.ErrMembership) || !errors.As(err, &re) || re.Code != 409 || re.Status != "ALREADY_EXISTS" ||
 		!cluster.Permanent(err) {
@@ -250,7 +247,7 @@ func TestForwardJoinErrorsKeepTheirIdentity(t *testing.T) {
 		t.Errorf("bad address = %v", err)
 	}
 	// Moving an ACTIVE node to another group is refused before raft is touched.
-	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn.Addr().String(), HTTPAddr: "127.0.0.1:2", Group: "edge"})
+	_, err = p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2", Group: "edge"})
 	if !errors.Is(err, raftstore.ErrNodeState) || !errors.As(err, &re) || re.Status != "FAILED_PRECONDITION" {
 		t.Errorf("group change = %v", err)
 	}
@@ -367,17 +364,60 @@ func TestRegisterStopsOnRefusal(t *testing.T) {
 	p.leaderStore.addServer = func(id, addr string, voter bool) error {
 		return fmt.Errorf("%w: taken", raftstore.ErrMembership)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := raftAnswerer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = p.follower.Register(ctx, cluster.JoinRequest{ID: "F", RaftAddr: ln.Addr().String(), HTTPAddr: "127.0.0.1:9"})
+	err := p.follower.Register(ctx, cluster.JoinRequest{ID: "F", RaftAddr: ln, HTTPAddr: "127.0.0.1:9"})
 	if !errors.Is(err, raftstore.ErrMembership) || !strings.Contains(err.Error(), "join refused") {
 		t.Errorf("register = %v", err)
 	}
+}
+
+// TestJoinOfSilentVoterRefused is the attack of issue 15: a voter whose
+// raft address accepts connections but never answers. Added, it would
+// count towards the quorum and could leave the cluster without a leader;
+// the leader must refuse it before touching the configuration.
+func TestJoinOfSilentVoterRefused(t *testing.T) {
+	p := newPair(t, "", "")
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	_, err = p.leader.Join(context.Background(), cluster.JoinRequest{ID: "S", RaftAddr: silent.Addr().String(),
+		HTTPAddr: "127.0.0.1:2", Voter: true})
+	if !errors.Is(err, cluster.ErrRaftUnreachable) {
+		t.Errorf("join of a silent voter = %v", err)
+	}
+	if got := len(p.leaderStore.servers); got != 1 {
+		t.Errorf("the silent voter entered the configuration: %d servers", got)
+	}
+}
+
+// raftAnswerer is a raft transport on loopback that answers every RPC, as
+// a fresh node would; it returns its address.
+func raftAnswerer(t *testing.T) string {
+	t.Helper()
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = trans.Close() })
+	go func() {
+		for rpc := range trans.Consumer() {
+			rpc.Respond(&raft.AppendEntriesResponse{}, nil)
+		}
+	}()
+	return string(trans.LocalAddr())
 }
 
 func deadAddr(t *testing.T) string {
@@ -389,4 +429,97 @@ func deadAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestReportErrorsAreBounded is issue 15's spoof of forty 900 KB failure
+// reports: a node's own report is cut to the cap before it is proposed,
+// and a larger one offered through the propose endpoint is refused.
+func TestReportErrorsAreBounded(t *testing.T) {
+	p := newPair(t, "", "")
+	ctx := context.Background()
+	p.leaderStore.state.Generations[3] = raftstore.Generation{Number: 3, State: raftstore.GenerationStaged,
+		ReadyNodes: map[string]time.Time{}, NodeErrors: map[string][]string{}}
+	many := make([]string, 2000)
+	for i := range many {
+		many[i] = fmt.Sprintf("web/policy.toml:%d: %s", i, strings.Repeat("x", 100))
+	}
+	if _, err := p.follower.Propose(ctx, &raftstore.ReportFailed{Generation: 3, NodeID: "F", Errors: many}); err != nil {
+		t.Fatal(err)
+	}
+	got := p.leaderStore.State().Generations[3].NodeErrors["F"]
+	total := 0
+	for _, e := range got {
+		total += len(e)
+	}
+	if total > 16<<10 || len(got) < 2 || !strings.Contains(got[len(got)-1], "more errors not reported") {
+		t.Errorf("recorded %d errors of %d bytes; last %q", len(got), total, got[len(got)-1])
+	}
+	huge, err := raftstore.NewCommand(&raftstore.ReportFailed{Generation: 3, NodeID: "F",
+		Errors: []string{strings.Repeat("y", 900<<10)}, Time: time.Unix(9, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.follower.ProposeCommand(ctx, huge); !errors.Is(err, cluster.ErrBadRequest) {
+		t.Errorf("a 900 KB report = %v", err)
+	}
+}
+
+// TestForwardCarriesTheCallersCredential: a user request a follower
+// forwards reaches the leader with the caller's own Authorization header,
+// not the follower's token, and the leader checks it.
+func TestForwardCarriesTheCallersCredential(t *testing.T) {
+	p := newPair(t, "tok", "tok")
+	ctx := context.Background()
+	err := p.follower.Reconcile(cluster.WithCredential(ctx, "Bearer stolen"))
+	var re *cluster.RemoteError
+	if !errors.As(err, &re) || re.Code != 401 {
+		t.Errorf("forwarded with a wrong caller credential = %v", err)
+	}
+	if err := p.follower.Reconcile(cluster.WithCredential(ctx, "Bearer tok")); err != nil {
+		t.Errorf("forwarded with the caller's valid credential = %v", err)
+	}
+	if err := p.follower.Reconcile(ctx); err != nil {
+		t.Errorf("the node's own request with its token = %v", err)
+	}
+}
+
+// TestPeerIdentityDecides: with mutual TLS, the verified peer is who a
+// request comes from. A node moves its own HTTP address, directly or
+// relayed by a member while it does not know the leader (OriginHeader);
+// another node cannot move it, and the relay header does not let a
+// member heartbeat for another node.
+func TestPeerIdentityDecides(t *testing.T) {
+	store := newFakeStore(true, "L")
+	store.servers = []raft.Server{{ID: "L", Address: "127.0.0.1:7000", Suffrage: raft.Voter},
+		{ID: "A", Address: "127.0.0.1:7001", Suffrage: raft.Voter}}
+	store.state.Nodes["A"] = raftstore.Node{ID: "A", RaftAddr: "127.0.0.1:7001", HTTPAddr: "127.0.0.1:8001",
+		State: raftstore.NodeActive, Group: "default", Subgroup: "default"}
+	c, err := cluster.New(cluster.Config{NodeID: "L", Store: store, PeerTLS: true, Logger: testlog.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	move := func(ctx context.Context, to string) error {
+		_, err := c.Join(ctx, cluster.JoinRequest{ID: "A", RaftAddr: "127.0.0.1:7001", HTTPAddr: to, Voter: true})
+		return err
+	}
+	if err := move(cluster.WithPeer(ctx, "B"), "127.0.0.1:6666"); !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("B moving A = %v", err)
+	}
+	if err := move(ctx, "127.0.0.1:6666"); !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("an unauthenticated caller moving A = %v", err)
+	}
+	if err := move(cluster.WithPeer(ctx, "A"), "127.0.0.1:8002"); err != nil {
+		t.Errorf("A moving itself = %v", err)
+	}
+	if err := move(cluster.WithOrigin(cluster.WithPeer(ctx, "B"), "A"), "127.0.0.1:8003"); err != nil {
+		t.Errorf("A moving itself through B's relay = %v", err)
+	}
+	if got := store.State().Nodes["A"].HTTPAddr; got != "127.0.0.1:8003" {
+		t.Errorf("A is at %s", got)
+	}
+	_, err = c.Heartbeat(cluster.WithOrigin(cluster.WithPeer(ctx, "B"), "A"), cluster.Heartbeat{ID: "A"})
+	if !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("B heartbeating for A with a relay header = %v", err)
+	}
 }

@@ -1,7 +1,8 @@
 // Package cluster is the part of a node that deals with the other nodes:
 // the one forwarding layer (a write is tried locally and, on
 // raftstore.ErrNotLeader, sent to the leader's HTTP address with a
-// deadline), membership (join, leave, rejoin after a restart), heartbeats
+// deadline, or with mutual TLS to its raft address, the node-to-node
+// port), membership (join, leave, rejoin after a restart), heartbeats
 // kept in the leader's memory, and leadership (running the leader loop
 // only while this node leads).
 //
@@ -9,6 +10,10 @@
 // package and of raftstore has a name (Reason) that the API puts into the
 // AIP-193 error body, and the forwarding client turns it back into a
 // *RemoteError that matches the same sentinel with errors.Is.
+//
+// With mutual TLS (Config.PeerTLS) a request from another node carries
+// that node's verified id (WithPeer, peers.go): reports, heartbeats and
+// address changes are accepted only from the node they speak for.
 //
 // The package knows nothing of policies or of serving decisions; see
 // docs/cluster.md for how a node puts it together with raftstore, the

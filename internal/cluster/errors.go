@@ -18,9 +18,10 @@ var (
 	// ErrForward means the leader could not be reached over HTTP (refused,
 	// timed out, or an answer that is not the API's). Retry later.
 	ErrForward = errors.New("forwarding to the leader failed")
-	// ErrRaftUnreachable means the leader cannot open a TCP connection to
-	// the raft address a joining node gave: adding it would put an
-	// unreachable member into the raft configuration.
+	// ErrRaftUnreachable means the node at the raft address a joining node
+	// gave did not answer a raft RPC (with TLS: did not prove with a
+	// certificate of the cluster CA that it is that node): adding it would
+	// put a member that never answers into the raft configuration.
 	ErrRaftUnreachable = errors.New("raft address unreachable from the leader")
 	// ErrNotForwardable means a command type that followers never send was
 	// offered to the internal propose endpoint.
@@ -55,6 +56,7 @@ var wireErrors = []wireError{
 	{"LAST_VOTER", ErrLastVoter, false},
 	{"NOT_FORWARDABLE", ErrNotForwardable, false},
 	{"BAD_CLUSTER_REQUEST", ErrBadRequest, false},
+	{"NOT_THE_NODE", ErrNotPeer, false},
 	{"BUNDLE_TOO_LARGE", raftstore.ErrTooLarge, false},
 	{"GENERATION_NOT_NEWER", raftstore.ErrGenerationNotNewer, true},
 	{"UNKNOWN_GENERATION", raftstore.ErrUnknownGeneration, true},
@@ -140,7 +142,7 @@ func Permanent(err error) bool {
 	if errors.As(err, &re) {
 		return re.Code >= 400 && re.Code < 500 && re.Code != 408 && re.Code != 429
 	}
-	for _, s := range []error{raftstore.ErrMembership, ErrRaftUnreachable, ErrBadRequest,
+	for _, s := range []error{raftstore.ErrMembership, ErrRaftUnreachable, ErrBadRequest, ErrNotPeer,
 		raftstore.ErrRejected, raftstore.ErrInvalidCommand, ErrNotForwardable, ErrLastVoter} {
 		if errors.Is(err, s) {
 			return true

@@ -29,6 +29,8 @@ type forwarder struct {
 	token     string
 	joinAddrs []string
 	timeout   time.Duration
+	// peerTLS sends to raft addresses over mutual TLS (Config.PeerTLS).
+	peerTLS bool
 }
 
 // call POSTs in as JSON to path on the leader and decodes the answer into
@@ -76,10 +78,8 @@ func (f *forwarder) target(attempt int) (addr string, direct bool, err error) {
 		// a transition. Retry shortly.
 		return "", false, raftstore.ErrNotLeader
 	}
-	if id != "" {
-		if n, ok := f.store.State().Nodes[id]; ok && n.HTTPAddr != "" {
-			return n.HTTPAddr, true, nil
-		}
+	if addr, ok := f.leaderAddr(id); ok {
+		return addr, true, nil
 	}
 	if len(f.joinAddrs) > 0 {
 		return f.joinAddrs[attempt%len(f.joinAddrs)], false, nil
@@ -91,7 +91,7 @@ func (f *forwarder) target(attempt int) (addr string, direct bool, err error) {
 }
 
 func (f *forwarder) post(ctx context.Context, addr string, direct bool, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.baseURL(addr)+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrForward, addr, err)
 	}
@@ -99,8 +99,15 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 	if direct {
 		req.Header.Set(ForwardedHeader, f.self)
 	}
-	if f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+f.token)
+	if origin, ok := speaker(ctx, true); ok && origin != f.self {
+		req.Header.Set(OriginHeader, origin)
+	}
+	token := f.token
+	if f.peerTLS {
+		token = "" // nodes prove who they are with their certificates
+	}
+	if auth := credential(ctx, token); auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
@@ -121,6 +128,43 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 		return fmt.Errorf("%w: %s%s: bad answer: %v", ErrForward, addr, path, err)
 	}
 	return nil
+}
+
+// leaderAddr is where to reach leader id for node-to-node calls: its raft
+// address (the node-to-node TLS port) with peerTLS, as raft itself knows
+// it, else its registered HTTP address.
+func (f *forwarder) leaderAddr(id string) (string, bool) {
+	if id == "" {
+		return "", false
+	}
+	if f.peerTLS {
+		lid, addr := f.store.Leader()
+		return addr, lid == id && addr != ""
+	}
+	n, ok := f.store.State().Nodes[id]
+	return n.HTTPAddr, ok && n.HTTPAddr != ""
+}
+
+func (f *forwarder) baseURL(addr string) string {
+	if f.peerTLS {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
+
+// LeaderURL is the base URL ("https://host:port") of the leader for
+// node-to-node calls when it is another node, for the API's forwarding
+// of user requests; false when this node leads or no leader is known.
+func (c *Cluster) LeaderURL() (string, bool) {
+	id, _ := c.store.Leader()
+	if id == c.cfg.NodeID {
+		return "", false
+	}
+	addr, ok := c.fwd.leaderAddr(id)
+	if !ok {
+		return "", false
+	}
+	return c.fwd.baseURL(addr), true
 }
 
 // TransportCause drops the URL that net/http puts around transport errors

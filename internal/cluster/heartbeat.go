@@ -107,6 +107,9 @@ func (v *viewHolder) load() View {
 // view; on a follower it forwards to the leader. Only registered nodes are
 // recorded, which keeps the table as small as the registry.
 func (c *Cluster) Heartbeat(ctx context.Context, hb Heartbeat) (View, error) {
+	if err := c.checkSpeaker(ctx, hb.ID, "heartbeat", false); err != nil {
+		return View{}, err
+	}
 	var v View
 	err := c.viaLeader(ctx, PathHeartbeat, hb, &v, func() error {
 		if _, ok := c.store.State().Nodes[hb.ID]; !ok && hb.ID != c.cfg.NodeID {
@@ -194,7 +197,7 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 }
 
 func (c *Cluster) beat(ctx context.Context, served uint64) {
-	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(withLocal(ctx), 2*c.cfg.HeartbeatInterval)
 	defer cancel()
 	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served}
 	pb := c.piggyback()

@@ -34,6 +34,9 @@ func (c *Cluster) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Nod
 	if err := checkJoin(req); err != nil {
 		return raftstore.Node{}, err
 	}
+	if err := c.checkAddressChange(ctx, req); err != nil {
+		return raftstore.Node{}, err
+	}
 	if old, ok := c.store.State().Nodes[req.ID]; ok && old.State != raftstore.NodeTerminated &&
 		old.State != raftstore.NodePassive && (old.Group != req.Group || old.Subgroup != req.Subgroup) {
 		// Refused before raft is touched; UpsertNode would refuse it too.
@@ -46,7 +49,7 @@ func (c *Cluster) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Nod
 	}
 	exact, conflict := lookupServer(servers, req.ID, req.RaftAddr)
 	if !exact && !conflict {
-		if err := c.dial(ctx, req.RaftAddr); err != nil {
+		if err := c.cfg.Probe(ctx, req.ID, req.RaftAddr); err != nil {
 			return raftstore.Node{}, fmt.Errorf("%w: %s at %s: %v: check node.raft_addr (and its advertised address) and the firewall",
 				ErrRaftUnreachable, req.ID, req.RaftAddr, err)
 		}
@@ -107,18 +110,6 @@ func lookupServer(servers []raft.Server, id, addr string) (exact, conflict bool)
 		}
 	}
 	return false, conflict
-}
-
-// dial checks that addr accepts TCP connections, so that an unreachable
-// node never enters the raft configuration (where a voter would count
-// towards the quorum without ever answering).
-func (c *Cluster) dial(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: c.cfg.DialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }
 
 func (c *Cluster) isVoter(id string) (bool, error) {
@@ -196,6 +187,7 @@ func countVoters(servers []raft.Server) int {
 // permanent refusal (see Permanent), which the node cannot fix by waiting.
 // On the leader the leadership hook (RegisterSelf) registers the node.
 func (c *Cluster) Register(ctx context.Context, self JoinRequest) error {
+	ctx = withLocal(ctx)
 	self = withDefaultGroups(self)
 	delay, waited := 100*time.Millisecond, time.Duration(0)
 	for !c.registered(self) {
@@ -246,6 +238,6 @@ func (c *Cluster) registered(self JoinRequest) bool {
 // of earlier terms is applied too and the leader loop reads a current
 // state.
 func (c *Cluster) RegisterSelf(ctx context.Context, self JoinRequest) error {
-	_, err := c.joinLocal(ctx, self)
+	_, err := c.joinLocal(withLocal(ctx), self)
 	return err
 }

@@ -141,25 +141,3 @@ func (c *Config) readToken(t APIToken) (string, error) {
 	}
 	return v, nil
 }
-
-// ErrExposed is what CheckExposure's error wraps: the node would accept
-// requests from other machines without credentials.
-var ErrExposed = errors.New("exposed without credentials")
-
-// CheckExposure refuses a configuration that serves the API on an address
-// other machines can reach while the API has no credentials. A loopback
-// http_addr may run without them (the development mode of `make run`);
-// devMode then reports true so that the node says so at start. The checks
-// of node-to-node TLS belong here too, beside this one.
-func (c *Config) CheckExposure(apiCredentials int) (devMode bool, err error) {
-	loopback := auth.LoopbackAddr(c.Node.HTTPAddr)
-	if apiCredentials > 0 {
-		return false, nil
-	}
-	if loopback {
-		return true, nil
-	}
-	return false, fmt.Errorf("%w: node.http_addr %q is not a loopback address and the API has no credentials: "+
-		"set the variable [api] token_env names or add [[api.tokens]] (docs/configuration.md), or bind 127.0.0.1",
-		ErrExposed, c.Node.HTTPAddr)
-}

@@ -111,7 +111,10 @@ func TestAPITrustValidation(t *testing.T) {
 	}
 }
 
-func TestCheckExposure(t *testing.T) {
+// TestCheckExposureAPICredentials: with node TLS in place, an API beyond
+// loopback still needs credentials; on loopback their absence is the
+// development mode, announced by a warning.
+func TestCheckExposureAPICredentials(t *testing.T) {
 	for _, tc := range []struct {
 		addr    string
 		creds   int
@@ -129,7 +132,9 @@ func TestCheckExposure(t *testing.T) {
 	} {
 		c := Default()
 		c.Node.HTTPAddr = tc.addr
-		dev, err := c.CheckExposure(tc.creds)
+		c.TLS = TLS{CAFile: "ca.pem", CertFile: "n.pem", KeyFile: "n-key.pem"}
+		warnings, err := c.CheckExposure(tc.creds)
+		dev := len(warnings) > 0 && strings.Contains(strings.Join(warnings, "\n"), "the API has no credentials")
 		if dev != tc.dev || errors.Is(err, ErrExposed) != tc.exposed {
 			t.Errorf("%s with %d credentials: dev %v, err %v", tc.addr, tc.creds, dev, err)
 		}

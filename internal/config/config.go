@@ -25,6 +25,7 @@ type Config struct {
 	Preview Preview `toml:"preview"`
 	Policy  Policy  `toml:"policy"`
 	API     API     `toml:"api"`
+	TLS     TLS     `toml:"tls"`
 	Log     Log     `toml:"log"`
 
 	// Path is the file the configuration was loaded from ("" for Default).
@@ -213,6 +214,23 @@ func (a API) TrustedPrefixes() []netip.Prefix {
 	}
 	return out
 }
+
+// TLS is the [tls] section: mutual TLS between nodes. With it, raft and
+// every node-to-node HTTP call (forwarding, heartbeats, reports, joins,
+// webhook hand-off) run over TLS on the raft port, and a peer must present
+// a certificate of the cluster CA naming its node id (`reconciler certs`
+// makes them). The files are reloaded when they change.
+type TLS struct {
+	// CAFile is the cluster CA certificate (PEM).
+	CAFile string `toml:"ca_file"`
+	// CertFile and KeyFile are this node's certificate, which must name
+	// node.id, and its key (PEM).
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+}
+
+// Enabled reports whether node-to-node TLS is configured.
+func (t TLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
 // Log is the [log] section: the process log (not the preview log).
 type Log struct {

@@ -9,6 +9,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(""))
 	f.Add([]byte("[node]\nidd = 1\n"))
 	f.Add([]byte("[api]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nmax_body_bytes = 10\n"))
+	f.Add([]byte("[tls]\nca_file = \"ca.pem\"\ncert_file = \"n1.pem\"\nkey_file = \"n1-key.pem\"\n"))
 	f.Add([]byte("[git]\nurl = \"git@h:o/r.git\"\n[[node]]\n"))
 	f.Add([]byte(apiTrustExample))
 	f.Add([]byte("[api]\ntls_cert_file = \"c\"\nclient_ca_file = \"ca\"\n[[api.tokens]]\nname = \"x\"\nrole = \"root\"\nenv = \"A\"\nfile = \"f\"\n"))

@@ -83,6 +83,9 @@ func (c *Config) resolvePaths(baseDir string) {
 	}
 	c.Node.DataDir = resolve(baseDir, c.Node.DataDir)
 	c.Git.InitFrom = resolve(baseDir, c.Git.InitFrom)
+	c.TLS.CAFile = resolve(baseDir, c.TLS.CAFile)
+	c.TLS.CertFile = resolve(baseDir, c.TLS.CertFile)
+	c.TLS.KeyFile = resolve(baseDir, c.TLS.KeyFile)
 	if IsLocalPath(c.Git.URL) {
 		c.Git.URL = resolve(baseDir, c.Git.URL)
 	}

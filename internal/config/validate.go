@@ -37,6 +37,7 @@ func (c *Config) Validate() error {
 	c.Preview.validate(&e)
 	c.Policy.validate(&e)
 	c.API.validate(&e)
+	c.TLS.validate(&e)
 	c.Log.validate(&e)
 	return e.err()
 }

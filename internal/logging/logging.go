@@ -26,6 +26,9 @@ const (
 	ExtAuthz  = "extauthz"
 	// Audit receives one line per write to the API: who, what, answer.
 	Audit = "audit"
+	// TLS is node-to-node TLS: refused connections on the raft port,
+	// certificate reloads.
+	TLS = "tls"
 )
 
 // RootName is the name of the root logger.

@@ -22,22 +22,22 @@ func (m *Main) checkExposure() error {
 	if err != nil {
 		return err
 	}
-	dev, err := cfg.CheckExposure(len(creds))
+	warnings, err := cfg.CheckExposure(len(creds))
 	if err != nil {
 		return err
 	}
 	m.creds = creds
 	log := m.Logger.Named(logging.Node)
+	for _, w := range warnings {
+		log.Warn(w, "http_addr", cfg.Node.HTTPAddr)
+	}
 	for _, c := range creds {
 		if len(c.Secret) < minTokenLen {
 			log.Warn("an API token is short enough to guess: use at least 16 random characters (openssl rand -base64 32)",
 				"token", c.Name, "role", c.Role.String())
 		}
 	}
-	if dev {
-		log.Warn("the API has no credentials: every local process may change the policy (development mode; set [api] token_env or [[api.tokens]])",
-			"http_addr", cfg.Node.HTTPAddr)
-	} else if cfg.Secret(cfg.API.TokenEnv) == "" {
+	if len(creds) > 0 && cfg.Secret(cfg.API.TokenEnv) == "" {
 		log.Warn("the API has tokens but [api] token_env names no set variable: other nodes of a cluster cannot authenticate their heartbeats, reports and joins to this one",
 			"token_env", cfg.API.TokenEnv)
 	}

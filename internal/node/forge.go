@@ -70,7 +70,7 @@ func (m *Main) webhookHandler() http.Handler {
 	if !cfg.GitHub.Enabled() {
 		return nil
 	}
-	h := &handOff{m: m, log: m.Logger.Named(logging.Webhook), client: &http.Client{Timeout: handOffTimeout}}
+	h := &handOff{m: m, log: m.Logger.Named(logging.Webhook), client: m.peerClient(handOffTimeout)}
 	return webhook.New(webhook.Config{
 		Secret:     []byte(cfg.Secret(cfg.GitHub.WebhookSecretEnv)),
 		Branch:     cfg.Git.Branch,
@@ -145,15 +145,15 @@ func (h *handOff) enqueue(ctx context.Context, cmd webhook.Command) error {
 // post sends cmd to the leader's internal enqueue endpoint.
 func (h *handOff) post(ctx context.Context, cmd webhook.Command) error {
 	id := h.m.cluster.Leader()
-	n, ok := h.m.cluster.State().Nodes[id]
-	if id == "" || id == h.m.Config.Node.ID || !ok || n.HTTPAddr == "" {
+	base, ok := h.m.cluster.LeaderURL()
+	if !ok {
 		return cluster.ErrNoLeader
 	}
 	body, err := json.Marshal(cmd)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+api.WebhookCommandsPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.WebhookCommandsPath, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

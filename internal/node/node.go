@@ -55,6 +55,7 @@ type Main struct {
 	ln       net.Listener
 	http     *http.Server
 	grpc     *extauthz.Server // nil without [api] grpc_addr
+	tls      *peerTLS         // nil without [tls]
 
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
@@ -108,6 +109,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.serveTLS(); err != nil {
 		return err
 	}
+	if err := m.openTLS(); err != nil {
+		return err
+	}
 	if err := m.openStore(); err != nil {
 		return err
 	}
@@ -120,6 +124,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.startBackground()
 	m.startHTTP()
+	m.startPeerHTTP()
 	log := m.Logger.Named(logging.Node)
 	log.Info("listening", "addr", m.Addr(), "node_id", m.Config.Node.ID, "raft_addr", m.store.Addr(),
 		"generation", m.gens.served())
@@ -136,6 +141,7 @@ func (m *Main) abort() {
 	if m.store != nil {
 		_ = m.store.Close()
 	}
+	m.closeTLS()
 	if m.ln != nil {
 		_ = m.ln.Close()
 	}
@@ -281,6 +287,7 @@ func (m *Main) Close() error {
 				errs = append(errs, fmt.Errorf("close raft store: %w", err))
 			}
 		}
+		m.closeTLS()
 		m.closeErr = errors.Join(errs...)
 		m.Logger.Named(logging.Node).Info("stopped")
 	})
@@ -294,6 +301,9 @@ func (m *Main) stopHTTP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
 	defer cancel()
 	var err error
+	if perr := m.stopPeerHTTP(ctx); perr != nil {
+		err = fmt.Errorf("shut down the node-to-node HTTP server: %w", perr)
+	}
 	if serr := m.http.Shutdown(ctx); serr != nil {
 		err = fmt.Errorf("shut down HTTP server: %w", serr)
 		_ = m.http.Close()

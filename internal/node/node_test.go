@@ -76,7 +76,8 @@ func TestNodeServesDecisions(t *testing.T) {
 	}
 	_, data, _ := tryCall(http.MethodGet, base+"/metrics", "")
 	for _, series := range []string{`reconciler_raft_state{state="Leader"} 1`, "reconciler_promotions_total 1",
-		"reconciler_active_generation 1", `reconciler_generation_compiles_total{result="ok"}`} {
+		"reconciler_active_generation 1", `reconciler_generation_compiles_total{result="ok"}`,
+		"reconciler_raft_write_failures_total 0", "reconciler_data_dir_free_bytes "} {
 		if !strings.Contains(string(data), series) {
 			t.Errorf("metrics lack %s", series)
 		}

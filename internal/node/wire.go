@@ -3,9 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,7 +26,12 @@ const raftDir = "raft"
 // restored from disk before it returns.
 func (m *Main) openStore() error {
 	n := m.Config.Node
+	stream, err := m.streamLayer()
+	if err != nil {
+		return err
+	}
 	s, err := raftstore.Open(raftstore.Config{
+		StreamLayer:   stream,
 		NodeID:        n.ID,
 		RaftAddr:      n.RaftAddr,
 		AdvertiseAddr: n.RaftAdvertiseAddr,
@@ -49,7 +52,7 @@ func (m *Main) wire(ctx context.Context) error {
 	cfg := m.Config
 	m.registry = prometheus.NewRegistry()
 	token := cfg.Secret(cfg.API.TokenEnv)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}}
+	client := m.peerClient(0)
 	c, err := cluster.New(cluster.Config{
 		NodeID:     cfg.Node.ID,
 		Store:      m.store,
@@ -58,6 +61,8 @@ func (m *Main) wire(ctx context.Context) error {
 		Reconciler: triggerFunc(func() { m.loop.Trigger() }),
 		Source:     m.sourceStatus,
 		Client:     client,
+		PeerTLS:    m.tls != nil,
+		Probe:      m.probe,
 		Logger:     m.Logger.Named(logging.Node),
 	})
 	if err != nil {
@@ -67,7 +72,7 @@ func (m *Main) wire(ctx context.Context) error {
 	if err := m.wireLeaderAndLoader(ctx); err != nil {
 		return err
 	}
-	m.registry.MustRegister(newRaftCollector(c.RaftState))
+	m.registry.MustRegister(newRaftCollector(c.RaftState), newDiskCollector(m.store))
 	if m.preview, err = m.newPreviewRuntime(engine.DefaultOptions()); err != nil {
 		return err
 	}
@@ -93,6 +98,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
 		FailureModes:   failureModes(cfg.API),
+		PeerTLS:        m.tls != nil,
 	})
 	return nil
 }

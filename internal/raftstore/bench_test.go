@@ -3,9 +3,11 @@ package raftstore
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
@@ -134,6 +136,22 @@ func BenchmarkFSMApplyPromotion(b *testing.B) {
 					b.Fatal(err)
 				}
 				if err := h.apply(&ActivateGeneration{Generation: n, Time: at(2)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSealUnseal is the checksum's cost per stored and read entry:
+// a small command and a bundle at MaxGenerationBytes.
+func BenchmarkSealUnseal(b *testing.B) {
+	for _, size := range []int{1 << 10, MaxGenerationBytes} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			l := &raft.Log{Index: 9, Term: 2, Type: raft.LogCommand, Data: make([]byte, size)}
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if err := unseal(seal(l)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -53,6 +53,13 @@ const (
 	DefaultSnapshotInterval = 2 * time.Minute
 	// DefaultApplyTimeout bounds Apply when the context has no deadline.
 	DefaultApplyTimeout = 10 * time.Second
+	// DefaultMinFreeBytes: below this the data directory is reported low.
+	// Raft needs a replication batch (16 entries of up to 8 MiB), two
+	// snapshots (each up to a few bundles plus the tables) and bolt's file
+	// growth; 512 MiB leaves an operator time to act before appends fail.
+	DefaultMinFreeBytes = 512 << 20
+	// DefaultSpaceCheckInterval is how often free space is looked at.
+	DefaultSpaceCheckInterval = 10 * time.Second
 	// maxAppendEntries bounds one replication batch, which may hold
 	// several bundles during catch-up.
 	maxAppendEntries = 16
@@ -81,6 +88,9 @@ type Config struct {
 	// Transport overrides the TCP transport (tests: raft.InmemTransport).
 	// Raft closes it on shutdown.
 	Transport raft.Transport
+	// StreamLayer, when set, carries raft over it instead of plain TCP on
+	// RaftAddr (mutual TLS: see StreamLayer). Ignored when Transport is set.
+	StreamLayer raft.StreamLayer
 	// InMemory keeps log, stable store and snapshots in memory (tests).
 	InMemory bool
 	// Timeouts are the raft timers; zero means DefaultTimeouts.
@@ -96,6 +106,11 @@ type Config struct {
 	IgnoreUnknown bool
 	// Now stamps zero times in Propose; defaults to time.Now.
 	Now func() time.Time
+	// MinFreeBytes is the free space of DataDir's file system below which
+	// the Store logs a warning (once, until it recovers); zero means
+	// DefaultMinFreeBytes. SpaceCheckInterval is how often it looks.
+	MinFreeBytes       uint64
+	SpaceCheckInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -118,6 +133,12 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if c.SpaceCheckInterval == 0 {
+		c.SpaceCheckInterval = DefaultSpaceCheckInterval
+	}
 	return c
 }
 
@@ -138,7 +159,7 @@ func (c Config) validate() error {
 	switch {
 	case c.NodeID == "":
 		return errors.New("raftstore: NodeID is required")
-	case c.Transport == nil && c.RaftAddr == "":
+	case c.Transport == nil && c.StreamLayer == nil && c.RaftAddr == "":
 		return errors.New("raftstore: RaftAddr is required")
 	case !c.InMemory && c.DataDir == "":
 		return errors.New("raftstore: DataDir is required unless InMemory")

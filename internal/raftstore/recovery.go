@@ -36,8 +36,10 @@ func corruptErr(dir string, cause error) error {
 
 // openDisk opens the snapshot store and raft.db after checking that
 // raft.db is whole. A damaged file must be refused before raft touches it:
-// raft panics on unreadable entries and bolt writes on open.
-func openDisk(cfg Config) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+// raft panics on unreadable entries and bolt writes on open. The log is
+// opened through checkedStore, so every entry read is verified against its
+// checksum; a raft.db of an earlier build gets its checksums here, once.
+func openDisk(cfg Config) (*checkedStore, *raft.FileSnapshotStore, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -50,11 +52,17 @@ func openDisk(cfg Config) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error
 		return nil, nil, corruptErr(cfg.DataDir, fmt.Errorf("list snapshots: %w", err))
 	}
 	path := filepath.Join(cfg.DataDir, boltFile)
-	if err := checkBolt(path, len(list) > 0); err != nil {
+	unsealed, err := checkBolt(path, len(list) > 0)
+	if err != nil {
 		if errors.Is(err, ErrDataDirLocked) {
 			return nil, nil, fmt.Errorf("%w: %s", err, path)
 		}
 		return nil, nil, corruptErr(cfg.DataDir, err)
+	}
+	if unsealed { // before bolt writes to it, so the copy is the old build's file
+		if err := backupOnce(path, path+backupSuffix); err != nil {
+			return nil, nil, err
+		}
 	}
 	bolt, err := raftboltdb.New(raftboltdb.Options{
 		Path:        path,
@@ -63,39 +71,66 @@ func openDisk(cfg Config) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error
 	if err != nil {
 		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return bolt, snaps, nil
+	logger := cfg.Logger.Named("raft")
+	disk := &checkedStore{inner: bolt, path: path, mon: &writeMonitor{logger: logger, dir: cfg.DataDir}}
+	if err := migrateDisk(disk, logger); err != nil {
+		_ = disk.Close()
+		return nil, nil, err
+	}
+	return disk, snaps, nil
 }
 
-// checkBolt verifies raft.db read-only. An absent or empty file is a new
-// node, unless snapshots exist: then the log and the vote record are gone,
-// and starting anyway could make this node vote twice in a term.
-func checkBolt(path string, haveSnapshots bool) error {
+// migrateDisk runs the checksum migration and says what it did.
+func migrateDisk(disk *checkedStore, logger hclog.Logger) error {
+	n, err := disk.migrateChecksums()
+	switch {
+	case errors.Is(err, errChecksum):
+		return corruptErr(filepath.Dir(disk.path), err)
+	case err != nil:
+		return fmt.Errorf("add checksums to the entries of %s: %w", disk.path, err)
+	case n > 0:
+		logger.Info("added checksums to the log entries of an earlier build", "entries", n,
+			"backup", disk.path+backupSuffix)
+	}
+	return nil
+}
+
+// checkBolt verifies raft.db read-only, and reports whether it holds log
+// entries of a build before checksums (see migrateChecksums). An absent or
+// empty file is a new node, unless snapshots exist: then the log and the
+// vote record are gone, and starting anyway could make this node vote
+// twice in a term.
+func checkBolt(path string, haveSnapshots bool) (unsealed bool, err error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && info.Size() == 0) {
 		if haveSnapshots {
-			return errors.New("raft.db is missing or empty but snapshots exist")
+			return false, errors.New("raft.db is missing or empty but snapshots exist")
 		}
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	return guarded(func() error { return verifyBolt(path, info.Size()) })
+	err = guarded(func() (err error) {
+		unsealed, err = verifyBolt(path, info.Size())
+		return err
+	})
+	return unsealed, err
 }
 
 // verifyBolt opens the file read-only and reads every page raft uses.
 // bbolt 1.3 does not notice a truncated file on open: it maps pages past
 // the end and faults when they are read.
-func verifyBolt(path string, size int64) error {
+func verifyBolt(path string, size int64) (unsealed bool, err error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
 	if errors.Is(err, bbolt.ErrTimeout) {
-		return ErrDataDirLocked
+		return false, ErrDataDirLocked
 	}
 	if err != nil {
-		return fmt.Errorf("open raft.db: %w", err)
+		return false, fmt.Errorf("open raft.db: %w", err)
 	}
 	defer db.Close()
-	return db.View(func(tx *bbolt.Tx) error {
+	err = db.View(func(tx *bbolt.Tx) error {
 		if tx.Size() > size {
 			return fmt.Errorf("raft.db is %d bytes but its pages extend to %d bytes: truncated", size, tx.Size())
 		}
@@ -108,8 +143,11 @@ func verifyBolt(path string, size int64) error {
 				return fmt.Errorf("read bucket %q: %w", name, err)
 			}
 		}
+		logs, _ := tx.Bucket([]byte("logs")).Cursor().First()
+		unsealed = logs != nil && tx.Bucket([]byte("conf")).Get([]byte(keyLogChecksums)) == nil
 		return nil
 	})
+	return unsealed, err
 }
 
 // guarded runs fn on a goroutine where a memory fault in mmapped data is a
@@ -153,15 +191,21 @@ func restoreLocal(fsm *FSM, snaps raft.SnapshotStore, logs raft.LogStore, stable
 	if last > snapIdx && first > snapIdx+1 {
 		return fmt.Errorf("log starts at %d but the snapshot ends at %d", first, snapIdx)
 	}
-	// Only entries after the snapshot: below it, a node that installed a
-	// leader's snapshot may keep stale entries with a gap before the new
-	// ones, until the next compaction. Raft reads the same range at start.
-	for i := snapIdx + 1; i <= last; i++ {
+	// Every entry is read, so a corrupt one is found now rather than when
+	// raft sends it to a follower. Only entries after the snapshot must
+	// exist: below it, a node that installed a leader's snapshot may keep
+	// stale entries with a gap before the new ones, until the next
+	// compaction. Raft reads the same range at start.
+	for i := max(first, 1); i <= last; i++ {
 		var entry raft.Log
-		if err := logs.GetLog(i, &entry); err != nil {
+		err := logs.GetLog(i, &entry)
+		if i <= snapIdx && errors.Is(err, raft.ErrLogNotFound) {
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("read log entry %d of %d..%d: %w", i, first, last, err)
 		}
-		if i <= applied {
+		if i > snapIdx && i <= applied {
 			fsm.Apply(&entry) // a rejection is part of the replicated history
 		}
 	}

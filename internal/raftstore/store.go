@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Store is one node's raft: storage, transport, FSM and the operations the
@@ -23,8 +22,9 @@ type Store struct {
 	raft      *raft.Raft
 	fsm       *FSM
 	transport raft.Transport
-	bolt      *raftboltdb.BoltStore // nil when InMemory
-	persister *appliedPersister     // nil when InMemory
+	disk      *checkedStore     // nil when InMemory
+	persister *appliedPersister // nil when InMemory
+	space     *spaceWatch       // nil when InMemory
 
 	closeOnce sync.Once
 	closeErr  error
@@ -52,10 +52,11 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.bolt != nil {
+	if s.disk != nil {
 		// Installed before raft starts, so no apply goes unrecorded:
 		// lifecycle commands synchronously, the rest in the background.
-		s.persister = startPersister(s.fsm, s.bolt, cfg.Logger.Named("fsm"))
+		s.persister = startPersister(s.fsm, s.disk, cfg.Logger.Named("fsm"))
+		s.space = startSpaceWatch(cfg.Logger.Named("raft"), cfg.DataDir, cfg.MinFreeBytes, cfg.SpaceCheckInterval)
 	}
 	if err := s.openRaft(logs, stable, snaps); err != nil {
 		if s.persister != nil {
@@ -73,16 +74,16 @@ func (s *Store) openStores() (raft.LogStore, raft.StableStore, raft.SnapshotStor
 		mem := raft.NewInmemStore()
 		return mem, mem, raft.NewInmemSnapshotStore(), nil
 	}
-	bolt, snaps, err := openDisk(s.cfg)
+	disk, snaps, err := openDisk(s.cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	s.bolt = bolt
-	if err := restoreLocal(s.fsm, snaps, bolt, bolt, s.logger); err != nil {
+	s.disk = disk
+	if err := restoreLocal(s.fsm, snaps, disk, disk, s.logger); err != nil {
 		_ = s.closeStorage()
 		return nil, nil, nil, corruptErr(s.cfg.DataDir, err)
 	}
-	return bolt, bolt, snaps, nil
+	return disk, disk, snaps, nil
 }
 
 func (s *Store) openRaft(logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
@@ -114,6 +115,9 @@ func (s *Store) openRaft(logs raft.LogStore, stable raft.StableStore, snaps raft
 func (s *Store) openTransport() (raft.Transport, error) {
 	if s.cfg.Transport != nil {
 		return s.cfg.Transport, nil
+	}
+	if s.cfg.StreamLayer != nil {
+		return newStreamTransport(s.cfg), nil
 	}
 	var advertise net.Addr
 	if s.cfg.AdvertiseAddr != "" {
@@ -153,10 +157,30 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeStorage() error {
-	if s.bolt == nil {
+	if s.space != nil {
+		s.space.close()
+	}
+	if s.disk == nil {
 		return nil
 	}
-	return s.bolt.Close()
+	return s.disk.Close()
+}
+
+// WriteFailures counts raft's failed writes to its data directory (log
+// entries, term and vote, applied index) since Open; 0 when InMemory.
+func (s *Store) WriteFailures() uint64 {
+	if s.disk == nil {
+		return 0
+	}
+	return s.disk.mon.failures.Load()
+}
+
+// DataDirFreeBytes is the free space of the file system holding DataDir.
+func (s *Store) DataDirFreeBytes() (uint64, error) {
+	if s.cfg.InMemory {
+		return 0, errors.New("raftstore: in memory, no data directory")
+	}
+	return freeBytes(s.cfg.DataDir)
 }
 
 // ID returns the node id.

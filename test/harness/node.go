@@ -59,7 +59,13 @@ func (n *Node) setHealthy(ok bool) {
 // to n.Log. The kernel kills the process if the test process dies (a test
 // timeout panics without running t.Cleanup), so nodes never outlive the
 // test; its own process group keeps a terminal's ^C away from it.
-func (n *Node) Start(bin string) error {
+func (n *Node) Start(bin string) error { return n.start(bin, false) }
+
+// StartRefused runs a new incarnation that must end by itself (a node
+// that refuses to start); its exit is not reported as unexpected.
+func (n *Node) StartRefused(bin string) error { return n.start(bin, true) }
+
+func (n *Node) start(bin string, expectExit bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd != nil && !closed(n.done) {
@@ -79,7 +85,7 @@ func (n *Node) Start(bin string) error {
 		f.Close()
 		return fmt.Errorf("%s: start: %w", n.ID, err)
 	}
-	n.cmd, n.done, n.exitErr, n.expectExit = cmd, make(chan struct{}), nil, false
+	n.cmd, n.done, n.exitErr, n.expectExit = cmd, make(chan struct{}), nil, expectExit
 	n.setHealthy(false)
 	n.paused.Store(false)
 	go n.wait(cmd, n.done, f, n.incarnation)

@@ -35,7 +35,20 @@ func report(t *testing.T, format string, args ...any) {
 // staged (createTime), staged → activated (activateTime) and trigger →
 // answered from on all three nodes (seen by polling every node).
 func TestBenchPromotionLatency(t *testing.T) {
-	c := startBench(t, 3)
+	benchPromotion(t, startBench(t, 3))
+}
+
+// TestBenchPromotionLatencyTLS is TestBenchPromotionLatency with mutual
+// TLS between the nodes ([tls]): raft, forwarding, heartbeats and reports
+// over the TLS node port.
+func TestBenchPromotionLatencyTLS(t *testing.T) {
+	if os.Getenv(EnvBench) == "" {
+		t.Skipf("measurement: runs only with %s=1 (make bench)", EnvBench)
+	}
+	benchPromotion(t, StartTLSCluster(t, 3))
+}
+
+func benchPromotion(t *testing.T, c *Cluster) {
 	chk := NewChecker()
 	load := StartLoad(t, c, chk, DefaultLoad)
 	var toStage, toActive, toAll []time.Duration

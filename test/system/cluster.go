@@ -26,6 +26,10 @@ const (
 // history (it keeps the last 50).
 type Cluster struct {
 	*harness.Cluster
+	// CertDir, when set, holds the cluster CA and every node's
+	// certificate: the nodes run with [tls] (NewTLSCluster).
+	CertDir string
+
 	seen sync.Map // generation number → the last harness.Generation read of it
 }
 
@@ -33,19 +37,27 @@ type Cluster struct {
 // without starting them.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return &Cluster{Cluster: harness.NewCluster(t, clusterOptions(t, n))}
+}
+
+func clusterOptions(t testing.TB, n int) harness.ClusterOptions {
 	opts := harness.ClusterOptions{Size: n, Repo: harness.NewRepo(t, harness.RepoOptions{}),
 		TailLines: logTail(), AlwaysLogs: os.Getenv(EnvLogs) != ""}
 	if os.Getenv(EnvRace) != "" {
 		opts.Bin = harness.RaceBinary(t)
 	}
-	return &Cluster{Cluster: harness.NewCluster(t, opts)}
+	return opts
 }
 
 // StartCluster starts n nodes and waits until they serve tree 0 together
 // and the leader counts every one of them reachable.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := NewCluster(t, n)
+	return start(NewCluster(t, n))
+}
+
+func start(c *Cluster) *Cluster {
+	c.T.Helper()
 	c.StartAll()
 	c.WaitServing(0, c.Nodes, harness.ReadyTimeout)
 	c.WaitReachable(c.Nodes)

@@ -13,7 +13,20 @@ import (
 // full cluster then elects a leader and promotes again; finally every
 // node stops gracefully on SIGTERM with exit status 0.
 func TestRestartAllNodes(t *testing.T) {
-	c := startSystem(t, 3)
+	restartAllNodes(t, startSystem(t, 3))
+}
+
+// TestRestartAllNodesTLS is TestRestartAllNodes with mutual TLS between
+// the nodes: raft and the node-to-node calls reconnect over TLS after the
+// restarts, and a graceful stop closes the node port too.
+func TestRestartAllNodesTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("system test: starts real processes; skipped by -short")
+	}
+	restartAllNodes(t, StartTLSCluster(t, 3))
+}
+
+func restartAllNodes(t *testing.T, c *Cluster) {
 	chk := NewChecker()
 	load := StartLoad(t, c, chk, DefaultLoad)
 	c.Promote(1)

@@ -1,0 +1,27 @@
+package tlsconfig
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Dial connects to another node's port for proto and completes the
+// handshake; wantID, when not empty, is the node the certificate must name.
+func (n *Node) Dial(ctx context.Context, addr, proto, wantID string) (net.Conn, error) {
+	d := tls.Dialer{NetDialer: &net.Dialer{}, Config: n.ClientConfig(proto, wantID)}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// HTTPTransport is the client transport of node-to-node HTTP calls: mutual
+// TLS to other nodes' raft ports with ProtoHTTP.
+func (n *Node) HTTPTransport() *http.Transport {
+	return &http.Transport{
+		TLSClientConfig:     n.ClientConfig(ProtoHTTP, ""),
+		TLSHandshakeTimeout: DefaultHandshakeTimeout,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     time.Minute,
+	}
+}

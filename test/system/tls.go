@@ -1,0 +1,80 @@
+package system
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/policyrollout/reconciler/test/harness"
+)
+
+// NewTLSCluster is NewCluster with mutual TLS between the nodes: a
+// cluster CA and node certificates made by `reconciler certs`, as
+// docs/cluster.md shows, and node.join naming raft addresses (the
+// node-to-node port).
+func NewTLSCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	certDir := filepath.Join(t.TempDir(), "certs")
+	opts := clusterOptions(t, n)
+	opts.JoinRaft = true
+	opts.Configure = func(cfg *harness.Config) {
+		cfg.Extra += fmt.Sprintf("\n[tls]\nca_file = %q\ncert_file = %q\nkey_file = %q\n",
+			filepath.Join(certDir, "ca.pem"), filepath.Join(certDir, cfg.ID+".pem"), filepath.Join(certDir, cfg.ID+"-key.pem"))
+	}
+	c := &Cluster{Cluster: harness.NewCluster(t, opts), CertDir: certDir}
+	c.makeCerts(t)
+	return c
+}
+
+// StartTLSCluster is StartCluster over NewTLSCluster.
+func StartTLSCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return start(NewTLSCluster(t, n))
+}
+
+// makeCerts creates the cluster CA and one certificate per node with the
+// binary's `reconciler certs`, the commands docs/cluster.md shows.
+func (c *Cluster) makeCerts(t testing.TB) {
+	t.Helper()
+	cmds := [][]string{{"certs", "ca", "--dir", c.CertDir}}
+	for _, p := range c.Nodes {
+		cmds = append(cmds, []string{"certs", "node", "--dir", c.CertDir, "--id", p.ID})
+	}
+	for _, args := range cmds {
+		out, err := exec.Command(c.Bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("reconciler %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// copyFile copies a PEM file (tests replacing a node's certificate).
+func copyFile(t testing.TB, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewriteCA points p's config from one ca_file to another.
+func rewriteCA(t testing.TB, p *harness.Node, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(p.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), fmt.Sprintf("ca_file = %q", from), fmt.Sprintf("ca_file = %q", to), 1)
+	if cfg == string(b) {
+		t.Fatalf("%s: no ca_file %q", p.Config, from)
+	}
+	if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
