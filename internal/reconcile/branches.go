@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -93,24 +92,16 @@ func (l *Loop) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRe
 	return want, nil
 }
 
-// branchRecord compares one branch with main and validates its tree.
+// branchRecord compares what one branch would make of main (merged.go)
+// with main and validates that tree.
 func (l *Loop) branchRecord(head, main gitsource.Revision) (BranchRecord, error) {
 	rec := BranchRecord{Branch: head.Ref, HeadCommit: head.Hash, Revision: head.String(),
 		ChangedPolicies: []string{}, Validation: BranchValidation{Errors: []string{}}}
-	changed, err := l.cfg.Source.ChangedPolicies(main.Hash, head.Hash)
-	if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
-		return rec, fmt.Errorf("comparing %s with %s: %w", head, main, err)
-	}
-	if changed != nil {
-		rec.ChangedPolicies = changed
-	}
-	files, problems, err := l.read(head)
+	c, err := l.changeOf(main, head)
 	if err != nil {
 		return rec, err
 	}
-	if problems == nil {
-		problems = l.validate(files).Problems
-	}
-	rec.Validation = BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}
+	rec.ChangedPolicies = c.changed
+	rec.Validation, _ = l.judge(c)
 	return rec, nil
 }

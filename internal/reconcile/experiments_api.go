@@ -2,13 +2,10 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/gitsource"
-	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -75,7 +72,7 @@ func (l *Loop) CreateExperiment(ctx context.Context, parent, id string, in previ
 	if err != nil {
 		return nil, err
 	}
-	return l.save(ctx, preview.MethodCreate, preview.AutoStart(e, l.settings(), now), now)
+	return l.save(ctx, preview.MethodCreate, preview.AutoStart(l.withValidation(e), l.settings(), now), now)
 }
 
 // UpdateExperiment changes the policy and/or annotations of an experiment
@@ -95,9 +92,15 @@ func (l *Loop) UpdateExperiment(ctx context.Context, name string, in preview.Inp
 		}
 	}
 	return l.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+		if err := readOnlyPolicy(cur, in); err != nil {
+			return nil, err
+		}
 		e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
 		if err != nil {
 			return nil, err
+		}
+		if in.Policy != nil {
+			e = l.withValidation(e)
 		}
 		return l.save(ctx, preview.MethodUpdate, preview.AutoStart(e, l.settings(), now), now)
 	})
@@ -216,25 +219,14 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 		}
 		return l.commitPullExperiment(ctx, cur, plan)
 	}
-	committer, ok := l.cfg.Source.(PolicyCommitter)
-	if !ok || l.cfg.Source == nil {
-		return nil, fmt.Errorf("%w: %w", ErrCannotRollBack, ErrNoCommitter)
-	}
-	files, err := l.commitFiles(cur)
-	if err != nil {
-		return nil, err
-	}
 	now := l.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
 	msg := fmt.Sprintf("Commit experiment %s (etag %s)", name, cur.Etag)
 	if cur.Source.Kind == preview.SourceBranch {
-		msg = fmt.Sprintf("Commit experiment %s from branch %s (%s)", name, cur.Source.Branch, cur.Source.HeadCommit)
+		msg = fmt.Sprintf("Merge branch %s: commit experiment %s (%s)", cur.Source.Branch, name, cur.Source.HeadCommit)
 	}
-	commit, err := committer.CommitPolicy(ctx, gitsource.CommitPolicyRequest{Policy: pol, Files: files, Message: msg, Now: now})
+	commit, err := l.commitToMain(ctx, cur, msg)
 	if err != nil {
-		if errors.Is(err, gitsource.ErrNoChange) {
-			err = fmt.Errorf("%w: the live branch already holds this version of %s", gitsource.ErrNoChange, pol)
-		}
 		_ = l.putOperation(ctx, op.Fail(err, l.cfg.Now()))
 		l.log.Warn("commit of experiment failed; nothing changed", "experiment", name, "error", err)
 		return nil, err
@@ -325,34 +317,4 @@ func (l *Loop) completeCommit(op *preview.Operation, commit string) {
 	if err := l.putOperation(ctx, done); err != nil {
 		l.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)
 	}
-}
-
-// commitFiles is the new content of the policy's directory: for a branch
-// experiment, the directory at the branch's head commit when it still
-// gives the experiment's etag; otherwise the experiment's policy as one
-// policy.toml (MarshalTOML loads back to the same etag). A NoOp
-// experiment of a branch that deleted the policy deletes the directory.
-func (l *Loop) commitFiles(e *preview.Experiment) (map[string][]byte, error) {
-	pol := e.PolicyName()
-	if e.Source.Kind == preview.SourceBranch && e.Source.HeadCommit != "" {
-		if all, err := l.cfg.Source.Files(e.Source.HeadCommit); err == nil {
-			files := map[string][]byte{}
-			for p, data := range all {
-				if rel, ok := strings.CutPrefix(p, pol+"/"); ok {
-					files[rel] = data
-				}
-			}
-			if len(files) == 0 && preview.IsNoOp(e.Policy) {
-				return files, nil // the branch deletes the policy
-			}
-			if p, err := policy.LoadPolicy(gitsource.FilesFS(all), pol, l.cfg.LoadOptions); err == nil && p.Etag() == e.Etag {
-				return files, nil
-			}
-		}
-	}
-	data, err := e.Policy.MarshalTOML()
-	if err != nil {
-		return nil, err
-	}
-	return map[string][]byte{"policy.toml": data}, nil
 }

@@ -17,6 +17,9 @@ import (
 type wantedExperiment struct {
 	policy *policy.Policy
 	source preview.Source
+	// conflict, when set, is why the source cannot be merged into main:
+	// the experiment is listed, not previewed.
+	conflict string
 }
 
 // syncExperiments makes the "branch-<name>" experiments match the branches
@@ -69,7 +72,7 @@ func (l *Loop) syncSourceExperiments(ctx context.Context, kind preview.SourceKin
 				l.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(e, l.settings(), now)
+			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, l.settings()), l.settings(), now)
 			exps = append(exps, next)
 		case cur.Source.Kind != kind:
 			continue // an experiment of another kind took the name first
@@ -79,11 +82,13 @@ func (l *Loop) syncSourceExperiments(ctx context.Context, kind preview.SourceKin
 				l.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(e, l.settings(), now)
+			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, l.settings()), l.settings(), now)
 		case cur.Source.HeadCommit != head:
 			c := *cur // same policy, new head: keep the preview running
 			c.Source.HeadCommit, c.UpdateTime = head, now
-			next = &c
+			next = preview.SetConflict(&c, w.conflict, exps, l.settings())
+		case cur.Conflict != w.conflict: // main moved: the merge (no longer) conflicts
+			next = preview.AutoStart(preview.SetConflict(cur, w.conflict, exps, l.settings()), l.settings(), now)
 		default:
 			continue
 		}
@@ -126,7 +131,7 @@ func (l *Loop) wantedBranchExperiments(refs *gitsource.Refs) (map[string]wantedE
 			continue // a record of an earlier pass
 		}
 		src := preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch, HeadCommit: rec.HeadCommit}
-		if err := l.wantSource(want, src, rec.ChangedPolicies, liveTree); err != nil {
+		if err := l.wantSource(want, src, refs.Main.Hash, rec.ChangedPolicies, liveTree); err != nil {
 			return nil, err
 		}
 	}
@@ -134,15 +139,16 @@ func (l *Loop) wantedBranchExperiments(refs *gitsource.Refs) (map[string]wantedE
 }
 
 // wantSource adds to want the experiments of one branch or pull request
-// at src.HeadCommit: one for each changed policy that has a policy there.
-// A source whose id cannot be made adds none.
-func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, changed []string,
+// at src.HeadCommit merged into main (sourceFiles): one for each changed
+// policy that has a policy there. A source whose id cannot be made adds
+// none.
+func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, main string, changed []string,
 	liveTree map[string][]byte) error {
 	id, err := preview.ExperimentID(src, "")
 	if err != nil {
 		return nil
 	}
-	files, err := l.branchFiles(src.HeadCommit)
+	files, conflict, err := l.sourceFiles(main, src.HeadCommit)
 	if err != nil {
 		return err
 	}
@@ -157,7 +163,7 @@ func (l *Loop) wantSource(want map[string]wantedExperiment, src preview.Source, 
 				"source", id, "rules", rules, "limit", l.cfg.MaxSourceRules)
 			break
 		}
-		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src}
+		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src, conflict: conflict}
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func (l *Loop) wantedPullExperiments() (map[string]wantedExperiment, error) {
 			continue
 		}
 		src := preview.Source{Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}
-		if err := l.wantSource(want, src, rec.ChangedPolicies, liveTree); err != nil {
+		if err := l.wantSource(want, src, rec.MainCommit, rec.ChangedPolicies, liveTree); err != nil {
 			return nil, err
 		}
 	}

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -139,8 +138,8 @@ func (l *Loop) deleteClosedPulls(ctx context.Context, st *raftstore.State, old, 
 	return nil
 }
 
-// pullRecord compares a pull request's head with main and validates its
-// tree (the same checks as a main commit), cached per head and main.
+// pullRecord compares what a pull request would make of main (merged.go)
+// with main and validates that tree (the same checks as a main commit), cached per head and main.
 func (l *Loop) pullRecord(t *term, p forge.PullRequest, head, main gitsource.Revision) (PullRecord, error) {
 	if e, ok := t.pulls[p.Number]; ok && e.rec.HeadCommit == head.Hash && e.main == main.Hash {
 		e.rec.Title, e.rec.URL, e.rec.Author = pullTitle(p), p.URL, p.Author
@@ -149,23 +148,13 @@ func (l *Loop) pullRecord(t *term, p forge.PullRequest, head, main gitsource.Rev
 	rec := PullRecord{Number: p.Number, Title: pullTitle(p), URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
 		MainCommit: main.Hash, ChangedPolicies: []string{}, Etags: map[string]string{}, LiveEtags: map[string]string{},
 		Validation: BranchValidation{Errors: []string{}}, Preview: "ACTIVE"}
-	changed, err := l.cfg.Source.ChangedPolicies(main.Hash, head.Hash)
-	if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
-		return rec, fmt.Errorf("comparing pull request #%d with %s: %w", p.Number, main, err)
-	}
-	if changed != nil {
-		rec.ChangedPolicies = changed
-	}
-	files, problems, err := l.read(head)
+	c, err := l.changeOf(main, head)
 	if err != nil {
-		return rec, err
+		return rec, fmt.Errorf("pull request #%d: %w", p.Number, err)
 	}
+	rec.ChangedPolicies = c.changed
 	var v Validation
-	if problems == nil {
-		v = l.validate(files)
-		problems = v.Problems
-	}
-	rec.Validation = BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}
+	rec.Validation, v = l.judge(c)
 	live := l.liveEtags()
 	for _, name := range rec.ChangedPolicies {
 		if e, ok := v.Etags[name]; ok {

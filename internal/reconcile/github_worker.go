@@ -156,6 +156,7 @@ func (l *Loop) promoteStatuses(ctx context.Context, w *ghTerm, st *raftstore.Sta
 		}
 		note("promote status", err)
 	}
+	l.divergedStatus(ctx, w, note)
 }
 
 // promoteStatus is the status a generation's commit shows.

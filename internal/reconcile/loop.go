@@ -101,6 +101,9 @@ type Status struct {
 	Commit string
 	Error  string
 	Time   time.Time
+	// Diverged is set while the live branch's head does not descend from
+	// the active generation's commit (diverged.go).
+	Diverged *Divergence
 }
 
 // Loop is the leader-only reconcile loop: fetch the repository, skip when
@@ -120,6 +123,12 @@ type Loop struct {
 	mu      sync.Mutex
 	status  Status
 	waiting string // the last "waiting for" message logged
+	// diverged and accepted are the refused live head and the one an
+	// operator accepted (diverged.go); forcePass makes the next pass run
+	// although no ref moved.
+	diverged  *Divergence
+	accepted  string
+	forcePass atomic.Bool
 
 	// Experiments (experiments.go): expMu serialises their changes;
 	// commits counts experiment commits pushed, so that a pass whose refs
@@ -132,6 +141,11 @@ type Loop struct {
 	passes     atomic.Uint64
 	expCacheMu sync.Mutex
 	expCache   map[string]map[string][]byte
+	conflicts  map[string]string // merge conflicts of expCache's merges (merged.go)
+	lastMain   struct {          // main's policies root, read once per head (merged.go)
+		hash  string
+		files map[string][]byte
+	}
 }
 
 // New returns a Loop, or an error if the poll spec does not parse.
@@ -161,7 +175,8 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Branch = gitsource.DefaultBranch
 	}
 	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), expCache: map[string]map[string][]byte{},
-		merging: map[string]bool{}}
+		conflicts: map[string]string{},
+		merging:   map[string]bool{}}
 	l.metrics = newMetrics(cfg.Registry)
 	gh, err := newGitHub(cfg.GitHub, cfg.Logger)
 	if err != nil {
@@ -185,7 +200,9 @@ func (l *Loop) Trigger() {
 func (l *Loop) Status() Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.status
+	s := l.status
+	s.Diverged = l.diverged
+	return s
 }
 
 // term is what one leadership term remembers between passes. A new term
@@ -283,7 +300,7 @@ func (l *Loop) reconcile(ctx context.Context, t *term) {
 	}
 	defer l.refreshPulls()
 	open := l.openKey()
-	if t.refs != nil && sameRefs(t.refs, refs) && t.open == open {
+	if t.refs != nil && sameRefs(t.refs, refs) && t.open == open && !l.forcePass.Swap(false) {
 		l.metrics.result("unchanged")
 		l.log.Trace("unchanged", "revision", refs.Main.String())
 		return

@@ -37,6 +37,9 @@ func (s step) valid() bool { return len(s.problems) == 0 }
 // recorded twice.
 func (l *Loop) syncMain(ctx context.Context, t *term, head gitsource.Revision) error {
 	st := l.cfg.Store.State()
+	if ok, err := l.mayPromote(st, head); !ok || err != nil {
+		return err
+	}
 	from := t.cursor
 	if from == "" {
 		if g, ok := st.Generation(st.Highest); ok {
