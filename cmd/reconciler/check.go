@@ -26,35 +26,37 @@ func parseStrategy(s string) (policy.Strategy, error) {
 	return "", fmt.Errorf("strategy %q must be fail, override or maintain", s)
 }
 
-// checked is what loading and compiling a policies root produced.
-type checked struct {
-	compiled []*engine.CompiledPolicy
-	rules    int
-	problems int
+// checkTree reads the policies root dir as the leader reads a git tree
+// (regular files only, links not followed, within the tree budgets) and
+// validates it with engine.ValidateTree, the function the leader calls,
+// printing every problem to w as file:line: message. ok is false when dir
+// could not be read; v then holds no policy.
+func checkTree(w io.Writer, dir string, strategy policy.Strategy) (v engine.Validation, ok bool) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		fmt.Fprintf(w, "%s: %v\n", dir, err)
+		return v, false
+	}
+	defer root.Close()
+	files, err := policy.ReadTree(root.FS())
+	if err != nil {
+		fmt.Fprintf(w, "%s: %v\n", dir, err)
+		return v, false
+	}
+	v = engine.ValidateTree(files, policy.LoadOptions{MergeDefault: strategy}, engine.DefaultOptions())
+	for _, e := range v.Problems {
+		fmt.Fprintln(w, relocate(dir, e).Error())
+	}
+	return v, true
 }
 
-// loadAndCompile loads every policy under dir and compiles each, printing
-// every problem to w as file:line: message. Policies that load and compile
-// are returned even when others do not, so their tests still run.
-func loadAndCompile(w io.Writer, dir string, strategy policy.Strategy) checked {
-	var c checked
-	repo, err := policy.Load(os.DirFS(dir), policy.LoadOptions{MergeDefault: strategy})
-	if err != nil {
-		c.problems += printErrors(w, dir, err)
+// countRules is the number of rules of the compiled policies.
+func countRules(cps []*engine.CompiledPolicy) int {
+	n := 0
+	for _, cp := range cps {
+		n += len(cp.Source().Rules)
 	}
-	if repo == nil {
-		return c
-	}
-	for _, p := range repo.Policies {
-		cp, err := engine.Compile(p, engine.DefaultOptions())
-		if err != nil {
-			c.problems += printErrors(w, dir, err)
-			continue
-		}
-		c.compiled = append(c.compiled, cp)
-		c.rules += len(p.Rules)
-	}
-	return c
+	return n
 }
 
 // printErrors prints each problem of err on its own line, file names
@@ -85,12 +87,6 @@ func relocate(dir string, e *policy.Error) *policy.Error {
 	return &c
 }
 
-// testFailure describes a failed policy test as file:line: message.
-func testFailure(dir string, r engine.TestResult) string {
-	e := &policy.Error{File: r.Pos.File, Line: r.Pos.Line, Msg: fmt.Sprintf("test %q of policy %q: %s", r.Name, r.Policy, r.Message)}
-	return relocate(dir, e).Error()
-}
-
 // validate implements `reconciler validate [DIR]`.
 func (a *app) validate(args []string) int {
 	fs := a.flagSet("validate", "[DIR]")
@@ -104,23 +100,18 @@ func (a *app) validate(args []string) int {
 		return exitUsage
 	}
 	dir := dirArg(fs)
-	c := loadAndCompile(a.stderr, dir, st)
+	v, ok := checkTree(a.stderr, dir, st)
 	passed := 0
-	for _, cp := range c.compiled {
-		for _, r := range engine.RunTests(cp) {
-			if r.Passed {
-				passed++
-				continue
-			}
-			c.problems++
-			fmt.Fprintln(a.stderr, testFailure(dir, r))
+	for _, r := range v.Tests {
+		if r.Passed {
+			passed++
 		}
 	}
-	if c.problems > 0 {
-		fmt.Fprintf(a.stderr, "%s found; %d policies valid, %d tests passed\n", plural(c.problems, "problem"), len(c.compiled), passed)
+	if !ok || !v.Valid() {
+		fmt.Fprintf(a.stderr, "%s found; %d policies valid, %d tests passed\n", plural(max(len(v.Problems), 1), "problem"), len(v.Policies), passed)
 		return exitCheck
 	}
-	fmt.Fprintf(a.stdout, "%d policies, %d rules, %d tests passed\n", len(c.compiled), c.rules, passed)
+	fmt.Fprintf(a.stdout, "%d policies, %d rules, %d tests passed\n", len(v.Policies), countRules(v.Policies), passed)
 	return exitOK
 }
 
@@ -137,21 +128,20 @@ func (a *app) test(args []string) int {
 		return exitUsage
 	}
 	dir := dirArg(fs)
-	c := loadAndCompile(a.stderr, dir, st)
+	v, ok := checkTree(a.stderr, dir, st)
 	passed, failed := 0, 0
-	for _, cp := range c.compiled {
-		for _, r := range engine.RunTests(cp) {
-			if r.Passed {
-				passed++
-				fmt.Fprintf(a.stdout, "PASS %s/%s\n", r.Policy, r.Name)
-				continue
-			}
-			failed++
-			fmt.Fprintf(a.stdout, "FAIL %s/%s %s\n", r.Policy, r.Name, testFailure(dir, r))
+	for _, r := range v.Tests {
+		if r.Passed {
+			passed++
+			fmt.Fprintf(a.stdout, "PASS %s/%s\n", r.Policy, r.Name)
+			continue
 		}
+		failed++
+		e := &policy.Error{File: r.Pos.File, Line: r.Pos.Line, Msg: fmt.Sprintf("test %q of policy %q: %s", r.Name, r.Policy, r.Message)}
+		fmt.Fprintf(a.stdout, "FAIL %s/%s %s\n", r.Policy, r.Name, relocate(dir, e).Error())
 	}
 	fmt.Fprintf(a.stdout, "%d tests: %d ok, %d failing\n", passed+failed, passed, failed)
-	if failed > 0 || c.problems > 0 {
+	if !ok || !v.Valid() {
 		return exitCheck
 	}
 	return exitOK

@@ -62,8 +62,14 @@ func (a *app) compileOne(dir string, st policy.Strategy) (*engine.CompiledPolicy
 		fmt.Fprintf(a.stderr, "reconciler eval: %v\n", err)
 		return nil, false
 	}
-	root := filepath.Dir(abs)
-	p, err := policy.LoadPolicy(os.DirFS(root), filepath.Base(abs), policy.LoadOptions{MergeDefault: st})
+	root, err := os.OpenRoot(filepath.Dir(abs))
+	if err != nil {
+		fmt.Fprintf(a.stderr, "reconciler eval: %v\n", err)
+		return nil, false
+	}
+	defer root.Close()
+	// os.Root: a link out of the directory is refused, not followed.
+	p, err := policy.LoadPolicy(root.FS(), filepath.Base(abs), policy.LoadOptions{MergeDefault: st})
 	if err != nil {
 		printErrors(a.stderr, filepath.Dir(filepath.Clean(dir)), err)
 		return nil, false

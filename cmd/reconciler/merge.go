@@ -35,7 +35,14 @@ func (a *app) merge(args []string) int {
 		fmt.Fprintf(a.stderr, "reconciler merge: %v\n", err)
 		return exitUsage
 	}
-	p, err := policy.MergePaths(os.DirFS(root), paths, policy.LoadOptions{MergeDefault: st})
+	rfs, err := os.OpenRoot(root)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "reconciler merge: %v\n", err)
+		return exitCheck
+	}
+	defer rfs.Close()
+	// os.Root: a link out of the directory is refused, not followed.
+	p, err := policy.MergePaths(rfs.FS(), paths, policy.LoadOptions{MergeDefault: st})
 	if err != nil {
 		printErrors(a.stderr, root, err)
 		return exitCheck

@@ -86,8 +86,14 @@ func postRollback(ctx context.Context, base string, to uint64, wait time.Duratio
 	if to > 0 {
 		in["generation"] = to
 	}
+	return postAPI(ctx, base, "/v1/generations:rollback", in, token, "the rollback")
+}
+
+// postAPI POSTs in as JSON to base+path with the token when set; an
+// answer other than 200 is an error carrying the API's message.
+func postAPI(ctx context.Context, base, path string, in any, token, what string) ([]byte, error) {
 	data, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/generations:rollback", bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %v", base, err)
 	}
@@ -112,7 +118,7 @@ func postRollback(ctx context.Context, base string, to uint64, wait time.Duratio
 		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
 			msg = e.Error.Status + ": " + e.Error.Message
 		}
-		return nil, fmt.Errorf("%s refused the rollback: %s", base, msg)
+		return nil, fmt.Errorf("%s refused %s: %s", base, what, msg)
 	}
 	return body, nil
 }

@@ -30,9 +30,13 @@ type statusView struct {
 	Commit           string `json:"commit"`
 	ServedGeneration uint64 `json:"servedGeneration"`
 	Source           struct {
-		Commit string    `json:"commit"`
-		Error  string    `json:"error"`
-		Time   time.Time `json:"time"`
+		Commit   string    `json:"commit"`
+		Error    string    `json:"error"`
+		Time     time.Time `json:"time"`
+		Diverged *struct {
+			Commit string `json:"commit"`
+			Active string `json:"active"`
+		} `json:"diverged"`
 	} `json:"source"`
 	Policies []struct {
 		Name       string `json:"name"`
@@ -151,6 +155,10 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 		fmt.Fprintf(tw, "  Source:\tPullError at %s: %s\n", stamp(v.Source.Time), firstLine(v.Source.Error))
 	} else if v.Source.Commit != "" {
 		fmt.Fprintf(tw, "  Source:\t%s (read %s)\n", v.Source.Commit, stamp(v.Source.Time))
+	}
+	if d := v.Source.Diverged; d != nil {
+		fmt.Fprintf(tw, "  Diverged:\t%s does not descend from the active commit %s: nothing is promoted until `reconciler accept-history %s`\n",
+			d.Commit, d.Active, d.Commit)
 	}
 	tw.Flush()
 

@@ -156,12 +156,17 @@ func (s *Server) mergedStats() []preview.Stats {
 }
 
 func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request, name string) {
+	samples, err := withSamples(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	e, err := preview.Get(s.readExperiments(), name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeValue(w, r, preview.ViewWith(e, s.mergedStats(), s.thresholds.For(e.PolicyName())))
+	s.writeValue(w, r, s.experimentView(e, s.mergedStats(), samples))
 }
 
 // experimentList is one page of List.
@@ -171,6 +176,11 @@ type experimentList struct {
 }
 
 func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
+	samples, err := withSamples(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	q := r.URL.Query()
 	size := 0
 	if v := q.Get("pageSize"); v != "" {
@@ -190,7 +200,7 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 	stats := s.mergedStats()
 	out := experimentList{Experiments: make([]preview.View, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
 	for _, e := range res.Experiments {
-		out.Experiments = append(out.Experiments, preview.ViewWith(e, stats, s.thresholds.For(e.PolicyName())))
+		out.Experiments = append(out.Experiments, s.experimentView(e, stats, samples))
 	}
 	s.writeValue(w, r, out)
 }

@@ -36,6 +36,9 @@ type GatewayCheck struct {
 	// URI is empty (the path after ":authorize" and the check's query).
 	Path  string
 	Query url.Values
+	// RawPath is Path as the client escaped it, when URI is empty; ""
+	// means Path escaped again.
+	RawPath string
 	// Host is the original Host; TLS says whether the check came over TLS.
 	Host string
 	TLS  bool
@@ -110,7 +113,7 @@ func checkOf(r *http.Request, tail string) *GatewayCheck {
 		c.Method = m
 	}
 	if c.URI == "" {
-		c.Path, c.Query = tail, r.URL.Query()
+		c.Path, c.RawPath, c.Query = tail, rawTail(r, tail), r.URL.Query()
 	}
 	return c
 }
@@ -125,7 +128,11 @@ func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time
 func setOriginalURI(req *engine.Request, check *GatewayCheck) error {
 	raw := check.URI
 	if raw == "" {
-		req.Path = check.Path
+		req.RawPath = check.RawPath
+		if req.RawPath == "" {
+			req.RawPath = (&url.URL{Path: check.Path}).EscapedPath()
+		}
+		req.Path = normalizedPath(req.RawPath)
 		req.Query = firstValues(check.Query)
 		return nil
 	}
@@ -137,7 +144,8 @@ func setOriginalURI(req *engine.Request, check *GatewayCheck) error {
 	if err != nil {
 		return errorf(errs.InvalidArgument, "X-Original-URI %q has a malformed query", raw)
 	}
-	req.Path = u.Path
+	req.RawPath = u.EscapedPath()
+	req.Path = normalizedPath(req.RawPath)
 	req.Query = firstValues(q)
 	if u.Scheme != "" {
 		req.Scheme = strings.ToLower(u.Scheme)

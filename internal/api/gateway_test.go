@@ -131,7 +131,7 @@ func TestGatewayRequestFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &engine.Request{
-		Method: "POST", Path: "/cart/add", Host: "shop.example:8443", Scheme: "http",
+		Method: "POST", Path: "/cart/add", RawPath: "/cart/%61dd", Host: "shop.example:8443", Scheme: "http",
 		Query:    map[string]string{"item": "1", "q": "a b"},
 		Headers:  map[string]string{"accept": "text/html", "x-multi": "one", "x-original-method": "post", "x-original-uri": "/cart/%61dd?item=1&item=2&q=a+b"},
 		SourceIP: "192.0.2.7", Time: fixedNow(),

@@ -60,6 +60,7 @@ var routeTable = []routeRule{
 	{http.MethodPost, "/v1/policies/web/experiments/e1:commit", classAPI, auth.RoleWriter, isExperimentPath},
 	{http.MethodPost, clusterPrefix + "reconcile", classAPI, auth.RoleWriter, is(clusterPrefix + "reconcile")},
 	{http.MethodPost, rollbackPath, classAPI, auth.RoleAdmin, is(rollbackPath)},
+	{http.MethodPost, acceptHistoryPath, classAPI, auth.RoleAdmin, is(acceptHistoryPath)},
 	{http.MethodPost, clusterPrefix + "join", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
 	{http.MethodPost, clusterPrefix + "leave", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
 	{http.MethodPost, clusterPrefix + "propose", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},

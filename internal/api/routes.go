@@ -38,6 +38,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 	case p == rollbackPath:
 		s.rollback(w, r)
+	case p == acceptHistoryPath:
+		s.acceptHistory(w, r)
 	case strings.HasPrefix(p, operationsPrefix):
 		s.getOperation(w, r, p[len(operationsPrefix):])
 	case p == webhook.Path:

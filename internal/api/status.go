@@ -130,7 +130,11 @@ type experimentStatus struct {
 	Etag      string        `json:"etag"`
 	State     preview.State `json:"state,omitempty"`
 	Previewed bool          `json:"previewed"`
-	Source    statusSource  `json:"source"`
+	// Valid is the experiment's validation (absent when none was made);
+	// Conflict says why its source cannot be merged into main.
+	Valid    *bool        `json:"valid,omitempty"`
+	Conflict string       `json:"conflict,omitempty"`
+	Source   statusSource `json:"source"`
 }
 
 // statusSource is what an experiment comes from.
@@ -154,6 +158,10 @@ func aipExperiments(st *raftstore.State) []json.RawMessage {
 		if e.PreviewMetadata != nil {
 			es.State = e.PreviewMetadata.State
 		}
+		if e.Validation != nil {
+			es.Valid = &e.Validation.Valid
+		}
+		es.Conflict = e.Conflict
 		if data, err := json.Marshal(es); err == nil {
 			out = append(out, data)
 		}

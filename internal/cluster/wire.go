@@ -104,6 +104,17 @@ type SourceStatus struct {
 	Error string `json:"error,omitempty"`
 	// Time is when the last read finished.
 	Time time.Time `json:"time,omitzero"`
+	// Diverged is set while the live branch's head does not descend from
+	// the active generation's commit: nothing is promoted until an
+	// operator accepts it (docs/git.md, "Never rewind").
+	Diverged *Divergence `json:"diverged,omitempty"`
+}
+
+// Divergence is a live-branch head the leader refuses to promote.
+type Divergence struct {
+	Commit string    `json:"commit"`
+	Active string    `json:"active"`
+	Since  time.Time `json:"since"`
 }
 
 // forwardable lists the command types a node may propose through the

@@ -114,6 +114,11 @@ type Preview struct {
 	// Redact lists dotted request paths (case-insensitive) replaced by
 	// "REDACTED" in the preview log, samples and summaries.
 	Redact []string `toml:"redact"`
+	// Show lists the header, query parameter and attribute values kept
+	// ("headers.user-agent", "query.page", "attributes.tenant"); every
+	// other value of those is hidden, its name kept. Absent: the defaults
+	// of internal/preview (DefaultShow); [] shows none.
+	Show []string `toml:"show"`
 	// Workers evaluate experiments off the live path; 0 means
 	// GOMAXPROCS/4 (at least 1).
 	Workers int `toml:"workers"`

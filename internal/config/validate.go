@@ -150,6 +150,12 @@ func (p *Preview) validate(e *errs) {
 			e.add("preview.redact", "%q must be a dotted request path such as \"headers.authorization\"", r)
 		}
 	}
+	for _, s := range p.Show {
+		field, name, ok := strings.Cut(s, ".")
+		if !ok || name == "" || (field != "headers" && field != "query" && field != "attributes") {
+			e.add("preview.show", "%q must be headers.<name>, query.<name> or attributes.<name>", s)
+		}
+	}
 	if p.Workers < 0 || p.Workers > 1024 {
 		e.add("preview.workers", "%d must be between 0 (automatic) and 1024", p.Workers)
 	}

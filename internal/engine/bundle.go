@@ -26,7 +26,7 @@ type Bundle struct {
 // NewBundle compiles every policy. Problems of all policies are collected
 // into one policy.ErrorList; no bundle is returned unless all compile.
 func NewBundle(ps []*policy.Policy, opts Options) (*Bundle, error) {
-	b := &Bundle{byName: make(map[string]*CompiledPolicy, len(ps)), etags: make(map[string]string, len(ps))}
+	cps := make([]*CompiledPolicy, 0, len(ps))
 	var errs policy.ErrorList
 	seen := make(map[string]bool, len(ps))
 	for _, p := range ps {
@@ -40,14 +40,12 @@ func NewBundle(ps []*policy.Policy, opts Options) (*Bundle, error) {
 			errs = appendErrors(errs, err)
 			continue
 		}
-		b.byName[p.Name] = cp
-		b.etags[p.Name] = cp.Etag()
+		cps = append(cps, cp)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	b.names = slices.Sorted(maps.Keys(b.byName))
-	return b, nil
+	return bundleOf(cps), nil
 }
 
 // appendErrors flattens a Compile error into the list.

@@ -75,7 +75,7 @@ func costString(c uint64) string {
 // requestSizes gave the estimator: then a rule's actual cost is at most its
 // estimate. Sizes are checked in bytes, which bounds CEL's code points.
 func fitsEstimate(r *Request) bool {
-	for _, s := range [...]string{r.Method, r.Path, r.Host, r.Scheme, r.SourceIP, r.Principal} {
+	for _, s := range [...]string{r.Method, r.Path, r.RawPath, r.Host, r.Scheme, r.SourceIP, r.Principal} {
 		if len(s) > EstimatedMaxStringBytes {
 			return false
 		}

@@ -119,6 +119,8 @@ func setField(req *Request, key string, v any) error {
 		req.Method, err = asString(key, v)
 	case "path":
 		req.Path, err = asString(key, v)
+	case "raw_path":
+		req.RawPath, err = asString(key, v)
 	case "host":
 		req.Host, err = asString(key, v)
 	case "scheme":
@@ -138,7 +140,7 @@ func setField(req *Request, key string, v any) error {
 	case "attributes":
 		req.Attributes, err = asAttributes(key, v)
 	default:
-		err = badRequest(key, "unknown field (want method, path, host, scheme, query, headers,"+
+		err = badRequest(key, "unknown field (want method, path, raw_path, host, scheme, query, headers,"+
 			" source_ip, principal, groups, attributes or time)")
 	}
 	return err

@@ -48,6 +48,7 @@ const (
 	seenGroups
 	seenAttributes
 	seenTime
+	seenRawPath
 )
 
 type fastDecoder struct {
@@ -121,6 +122,9 @@ func (d *fastDecoder) field(req *Request, key []byte) (int, bool) {
 	case "path":
 		req.Path, ok = d.stringValue()
 		return seenPath, ok
+	case "raw_path":
+		req.RawPath, ok = d.stringValue()
+		return seenRawPath, ok
 	case "host":
 		req.Host, ok = d.stringValue()
 		return seenHost, ok

@@ -10,8 +10,11 @@ import (
 // Request is the request schema of CONTRACT.md §1: the CEL variable
 // `request` and the JSON body of a decision. JSON names are snake_case.
 type Request struct {
-	Method     string            `json:"method,omitempty"`
-	Path       string            `json:"path,omitempty"`
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// RawPath is the path as the client sent it, when the gateway forms
+	// normalised it into Path (NormalizePath); "" otherwise.
+	RawPath    string            `json:"raw_path,omitempty"`
 	Host       string            `json:"host,omitempty"`
 	Scheme     string            `json:"scheme,omitempty"`
 	Query      map[string]string `json:"query,omitempty"`

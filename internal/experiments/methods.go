@@ -2,13 +2,10 @@ package experiments
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/gitsource"
-	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -75,7 +72,7 @@ func (s *Service) CreateExperiment(ctx context.Context, parent, id string, in pr
 	if err != nil {
 		return nil, err
 	}
-	return s.save(ctx, preview.MethodCreate, preview.AutoStart(e, s.settings(), now), now)
+	return s.save(ctx, preview.MethodCreate, preview.AutoStart(s.cfg.Leader.WithValidation(e), s.settings(), now), now)
 }
 
 // UpdateExperiment changes the policy and/or annotations of an experiment
@@ -95,9 +92,15 @@ func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.
 		}
 	}
 	return s.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
+		if err := readOnlyPolicy(cur, in); err != nil {
+			return nil, err
+		}
 		e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
 		if err != nil {
 			return nil, err
+		}
+		if in.Policy != nil {
+			e = s.cfg.Leader.WithValidation(e)
 		}
 		return s.save(ctx, preview.MethodUpdate, preview.AutoStart(e, s.settings(), now), now)
 	})
@@ -216,25 +219,14 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 		}
 		return s.commitPullExperiment(ctx, cur, plan)
 	}
-	committer, ok := s.cfg.Source.(PolicyCommitter)
-	if !ok || s.cfg.Source == nil {
-		return nil, ErrNoCommitter
-	}
-	files, err := s.commitFiles(cur)
-	if err != nil {
-		return nil, err
-	}
 	now := s.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
 	msg := fmt.Sprintf("Commit experiment %s (etag %s)", name, cur.Etag)
 	if cur.Source.Kind == preview.SourceBranch {
-		msg = fmt.Sprintf("Commit experiment %s from branch %s (%s)", name, cur.Source.Branch, cur.Source.HeadCommit)
+		msg = fmt.Sprintf("Merge branch %s: commit experiment %s (%s)", cur.Source.Branch, name, cur.Source.HeadCommit)
 	}
-	commit, err := committer.CommitPolicy(ctx, gitsource.CommitPolicyRequest{Policy: pol, Files: files, Message: msg, Now: now})
+	commit, err := s.cfg.Leader.CommitToMain(ctx, cur, msg)
 	if err != nil {
-		if errors.Is(err, gitsource.ErrNoChange) {
-			err = fmt.Errorf("%w: the live branch already holds this version of %s", gitsource.ErrNoChange, pol)
-		}
 		_ = s.putOperation(ctx, op.Fail(err, s.cfg.Now()))
 		s.log.Warn("commit of experiment failed; nothing changed", "experiment", name, "error", err)
 		return nil, err
@@ -331,32 +323,17 @@ func (s *Service) completeCommit(op *preview.Operation, commit string) {
 	}
 }
 
-// commitFiles is the new content of the policy's directory: for a branch
-// experiment, the directory at the branch's head commit when it still
-// gives the experiment's etag; otherwise the experiment's policy as one
-// policy.toml (MarshalTOML loads back to the same etag). A NoOp
-// experiment of a branch that deleted the policy deletes the directory.
-func (s *Service) commitFiles(e *preview.Experiment) (map[string][]byte, error) {
-	pol := e.PolicyName()
-	if e.Source.Kind == preview.SourceBranch && e.Source.HeadCommit != "" {
-		if all, err := s.cfg.Source.Files(e.Source.HeadCommit); err == nil {
-			files := map[string][]byte{}
-			for p, data := range all {
-				if rel, ok := strings.CutPrefix(p, pol+"/"); ok {
-					files[rel] = data
-				}
-			}
-			if len(files) == 0 && preview.IsNoOp(e.Policy) {
-				return files, nil // the branch deletes the policy
-			}
-			if p, err := policy.LoadPolicy(gitsource.FilesFS(all), pol, s.cfg.LoadOptions); err == nil && p.Etag() == e.Etag {
-				return files, nil
-			}
-		}
+// readOnlyPolicy refuses a change of the policy of a git-backed
+// experiment: its policy is its source's (the next pass would undo it),
+// so it changes by pushing to the branch or pull request.
+func readOnlyPolicy(cur *preview.Experiment, in preview.Input) error {
+	if in.Policy == nil || cur.Source.Kind == preview.SourceAPI || cur.Source.Kind == "" {
+		return nil
 	}
-	data, err := e.Policy.MarshalTOML()
-	if err != nil {
-		return nil, err
+	what := fmt.Sprintf("branch %q", cur.Source.Branch)
+	if cur.Source.Kind == preview.SourcePullRequest {
+		what = fmt.Sprintf("pull request #%d", cur.Source.Number)
 	}
-	return map[string][]byte{"policy.toml": data}, nil
+	return &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+		"the policy of %s comes from %s: push to it to change the policy (annotations may be changed here)", cur.Name, what)}
 }

@@ -33,8 +33,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/engine"
-	"github.com/policyrollout/reconciler/internal/errs"
-	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -47,20 +45,10 @@ type Store interface {
 	Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error)
 }
 
-// Tree reads the policies root at a commit (gitsource.Files semantics:
-// gitsource.ErrTooLarge, fs.ErrNotExist).
-type Tree interface {
-	Files(commit string) (map[string][]byte, error)
-}
-
-// PolicyCommitter can replace a policy directory on the live branch in
-// one commit (gitsource.Source.CommitPolicy).
-type PolicyCommitter interface {
-	CommitPolicy(ctx context.Context, req gitsource.CommitPolicyRequest) (string, error)
-}
-
 // Leader is the reconcile loop as the service sees it: whether it leads
-// here, a trigger for a pass after a commit, and the wait for the
+// here, a trigger for a pass after a commit, the trees and the checked
+// writes of the live branch (the commit path, internal/reconcile), and
+// the wait for the
 // generation made from a commit (internal/reconcile.Loop).
 type Leader interface {
 	Leading() bool
@@ -68,6 +56,16 @@ type Leader interface {
 	// WaitForCommit waits, at most wait, until the generation made from
 	// commit is no longer STAGED, and returns it (number 0 when none).
 	WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation
+	// SourceFiles is the policies root a branch or pull request at head
+	// previews: its merge into main, or on a conflict its own tree and
+	// the conflict.
+	SourceFiles(main, head string) (files map[string][]byte, conflict string, err error)
+	// CommitToMain writes e to the live branch (a merge of its branch,
+	// or its policy's directory), checked as a main commit first.
+	CommitToMain(ctx context.Context, e *preview.Experiment, msg string) (string, error)
+	// WithValidation is an API experiment with the validation of the tree
+	// main would hold with it.
+	WithValidation(e *preview.Experiment) *preview.Experiment
 }
 
 // PullRequests merges pull requests and knows their validity (the GitHub
@@ -86,15 +84,16 @@ type PullRequests interface {
 type Config struct {
 	Store  Store
 	Leader Leader
-	// Source is the policy repository; nil or not a PolicyCommitter
-	// makes commits of branch and API experiments FAILED_PRECONDITION.
-	Source Tree
 	// Pulls is set with [github].
 	Pulls PullRequests
 	// LoadOptions and EngineOptions load and check experiment policies;
 	// every node compiles with the same ones.
 	LoadOptions   policy.LoadOptions
 	EngineOptions engine.Options
+	// MaxSourceRules bounds the rules the experiments of one branch or
+	// pull request compile together; 0 means policy.MaxTreeRules, what a
+	// generation may have.
+	MaxSourceRules int
 	// Preview holds the [preview] settings of experiments.
 	Preview preview.Settings
 	// CommitWait bounds the wait of a commit for its generation to be
@@ -116,9 +115,6 @@ type Service struct {
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its branch experiment sync (Epoch).
 	commits atomic.Uint64
-	// cache holds branch trees by commit.
-	cacheMu sync.Mutex
-	cache   map[string]map[string][]byte
 }
 
 // New returns a Service.
@@ -129,16 +125,16 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}, cache: map[string]map[string][]byte{}}
+	if cfg.MaxSourceRules <= 0 {
+		cfg.MaxSourceRules = policy.MaxTreeRules
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}}
 }
 
 // DefaultCommitWait bounds how long the leader waits, after pushing a
 // commit's merge to the live branch, for the new generation to be active
 // before it fails the operation.
 const DefaultCommitWait = 2 * time.Minute
-
-// ErrNoCommitter means the policy source cannot write commits.
-var ErrNoCommitter = errs.Sentinel(errs.FailedPrecondition, "the policy source cannot write commits")
 
 // Epoch counts the commits this service pushed.
 func (s *Service) Epoch() uint64 { return s.commits.Load() }

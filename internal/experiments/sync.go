@@ -2,7 +2,6 @@ package experiments
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"path"
 	"slices"
@@ -12,16 +11,15 @@ import (
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
-// maxCachedTrees bounds the branch trees kept (twice as many as branches
-// and pull requests the leader tracks at most).
-const maxCachedTrees = 800
-
 // wantedExperiment is what one branch or pull request wants for one
 // policy: the policy and the experiment's full Source (kind, branch or
 // pull request number and URL, head commit).
 type wantedExperiment struct {
 	policy *policy.Policy
 	source preview.Source
+	// conflict, when set, is why the source cannot be merged into main:
+	// the experiment is listed, not previewed.
+	conflict string
 }
 
 // Change is what one branch or pull request changes, as the reconcile
@@ -30,6 +28,8 @@ type wantedExperiment struct {
 type Change struct {
 	Source   preview.Source
 	Policies []string
+	// Main is the live branch's commit the source is merged into.
+	Main string
 }
 
 // SyncBranches makes the "branch-<name>" experiments match the branches
@@ -83,7 +83,7 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 				s.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(e, s.settings(), now)
+			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, s.settings()), s.settings(), now)
 			exps = append(exps, next)
 		case cur.Source.Kind != kind:
 			continue // an experiment of another kind took the name first
@@ -93,11 +93,13 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 				s.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(e, s.settings(), now)
+			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, s.settings()), s.settings(), now)
 		case cur.Source.HeadCommit != head:
 			c := *cur // same policy, new head: keep the preview running
 			c.Source.HeadCommit, c.UpdateTime = head, now
-			next = &c
+			next = preview.SetConflict(&c, w.conflict, exps, s.settings())
+		case cur.Conflict != w.conflict: // main moved: the merge (no longer) conflicts
+			next = preview.AutoStart(preview.SetConflict(cur, w.conflict, exps, s.settings()), s.settings(), now)
 		default:
 			continue
 		}
@@ -126,7 +128,7 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 func (s *Service) wanted(changes []Change, live map[string][]byte) (map[string]wantedExperiment, error) {
 	want := map[string]wantedExperiment{}
 	for _, c := range changes {
-		if err := s.wantSource(want, c.Source, c.Policies, live); err != nil {
+		if err := s.wantSource(want, c.Source, c.Main, c.Policies, live); err != nil {
 			return nil, err
 		}
 	}
@@ -134,46 +136,33 @@ func (s *Service) wanted(changes []Change, live map[string][]byte) (map[string]w
 }
 
 // wantSource adds to want the experiments of one branch or pull request
-// at src.HeadCommit: one for each changed policy that has a policy there.
-// A source whose id cannot be made adds none.
-func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Source, changed []string,
+// at src.HeadCommit merged into main (sourceFiles): one for each changed
+// policy that has a policy there. A source whose id cannot be made adds
+// none.
+func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Source, main string, changed []string,
 	liveTree map[string][]byte) error {
 	id, err := preview.ExperimentID(src, "")
 	if err != nil {
 		return nil
 	}
-	files, err := s.branchFiles(src.HeadCommit)
+	files, conflict, err := s.cfg.Leader.SourceFiles(main, src.HeadCommit)
 	if err != nil {
 		return err
 	}
+	rules := 0 // a source's experiments together compile no more than a generation may
 	for _, pol := range changed {
-		if p := s.branchPolicy(files, liveTree, pol); p != nil {
-			want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src}
+		p := s.branchPolicy(files, liveTree, pol)
+		if p == nil {
+			continue
 		}
+		if rules += len(p.Rules); rules > s.cfg.MaxSourceRules {
+			s.log.Warn("the changed policies of a source have more rules than a tree may; the rest are not previewed",
+				"source", id, "rules", rules, "limit", s.cfg.MaxSourceRules)
+			break
+		}
+		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src, conflict: conflict}
 	}
 	return nil
-}
-
-// branchFiles reads a branch head's policies root, cached by commit.
-func (s *Service) branchFiles(commit string) (map[string][]byte, error) {
-	s.cacheMu.Lock()
-	defer s.cacheMu.Unlock()
-	if f, ok := s.cache[commit]; ok {
-		return f, nil
-	}
-	files, err := gitsource.ReadPolicies(s.cfg.Source, gitsource.Revision{Ref: "branch", Hash: commit})
-	var problem *gitsource.TreeProblem
-	switch {
-	case errors.As(err, &problem):
-		files = map[string][]byte{}
-	case err != nil:
-		return nil, err
-	}
-	if len(s.cache) > maxCachedTrees {
-		clear(s.cache)
-	}
-	s.cache[commit] = files
-	return files, nil
 }
 
 // branchPolicy is the experiment policy of pol at a branch: the branch's

@@ -50,6 +50,8 @@ var cases = []struct {
 	{"query decoded, first value", checkReq{method: "GET", path: "/public/a?lang=xx&lang=de", host: "www.example", source: "198.51.100.9"}, false, ""},
 	{"admin denied", checkReq{method: "GET", path: "/admin/users", source: "198.51.100.9"}, false, "block-admin"},
 	{"percent-decoded path", checkReq{method: "GET", path: "/%61dmin/users", source: "198.51.100.9"}, false, "block-admin"},
+	{"repeated slashes merged", checkReq{method: "GET", path: "//admin/users", source: "198.51.100.9"}, false, "block-admin"},
+	{"dot segments removed", checkReq{method: "GET", path: "/public/../admin/./users", source: "198.51.100.9"}, false, "block-admin"},
 	{"office source", checkReq{method: "POST", path: "/x", source: "10.1.2.3"}, true, "office"},
 	{"forwarded from a trusted source", checkReq{method: "POST", path: "/x", source: "192.0.2.1",
 		headers: map[string]string{"x-forwarded-for": "10.1.2.3"}}, true, "office"},

@@ -43,6 +43,9 @@ type Store interface {
 // (reconcile.Loop.Examine).
 type Examiner interface {
 	Examine(head, main gitsource.Revision) (reconcile.Examination, error)
+	// Diverged is the live-branch head the loop refuses to promote, nil
+	// when there is none.
+	Diverged() *reconcile.Divergence
 }
 
 // Experiments is what the worker needs of the experiment service

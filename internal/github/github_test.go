@@ -135,7 +135,7 @@ func ghLoop(t *testing.T, store *fakeStore, repo *fakeRepo, fg *fakeForge, stats
 	l := &leader{}
 	log := testlog.New(t)
 	lopts := policy.LoadOptions{MergeDefault: policy.StrategyFail}
-	l.exps = experiments.New(experiments.Config{Store: store, Leader: loopRef{l}, Source: repo, Pulls: workerRef{l},
+	l.exps = experiments.New(experiments.Config{Store: store, Leader: loopRef{l}, Pulls: workerRef{l},
 		LoadOptions: lopts, EngineOptions: engine.DefaultOptions(), Logger: log})
 	w, err := New(Config{Forge: fg, Store: store, Examiner: loopRef{l}, Experiments: l.exps, Trigger: loopRef{l}.Trigger,
 		Summary: "@every 1h", RetryAfter: 10 * time.Millisecond, Stats: stats, Logger: log})
@@ -163,6 +163,16 @@ func (r loopRef) WaitForCommit(ctx context.Context, commit string, wait time.Dur
 }
 func (r loopRef) Examine(head, main gitsource.Revision) (reconcile.Examination, error) {
 	return r.l.loop.Examine(head, main)
+}
+func (r loopRef) Diverged() *reconcile.Divergence { return r.l.loop.Diverged() }
+func (r loopRef) SourceFiles(main, head string) (map[string][]byte, string, error) {
+	return r.l.loop.SourceFiles(main, head)
+}
+func (r loopRef) CommitToMain(ctx context.Context, e *preview.Experiment, msg string) (string, error) {
+	return r.l.loop.CommitToMain(ctx, e, msg)
+}
+func (r loopRef) WithValidation(e *preview.Experiment) *preview.Experiment {
+	return r.l.loop.WithValidation(e)
 }
 
 type workerRef struct{ l *leader }

@@ -92,7 +92,7 @@ func (g *Worker) SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[s
 	var changes []experiments.Change
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		if rec := want[n]; len(rec.ChangedPolicies) > 0 {
-			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies, Source: preview.Source{
+			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies, Main: rec.MainCommit, Source: preview.Source{
 				Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}})
 		}
 	}
@@ -161,9 +161,10 @@ func (g *Worker) deleteClosedPulls(ctx context.Context, st *raftstore.State, old
 	return nil
 }
 
-// pullRecord compares a pull request's head with main and validates its
-// tree (the same checks as a main commit: Examiner), cached per head and
-// main for the term.
+// pullRecord compares what a pull request would make of main (its merge,
+// reconcile's merged.go) with main and validates that tree (the same
+// checks as a main commit: Examiner), cached per head and main for the
+// term.
 func (g *Worker) pullRecord(p forge.PullRequest, head, main gitsource.Revision, live map[string]string) (PullRecord, error) {
 	if e, ok := g.pulls[p.Number]; ok && e.rec.HeadCommit == head.Hash && e.main == main.Hash {
 		e.rec.Title, e.rec.URL, e.rec.Author = pullTitle(p), p.URL, p.Author
@@ -171,7 +172,7 @@ func (g *Worker) pullRecord(p forge.PullRequest, head, main gitsource.Revision, 
 	}
 	ex, err := g.cfg.Examiner.Examine(head, main)
 	if err != nil {
-		return PullRecord{}, fmt.Errorf("comparing pull request #%d with %s: %w", p.Number, main, err)
+		return PullRecord{}, fmt.Errorf("pull request #%d: %w", p.Number, err)
 	}
 	rec := PullRecord{Number: p.Number, Title: pullTitle(p), URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
 		MainCommit: main.Hash, ChangedPolicies: ex.ChangedPolicies, Etags: map[string]string{},

@@ -157,6 +157,7 @@ func (g *Worker) promoteStatuses(ctx context.Context, w *ghTerm, st *raftstore.S
 		}
 		note("promote status", err)
 	}
+	g.divergedStatus(ctx, w, note)
 }
 
 // promoteStatus is the status a generation's commit shows.
@@ -193,4 +194,23 @@ func nodeErrors(g raftstore.Generation) []string {
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// divergedStatus sets a failing reconciler/promote on a diverged head of
+// the live branch, once per head, so that whoever pushed it sees on GitHub
+// that nothing was promoted and what accepts it.
+func (g *Worker) divergedStatus(ctx context.Context, w *ghTerm, note func(string, error)) {
+	d := g.cfg.Examiner.Diverged()
+	if d == nil {
+		return
+	}
+	desc := oneLine(fmt.Sprintf("not promoted: does not descend from the active commit %.12s; accept with reconciler accept-history", d.Active))
+	if w.promote[d.Commit] == forge.StateFailure+desc {
+		return
+	}
+	err := g.cfg.Forge.SetStatus(ctx, d.Commit, forge.ContextPromote, forge.StateFailure, desc, "")
+	if err == nil {
+		w.promote[d.Commit] = forge.StateFailure + desc
+	}
+	note("promote status", err)
 }

@@ -54,6 +54,9 @@ type CommitPolicyRequest struct {
 	AuthorName, AuthorEmail string
 	// Now is the commit time; the clock when zero.
 	Now time.Time
+	// Check, when set, must accept the policies root the commit gives the
+	// live branch; nothing is pushed otherwise.
+	Check CheckFunc
 }
 
 // Revert writes a commit on top of the remote's live branch whose policies
@@ -107,7 +110,8 @@ func (s *Source) rootAt(hash string) (plumbing.Hash, error) {
 // CommitPolicy writes a commit on top of the remote's live branch that
 // replaces exactly the directory of one policy with Files, and pushes it
 // fast-forward only; it is how an experiment is committed without a forge.
-// Results and errors are as for Revert.
+// Results and errors are as for Revert; with Check, the tree is judged
+// before the push (commitChecked).
 func (s *Source) CommitPolicy(ctx context.Context, req CommitPolicyRequest) (string, error) {
 	if !policyNameRE.MatchString(req.Policy) {
 		return "", fmt.Errorf("gitsource: invalid policy name %q: must match [a-z][a-z0-9-]{0,62}", req.Policy)
@@ -115,19 +119,20 @@ func (s *Source) CommitPolicy(ctx context.Context, req CommitPolicyRequest) (str
 	if req.Message == "" {
 		return "", errors.New("gitsource: a commit needs a message")
 	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if _, err := s.fetchLocked(ctx); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	sub, err := objectWriter{s.repo.Storer}.filesTree(req.Files)
-	s.mu.Unlock()
-	if err != nil {
-		return "", err
-	}
 	dir := path.Join(s.cfg.Path, req.Policy)
-	return s.commitOnBranch(ctx, dir, sub, req.Message, signature(req.AuthorName, req.AuthorEmail, req.Now))
+	build := func(head *object.Commit) (plumbing.Hash, []plumbing.Hash, error) {
+		w := objectWriter{s.repo.Storer}
+		sub, err := w.filesTree(req.Files)
+		if err != nil {
+			return plumbing.ZeroHash, nil, err
+		}
+		root, err := w.rootWith(head.TreeHash, dir, sub)
+		if err != nil {
+			return plumbing.ZeroHash, nil, fmt.Errorf("gitsource: building the tree: %w", err)
+		}
+		return root, []plumbing.Hash{head.Hash}, nil
+	}
+	return s.commitChecked(ctx, build, req.Message, signature(req.AuthorName, req.AuthorEmail, req.Now), req.Check)
 }
 
 // signature fills in the defaults of a commit's author.

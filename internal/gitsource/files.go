@@ -4,16 +4,18 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"testing/fstest"
 
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/policyrollout/reconciler/internal/policy"
 )
 
 // MaxFilesSize bounds the policies root at one commit (file contents plus
 // path names): Files is what a generation carries through the raft log,
-// and every node keeps it in memory.
-const MaxFilesSize = 8 << 20
+// and every node keeps it in memory. It is the budget policy.ReadTree
+// applies to a directory, so both readers refuse the same trees.
+const MaxFilesSize = policy.MaxTreeBytes
 
 // Files reads every regular file under the policies root at commit hash,
 // keyed by slash-separated path relative to the root. It is what travels
@@ -87,10 +89,4 @@ func (r *filesReader) read(name string, e object.TreeEntry) error {
 // FilesFS is the other direction of Files: the files of a generation, as
 // received from the raft log, as an fs.FS for policy.Load. Directories are
 // implied by the paths. The byte slices are shared, not copied.
-func FilesFS(files map[string][]byte) fs.FS {
-	m := make(fstest.MapFS, len(files))
-	for name, data := range files {
-		m[name] = &fstest.MapFile{Data: data, Mode: 0o444}
-	}
-	return m
-}
+func FilesFS(files map[string][]byte) fs.FS { return policy.TreeFS(files) }

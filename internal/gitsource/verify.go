@@ -100,8 +100,8 @@ func unsignedBytes(c *object.Commit) ([]byte, error) {
 
 // VerifyCommit checks the signature of a commit of the live branch when
 // Config.Verifier is set; without one every commit passes. Commits this
-// Source wrote itself (Revert, CommitPolicy: a rollback or an
-// experiment's commit, asked for through the API by a caller with the
+// Source wrote itself (Revert, CommitPolicy, CommitMerge: a rollback or
+// an experiment's commit, asked for through the API by a caller with the
 // role) pass too: the leader cannot sign them, and no git credential
 // can make it write them.
 func (s *Source) VerifyCommit(hash string) (string, error) {

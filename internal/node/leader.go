@@ -34,7 +34,7 @@ func (m *Main) wireLeader(src *reconcile.GitSource, lopts policy.LoadOptions, eo
 		pulls = pullsRef{m}
 	}
 	m.experiments = experiments.New(experiments.Config{
-		Store: m.store, Leader: loopRef{m}, Source: src, Pulls: pulls,
+		Store: m.store, Leader: loopRef{m}, Pulls: pulls,
 		LoadOptions: lopts, EngineOptions: eopts,
 		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
 			MaxTotal: cfg.Preview.MaxExperiments},
@@ -73,6 +73,20 @@ func (r loopRef) Examine(head, main gitsource.Revision) (reconcile.Examination, 
 	return r.m.loop.Examine(head, main)
 }
 
+func (r loopRef) Diverged() *reconcile.Divergence { return r.m.loop.Diverged() }
+
+func (r loopRef) SourceFiles(main, head string) (map[string][]byte, string, error) {
+	return r.m.loop.SourceFiles(main, head)
+}
+
+func (r loopRef) CommitToMain(ctx context.Context, e *preview.Experiment, msg string) (string, error) {
+	return r.m.loop.CommitToMain(ctx, e, msg)
+}
+
+func (r loopRef) WithValidation(e *preview.Experiment) *preview.Experiment {
+	return r.m.loop.WithValidation(e)
+}
+
 // pullsRef is the GitHub worker for the experiment service built before it.
 type pullsRef struct{ m *Main }
 
@@ -85,6 +99,10 @@ func (r pullsRef) PullInvalid(n int, head string) bool { return r.m.github.PullI
 // rollbacks is the leader loop's rollback as the API declares it.
 type rollbacks struct{ m *Main }
 
+func (r rollbacks) AcceptHistory(ctx context.Context, commit string) error {
+	return r.m.loop.AcceptHistory(ctx, commit)
+}
+
 func (r rollbacks) Rollback(ctx context.Context, req api.RollbackRequest) (api.RollbackResult, error) {
 	res, err := r.m.loop.Rollback(ctx, reconcile.RollbackRequest(req))
 	return api.RollbackResult(res), err
@@ -92,6 +110,7 @@ func (r rollbacks) Rollback(ctx context.Context, req api.RollbackRequest) (api.R
 
 var (
 	_ api.Rollbacker           = rollbacks{}
+	_ api.HistoryAccepter      = rollbacks{}
 	_ api.Experiments          = (*experiments.Service)(nil)
 	_ api.CommandQueue         = (*github.Worker)(nil)
 	_ api.WebhookReceiver      = (*webhook.Handler)(nil)

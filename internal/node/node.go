@@ -162,9 +162,13 @@ func (m *Main) startHTTP() {
 		Handler:           m.api,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          m.Logger.Named(logging.API).StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		// WriteTimeout bounds how long a client that does not read its
+		// answer holds a connection; it covers the longest a handler may
+		// wait (a rollback: api.MaxHandlerTime, 7 minutes) plus writing.
+		WriteTimeout:   api.MaxHandlerTime + time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       m.Logger.Named(logging.API).StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	go func() {
 		defer close(m.served)

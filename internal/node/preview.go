@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
@@ -75,13 +76,29 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 		unchanged = -1 // 0 in the file means "never"
 	}
 	sh := preview.New(preview.Config{
-		Node: m.Config.Node.ID, Workers: cfg.Workers, QueueSize: cfg.QueueSize, Redact: redact,
+		Node: m.Config.Node.ID, Workers: cfg.Workers, QueueSize: cfg.QueueSize, Redact: redact, Show: cfg.Show,
 		Log: f, UnchangedEvery: unchanged, RecordRequests: recordRequests(cfg.RecordRequests), Logger: log,
 	})
+	registerPreviewLogMetrics(m.registry, sh)
 	return &previewRuntime{
 		nodeID: m.Config.Node.ID, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
 		compiler: preview.NewCompiler(eopts), log: log, seed: maphash.MakeSeed(),
 	}, nil
+}
+
+// registerPreviewLogMetrics exports the preview log's losses: lines that
+// failed to be written, and lines dropped below the free-space watermark.
+func registerPreviewLogMetrics(reg prometheus.Registerer, sh *preview.Shadow) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "reconciler", Name: "preview_log_write_errors_total",
+			Help: "Preview log lines that could not be written (I/O errors).",
+		}, func() float64 { return float64(sh.Status().LogErrors) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "reconciler", Name: "preview_log_dropped_total",
+			Help: "Preview log lines dropped because data_dir's file system was below the free-space watermark.",
+		}, func() float64 { return float64(sh.Status().LogDropped) }),
+	)
 }
 
 // recordRequests maps the config (0 = off) to preview.Config (negative = off).

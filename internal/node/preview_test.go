@@ -105,6 +105,21 @@ func TestPreviewBranchExperiment(t *testing.T) {
 		return nil
 	})
 
+	// Samples (copies of users' requests) only when asked for: the
+	// authorization layer can then require a role for ?view=FULL.
+	var basic, full struct{ Stats map[string]any }
+	call(t, http.MethodGet, url, "", &basic)
+	call(t, http.MethodGet, url+"?view=FULL", "", &full)
+	if _, ok := basic.Stats["samples"]; ok {
+		t.Errorf("a BASIC read holds samples: %v", basic.Stats)
+	}
+	if _, ok := full.Stats["samples"]; !ok {
+		t.Errorf("a FULL read holds no samples: %v", full.Stats)
+	}
+	if code := call(t, http.MethodGet, url+"?view=EVERYTHING", "", nil); code != 400 {
+		t.Errorf("?view=EVERYTHING: HTTP %d", code)
+	}
+
 	logData, err := os.ReadFile(filepath.Join(c.configs[f].Node.DataDir, "preview.log"))
 	if err != nil {
 		t.Fatal(err)

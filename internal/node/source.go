@@ -81,6 +81,14 @@ func (m *Main) openSource(ctx context.Context, lopts policy.LoadOptions) (*recon
 func (m *Main) prepareSource(ctx context.Context) error {
 	cfg := m.Config
 	log := m.Logger.Named(logging.Git)
+	if cfg.Git.SeedsURL() && hasRaftState(cfg.Node.DataDir) {
+		if _, err := os.Stat(cfg.Git.URL); errors.Is(err, fs.ErrNotExist) {
+			log.Error("git.url is missing and this node already holds replicated state: not seeding it from "+
+				"git.init_from (that would offer the seed as a new history); the active generation keeps serving "+
+				"until the repository is restored", "url", cfg.Git.URL, "init_from", cfg.Git.InitFrom)
+		}
+		return nil
+	}
 	created, err := seedRepository(ctx, cfg, time.Now())
 	if err != nil {
 		return err

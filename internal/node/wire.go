@@ -144,7 +144,11 @@ func (m *Main) self() cluster.JoinRequest {
 // sourceStatus is the leader loop's last read, for the cluster view.
 func (m *Main) sourceStatus() cluster.SourceStatus {
 	s := m.loop.SourceStatus()
-	return cluster.SourceStatus{Commit: s.Commit, Error: s.Error, Time: s.Time}
+	out := cluster.SourceStatus{Commit: s.Commit, Error: s.Error, Time: s.Time}
+	if d := s.Diverged; d != nil {
+		out.Diverged = &cluster.Divergence{Commit: d.Commit, Active: d.Active, Since: d.Since}
+	}
+	return out
 }
 
 // triggerFunc adapts a function to cluster.Trigger.

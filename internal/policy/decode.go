@@ -68,6 +68,11 @@ type fileDecoder struct {
 // when there are problems, so that merging can still report conflicts.
 func decodeFile(name string, data []byte, kind fileKind) (*parsedFile, ErrorList) {
 	d := &fileDecoder{name: name, kind: kind, out: &parsedFile{name: name, settings: map[string]setting{}, present: map[string]bool{}}}
+	if line, msg := checkBudget(data); msg != "" {
+		d.add(name, line, "", "%s", msg)
+		d.out.broken = true
+		return d.out, d.errs
+	}
 	doc, err := parseTOML(data)
 	if err != nil {
 		d.add(name, parseErrorLine(data, err), "", "invalid TOML: %s", parseErrorMsg(err))

@@ -19,6 +19,11 @@ var fuzzSeeds = [][2]string{
 		"default_action = \"allow\"\non_error = \"skip\"\nrules = [{ name = \"x\", priority = 0, action = \"deny\", match = \"\"\"\nfalse\n\"\"\" }]\n",
 		"[[tests]]\nname = \"t\"\nrequest = { time = 2024-01-01T00:00:00Z, attributes = { n = 1.5, l = [1, 2] } }\nexpect = \"allow\"\nrule = \"\"\n",
 	},
+	{
+		// near the nesting budget (docs/security.md), for the fuzzer to push past it
+		"default_action = \"deny\"\n[[tests]]\nname = \"t\"\nexpect = \"deny\"\nrequest = { attributes = {a={a={a={a={a={a={a={a={a={a={a={a=[1]}}}}}}}}}}}} }\n",
+		"x.a.a.a.a.a.a.a.a.a.a.a.a.a = 1\n[y.b.c]\nz = [[[[[[[[[[[[1]]]]]]]]]]]]\n",
+	},
 }
 
 // checkFuzzResult holds every outcome to the package's promises: problems

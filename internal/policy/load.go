@@ -74,6 +74,7 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 	}
 	repo := &Repository{Invalid: map[string]ErrorList{}}
 	var all ErrorList
+	budget := &loadBudget{}
 	for _, e := range entries {
 		name := e.Name()
 		if !e.IsDir() || strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".") {
@@ -82,7 +83,17 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 		if _, err := fs.Stat(fsys, path.Join(name, policyFile)); err != nil {
 			continue // a directory without policy.toml is not a policy
 		}
-		p, errs := loadPolicy(fsys, name, opts)
+		if over := budget.exhausted(name); over != nil {
+			// the rest is not read: once is enough to say why
+			repo.Invalid[name] = ErrorList{over}
+			all = append(all, over)
+			continue
+		}
+		p, errs := loadPolicy(fsys, name, opts, budget)
+		if len(errs) == 0 && budget.rules > MaxTreeRules {
+			errs = ErrorList{{File: path.Join(name, policyFile),
+				Msg: fmt.Sprintf("with this policy the tree has %d rules, over the limit of %d for a tree", budget.rules, MaxTreeRules)}}
+		}
 		if len(errs) > 0 {
 			repo.Invalid[name] = errs
 			all = append(all, errs...)
@@ -102,7 +113,7 @@ func LoadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	p, errs := loadPolicy(fsys, path.Clean(dir), opts)
+	p, errs := loadPolicy(fsys, path.Clean(dir), opts, &loadBudget{})
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -111,7 +122,7 @@ func LoadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, error) {
 
 // loadPolicy reads and merges one policy: included files in the order
 // listed, then policy.toml, then the other fragments in lexical path order.
-func loadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, ErrorList) {
+func loadPolicy(fsys fs.FS, dir string, opts LoadOptions, budget *loadBudget) (*Policy, ErrorList) {
 	var sink errorSink
 	name, main := path.Base(dir), path.Join(dir, policyFile)
 	if !validName(name) {
@@ -122,11 +133,11 @@ func loadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, ErrorList) {
 		sink.add(main, 0, "", "%s", readError(err))
 		return nil, sink.errs
 	}
-	pf, errs := decodeFile(main, data, kindPolicy)
+	pf, errs := budget.decode(main, data, kindPolicy)
 	sink.addAll(errs)
-	included, errs := readIncludes(fsys, dir, pf)
+	included, errs := readIncludes(fsys, dir, pf, budget)
 	sink.addAll(errs)
-	fragments, errs := readFragments(fsys, dir, included)
+	fragments, errs := readFragments(fsys, dir, included, budget)
 	sink.addAll(errs)
 
 	c := newComposer(opts.MergeDefault, pf.merge)
@@ -139,6 +150,12 @@ func loadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, ErrorList) {
 	}
 	p := c.finish(name, main)
 	sink.addAll(c.errs)
+	if len(sink.errs) == 0 {
+		if e := checkPolicySize(p, main); e != nil {
+			sink.errs = append(sink.errs, e)
+		}
+		budget.rules += len(p.Rules)
+	}
 	if len(sink.errs) > 0 {
 		return nil, sink.errs
 	}
@@ -148,7 +165,7 @@ func loadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, ErrorList) {
 // readIncludes reads policy.toml's includes, in the order listed. Paths
 // are relative to policy.toml and must stay inside the policies root, since
 // a git tree has nothing outside it and a directory must not leak.
-func readIncludes(fsys fs.FS, dir string, pf *parsedFile) ([]*parsedFile, ErrorList) {
+func readIncludes(fsys fs.FS, dir string, pf *parsedFile, budget *loadBudget) ([]*parsedFile, ErrorList) {
 	var sink errorSink
 	var out []*parsedFile
 	seen := map[string]bool{}
@@ -167,7 +184,7 @@ func readIncludes(fsys fs.FS, dir string, pf *parsedFile) ([]*parsedFile, ErrorL
 			sink.add(pf.name, inc.line, "", "include %q (%s): %s", inc.path, target, readError(err))
 			continue
 		}
-		f, errs := decodeFile(target, data, kindFragment)
+		f, errs := budget.decode(target, data, kindFragment)
 		sink.addAll(errs)
 		out = append(out, f)
 	}
@@ -196,7 +213,7 @@ func resolveInclude(dir, inc string) (target, problem string) {
 // of its tests/ subdirectory, in lexical path order. A file that is also
 // included is merged once, where it is included. Dot files (editor backups,
 // lock files) are skipped.
-func readFragments(fsys fs.FS, dir string, included []*parsedFile) ([]*parsedFile, ErrorList) {
+func readFragments(fsys fs.FS, dir string, included []*parsedFile, budget *loadBudget) ([]*parsedFile, ErrorList) {
 	var sink errorSink
 	skip := map[string]bool{path.Join(dir, policyFile): true}
 	for _, f := range included {
@@ -217,7 +234,7 @@ func readFragments(fsys fs.FS, dir string, included []*parsedFile) ([]*parsedFil
 			sink.add(p, 0, "", "%s", readError(err))
 			continue
 		}
-		f, errs := decodeFile(p, data, kindFragment)
+		f, errs := budget.decode(p, data, kindFragment)
 		sink.addAll(errs)
 		out = append(out, f)
 	}

@@ -178,7 +178,7 @@ func (c *composer) finish(name, home string) *Policy {
 		Name:          name,
 		Description:   c.settings["description"].value,
 		DefaultAction: Action(c.settings["default_action"].value),
-		Group:         "default",
+		Group:         DefaultGroup,
 		OnError:       OnErrorDeny,
 		Rules:         make([]Rule, 0, len(c.rules)),
 		Sources:       c.sources,

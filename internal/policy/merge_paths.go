@@ -23,6 +23,7 @@ func MergePaths(fsys fs.FS, paths []string, opts LoadOptions) (*Policy, error) {
 	var order []*parsedFile
 	seen := map[string]bool{}
 	var first *parsedFile
+	budget := &loadBudget{}
 	for _, name := range paths {
 		name = path.Clean(name)
 		data, err := fs.ReadFile(fsys, name)
@@ -30,12 +31,12 @@ func MergePaths(fsys fs.FS, paths []string, opts LoadOptions) (*Policy, error) {
 			sink.add(name, 0, "", "%s", readError(err))
 			continue
 		}
-		pf, errs := decodeFile(name, data, kindMergeTree)
+		pf, errs := budget.decode(name, data, kindMergeTree)
 		sink.addAll(errs)
 		if first == nil {
 			first = pf
 		}
-		included, errs := readIncludes(fsys, path.Dir(name), pf)
+		included, errs := readIncludes(fsys, path.Dir(name), pf, budget)
 		sink.addAll(errs)
 		for _, f := range append(included, pf) {
 			if !seen[f.name] {

@@ -35,6 +35,9 @@ const (
 	OnErrorSkip  OnError = "skip"
 )
 
+// DefaultGroup is the group of a policy.toml without a group key.
+const DefaultGroup = "default"
+
 // Pos is where something was defined, so that errors can name file and line.
 // File is slash-separated and relative to the policies root.
 type Pos struct {

@@ -60,7 +60,7 @@ func Rebalance(exps []*Experiment, polName string, s Settings) []*Experiment {
 	room := s.maxPerPolicy() - countPreviewed(exps, polName)
 	var waiting []*Experiment
 	for _, e := range exps {
-		if e != nil && !e.Previewed && e.PolicyName() == polName {
+		if e != nil && !e.Previewed && e.Conflict == "" && e.PolicyName() == polName {
 			waiting = append(waiting, e)
 		}
 	}

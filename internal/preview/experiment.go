@@ -83,10 +83,23 @@ type Experiment struct {
 	Annotations     map[string]string `json:"annotations,omitempty"`
 	Source          Source            `json:"source"`
 	// Previewed is false when the experiment is over the cap; Reason says so.
-	Previewed  bool      `json:"previewed"`
-	Reason     string    `json:"notPreviewedReason,omitempty"`
-	CreateTime time.Time `json:"createTime"`
-	UpdateTime time.Time `json:"updateTime"`
+	Previewed bool   `json:"previewed"`
+	Reason    string `json:"notPreviewedReason,omitempty"`
+	// Conflict, on a branch or pull request experiment, says why its
+	// source cannot be merged into the live branch (SetConflict).
+	Conflict string `json:"conflict,omitempty"`
+	// Validation is the verdict on the tree the live branch would hold if
+	// the experiment were committed: the checks of a main commit.
+	Validation *Validation `json:"validation,omitempty"`
+	CreateTime time.Time   `json:"createTime"`
+	UpdateTime time.Time   `json:"updateTime"`
+}
+
+// Validation is whether a tree passed the leader's checks (load, merge,
+// compile, every policy test, size), with the problems when not.
+type Validation struct {
+	Valid  bool     `json:"valid"`
+	Errors []string `json:"errors"`
 }
 
 // IsActive reports whether the experiment is being previewed now.
@@ -209,6 +222,20 @@ func NoOp(live *policy.Policy, name string) *policy.Policy {
 	return p
 }
 
+// public is e as the API shows it: the embedded policy named by its
+// resource name, "policies/{policy}", as the live policy is (AIP-236), so
+// that it posts back unchanged. The stored form keeps the short name the
+// etag is computed with.
+func (e *Experiment) public() *Experiment {
+	if e == nil || e.Policy == nil || strings.HasPrefix(e.Policy.Name, "policies/") {
+		return e
+	}
+	p, c := *e.Policy, *e
+	p.Name = "policies/" + p.Name
+	c.Policy = &p
+	return &c
+}
+
 // IsNoOp reports whether p allows everything without a rule: an
 // experiment with such a policy previews the deletion of the live one.
 func IsNoOp(p *policy.Policy) bool {
@@ -235,7 +262,7 @@ type Verdict struct {
 
 // ViewOf pairs e with its entry in merged (see Merge), if any.
 func ViewOf(e *Experiment, merged []Stats) View {
-	v := View{Experiment: e}
+	v := View{Experiment: e.public()}
 	for i := range merged {
 		if merged[i].Experiment == e.Name && merged[i].ExperimentEtag == e.Etag {
 			s := merged[i]
@@ -257,5 +284,18 @@ func ViewWith(e *Experiment, merged []Stats, th Thresholds) View {
 	}
 	failing, reason := th.Check(st)
 	v.Summary = &Verdict{Thresholds: th, Failing: failing, Reason: reason}
+	return v
+}
+
+// WithoutSamples is v without the sample requests of its stats: counts
+// and rules only. Samples are redacted copies of users' requests, so an
+// API read shows them only when asked for (?view=FULL), which the API can
+// then require a role for.
+func (v View) WithoutSamples() View {
+	if v.Stats != nil && v.Stats.Samples != nil {
+		s := *v.Stats
+		s.Samples = nil
+		v.Stats = &s
+	}
 	return v
 }

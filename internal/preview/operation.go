@@ -101,7 +101,7 @@ func (op *Operation) Succeed(resp *Experiment, now time.Time) (*Operation, error
 	if m == MethodCommit {
 		resp = nil // commit leaves no experiment: its response is Empty
 	}
-	body, err := typed(m.ResponseType(), resp)
+	body, err := typed(m.ResponseType(), resp.public())
 	if err != nil {
 		return nil, err
 	}

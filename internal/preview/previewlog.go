@@ -2,6 +2,7 @@ package preview
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,9 @@ type logWriter struct {
 	w      io.Writer
 	buf    []byte
 	failed atomic.Uint64
+	// dropped counts lines not written because the disk was low
+	// (ErrLowDisk); failed counts the other failures.
+	dropped atomic.Uint64
 }
 
 // flushAt is the buffered size at which write flushes by itself.
@@ -91,7 +95,12 @@ func (l *logWriter) flush() {
 		return
 	}
 	if _, err := l.w.Write(l.buf); err != nil {
-		l.failed.Add(uint64(bytes.Count(l.buf, []byte{'\n'})))
+		lines := uint64(bytes.Count(l.buf, []byte{'\n'}))
+		if errors.Is(err, ErrLowDisk) {
+			l.dropped.Add(lines)
+		} else {
+			l.failed.Add(lines)
+		}
 	}
 	if cap(l.buf) > 4*flushAt {
 		l.buf = nil // one burst must not pin a large buffer

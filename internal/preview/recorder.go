@@ -82,7 +82,7 @@ func (r *Recorder) Usage() (requests int, bytes int64) {
 func requestSize(req *engine.Request) int64 {
 	const value, entry = 16, 48
 	n := int64(256) // the struct and its headers
-	n += int64(len(req.Method) + len(req.Path) + len(req.Host) + len(req.Scheme) + len(req.SourceIP) + len(req.Principal))
+	n += int64(len(req.Method) + len(req.Path) + len(req.RawPath) + len(req.Host) + len(req.Scheme) + len(req.SourceIP) + len(req.Principal))
 	for k, v := range req.Query {
 		n += int64(len(k)+len(v)) + entry
 	}

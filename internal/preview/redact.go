@@ -12,35 +12,79 @@ import (
 // names none: credentials that gateways forward in headers.
 var DefaultRedact = []string{"headers.authorization", "headers.cookie"}
 
+// DefaultShow are the header, query parameter and attribute values shown
+// when the configuration names none. Every other value of headers, query
+// and attributes is hidden (its name is kept): live traffic carries users'
+// credentials under names no deny-list can foresee (x-api-key,
+// proxy-authorization, access_token), and a fork's pull request must not
+// be able to collect them (issue 16, attack 3).
+var DefaultShow = []string{"headers.user-agent", "headers.content-type", "headers.accept", "headers.cf-ipcountry"}
+
 // Redacted replaces every redacted value.
 const Redacted = "REDACTED"
 
-// Redactor renders requests for samples, the preview log and summaries
-// with configured fields replaced by "REDACTED". Paths are dotted, in the
-// request's JSON names ("headers.authorization", "attributes.user.email",
-// "principal"), matched case-insensitively so that no spelling of a
-// header slips through.
+// Redactor renders requests for samples, the preview log and summaries by
+// allow-list: method, path, raw path, host, scheme, source address,
+// principal, groups and time are kept; headers, query parameters and
+// attributes keep their names, and their values read "REDACTED" unless a
+// show path names them ("headers.user-agent", "query.page",
+// "attributes.tenant"). Redact paths then replace more ("principal",
+// "attributes.tenant.owner"), even shown ones. Paths are dotted, in the
+// request's JSON names, matched case-insensitively so that no spelling of
+// a header slips through.
 type Redactor struct {
 	paths [][]string
 	keys  [numKeys]keyRedaction // paths by request key, for AppendJSON
+	// show holds, for headers, query and attributes, the lower-cased
+	// names whose values are shown.
+	show [numKeys]map[string]bool
 }
 
-// NewRedactor returns a redactor for the given dotted paths.
-func NewRedactor(paths []string) *Redactor {
+// NewRedactor returns a redactor that shows the values named by show
+// (nil: DefaultShow) and replaces those named by redact.
+func NewRedactor(redact, show []string) *Redactor {
+	if show == nil {
+		show = DefaultShow
+	}
 	r := &Redactor{}
-	for _, p := range paths {
+	for _, p := range redact {
 		if p = strings.TrimSpace(p); p != "" {
 			r.paths = append(r.paths, strings.Split(p, "."))
 		}
 	}
 	r.keys = r.byKey()
+	for _, s := range show {
+		field, name, ok := strings.Cut(strings.TrimSpace(s), ".")
+		for _, k := range [...]int{keyHeaders, keyQuery, keyAttributes} {
+			if ok && strings.EqualFold(field, requestKeys[k]) {
+				if r.show[k] == nil {
+					r.show[k] = map[string]bool{}
+				}
+				r.show[k][strings.ToLower(name)] = true
+			}
+		}
+	}
 	return r
 }
 
-// Request returns req as a JSON-ready map with the redacted fields
-// replaced. req is not modified; the map shares nothing with it.
+// shown reports whether the value of name under request key k is shown.
+func (r *Redactor) shown(k int, name string) bool {
+	return r.show[k][strings.ToLower(name)]
+}
+
+// Request returns req as a JSON-ready map with the hidden and redacted
+// fields replaced. req is not modified; the map shares nothing with it.
 func (r *Redactor) Request(req *engine.Request) map[string]any {
 	m := requestMap(req)
+	for _, k := range [...]int{keyHeaders, keyQuery, keyAttributes} {
+		if sub, ok := m[requestKeys[k]].(map[string]any); ok {
+			for name := range sub {
+				if !r.shown(k, name) {
+					sub[name] = Redacted
+				}
+			}
+		}
+	}
 	for _, p := range r.paths {
 		redactPath(m, p)
 	}
@@ -74,6 +118,7 @@ func requestMap(req *engine.Request) map[string]any {
 	}
 	put("method", req.Method)
 	put("path", req.Path)
+	put("raw_path", req.RawPath)
 	put("host", req.Host)
 	put("scheme", req.Scheme)
 	put("source_ip", req.SourceIP)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -61,12 +62,55 @@ func TestRedactionEverywhere(t *testing.T) {
 }
 
 func TestRedactorPaths(t *testing.T) {
-	m := preview.NewRedactor([]string{"headers.Authorization", "principal", "attributes.a.b", " ", "missing.path"}).Request(&engine.Request{
+	m := preview.NewRedactor([]string{"headers.Authorization", "principal", "attributes.a.b", " ", "missing.path"},
+		[]string{"headers.authorization", "attributes.a", "attributes.b"}).Request(&engine.Request{
 		Principal: "bob", Headers: map[string]string{"authorization": "x"},
 		Attributes: map[string]any{"a": map[string]any{"b": 1.0, "c": 2.0}, "b": "kept"},
 	})
 	want := `{"attributes":{"a":{"b":"REDACTED","c":2},"b":"kept"},"headers":{"authorization":"REDACTED"},"principal":"REDACTED"}`
 	if got, _ := json.Marshal(m); string(got) != want {
 		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}
+
+// TestAllowListHidesLiveCredentials (issue 16, attack 3): a fork's rule
+// denying requests with x-api-key filled the samples of its pull request
+// comment with live users' credentials, under names no deny-list names.
+// With the defaults, values of headers, query parameters and attributes
+// are hidden unless shown; their names remain, so the change is still
+// understandable.
+func TestAllowListHidesLiveCredentials(t *testing.T) {
+	planted := []string{"LIVE-API-KEY-0", "LIVE-PROXY-CRED", "LIVE-ACCESS-TOKEN", "LIVE-SESSION"}
+	fork := webPolicy()
+	fork.Rules = append(fork.Rules, policy.Rule{Name: "deny-api-keys", Priority: 1, Action: policy.ActionDeny,
+		Match: "'x-api-key' in request.headers"})
+	h := newHarness(t, preview.Config{UnchangedEvery: 1}, webPolicy())
+	e := start(t, create(t, nil, "pr-7", fork), t0)
+	h.set(e)
+	r := req("GET", "https", "/v1/orders", "203.0.113.9")
+	r.Headers = map[string]string{"x-api-key": planted[0], "proxy-authorization": "Basic " + planted[1],
+		"user-agent": "curl/8.5.0", "x-session": planted[3]}
+	r.Query = map[string]string{"access_token": planted[2], "page": "2"}
+	r.Attributes = map[string]any{"session": map[string]any{"id": planted[3]}}
+	h.offer("web", r)
+
+	stats, _ := json.Marshal(h.sh.Stats())
+	var out bytes.Buffer
+	sums := []preview.Summary{preview.Summarize(e, webPolicy().Etag(), h.sh.Stats(), preview.Thresholds{})}
+	preview.RenderMarkdown(&out, preview.Report{Summaries: sums, Commands: true})
+	for where, text := range map[string]string{"stats": string(stats), "preview log": h.log.String(), "comment": out.String()} {
+		for _, s := range planted {
+			if strings.Contains(text, s) {
+				t.Errorf("%s contains the planted secret %q", where, s)
+			}
+		}
+	}
+	if len(h.stats(e).Samples) == 0 {
+		t.Fatal("no sample kept")
+	}
+	for _, want := range []string{`"x-api-key":"REDACTED"`, `"access_token":"REDACTED"`, `"user-agent":"curl/8.5.0"`, `"path":"/v1/orders"`} {
+		if !strings.Contains(string(stats), want) || !strings.Contains(h.log.String(), want) {
+			t.Errorf("stats and log should hold %s:\n%s\n%s", want, stats, h.log.String())
+		}
 	}
 }

@@ -18,6 +18,7 @@ const (
 	keyPath
 	keyPrincipal
 	keyQuery
+	keyRawPath
 	keyScheme
 	keySourceIP
 	keyTime
@@ -25,7 +26,7 @@ const (
 )
 
 var requestKeys = [numKeys]string{"attributes", "groups", "headers", "host", "method", "path", "principal",
-	"query", "scheme", "source_ip", "time"}
+	"query", "raw_path", "scheme", "source_ip", "time"}
 
 // keyRedaction is what the redactor's paths do under one request key.
 type keyRedaction struct {
@@ -93,6 +94,7 @@ func (r *Redactor) AppendJSON(b []byte, req *engine.Request) ([]byte, bool) {
 	if len(req.Query) > 0 {
 		b = r.appendStrings(appendKey(b, start, keyQuery), keyQuery, req.Query)
 	}
+	b = r.appendString(b, start, keyRawPath, req.RawPath)
 	b = r.appendString(b, start, keyScheme, req.Scheme)
 	b = r.appendString(b, start, keySourceIP, req.SourceIP)
 	if !req.Time.IsZero() {
@@ -133,14 +135,17 @@ func (r *Redactor) appendString(b []byte, start, k int, v string) []byte {
 }
 
 // appendStrings appends the headers or the query, keys sorted, a value
-// redacted when a path names its key (longer paths reach into nothing: the
-// values are strings).
+// hidden unless shown, and redacted when a path names its key (longer
+// paths reach into nothing: the values are strings).
 func (r *Redactor) appendStrings(b []byte, k int, m map[string]string) []byte {
 	red := &r.keys[k]
 	if red.whole {
 		return jsonenc.AppendString(b, Redacted)
 	}
 	b, _ = appendObject(b, m, func(b []byte, name, v string) ([]byte, bool) {
+		if !r.shown(k, name) {
+			v = Redacted
+		}
 		for _, p := range red.sub {
 			if len(p) == 1 && strings.EqualFold(name, p[0]) {
 				v = Redacted
@@ -152,17 +157,22 @@ func (r *Redactor) appendStrings(b []byte, k int, m map[string]string) []byte {
 	return b
 }
 
-// appendAttributes appends the attributes, copied and redacted only when
-// a path reaches into them.
+// appendAttributes appends the attributes: the values of names not shown
+// hidden, the shown ones copied and redacted where a path reaches into
+// them.
 func (r *Redactor) appendAttributes(b []byte, attrs map[string]any) ([]byte, bool) {
 	red := &r.keys[keyAttributes]
-	switch {
-	case red.whole:
+	if red.whole {
 		return jsonenc.AppendString(b, Redacted), true
-	case len(red.sub) == 0:
-		return appendValue(b, attrs)
 	}
-	m, _ := deepCopy(attrs).(map[string]any)
+	m := make(map[string]any, len(attrs))
+	for name, v := range attrs {
+		if r.shown(keyAttributes, name) {
+			m[name] = deepCopy(v)
+		} else {
+			m[name] = Redacted
+		}
+	}
 	for _, p := range red.sub {
 		redactPath(m, p)
 	}

@@ -25,11 +25,20 @@ var redactorPathSets = [][]string{
 	{"attributes.list.0", "attributes.deep.b.c", "nosuch", "nosuch.field"},
 }
 
+// redactorShowSets are the shown values the encoder is held to: the
+// defaults, none, and names the requests below use, in other cases too.
+var redactorShowSets = [][]string{
+	nil,
+	{},
+	{"headers.a0", "HEADERS.Authorization1", "headers.b", "headers.x-é", "query.q", "Query.TOKEN",
+		"attributes.user", "attributes.list", "attributes.deep", "attributes.at", "attributes.n", "nosuch", "path.x"},
+}
+
 // checkAppendJSON: AppendJSON writes exactly json.Marshal(Request(req)),
 // or declines (false).
-func checkAppendJSON(t *testing.T, paths []string, req *engine.Request) bool {
+func checkAppendJSON(t *testing.T, paths, show []string, req *engine.Request) bool {
 	t.Helper()
-	r := NewRedactor(paths)
+	r := NewRedactor(paths, show)
 	want, err := json.Marshal(r.Request(req))
 	if err != nil {
 		if _, ok := r.AppendJSON(nil, req); ok {
@@ -72,15 +81,17 @@ func TestRedactorAppendJSON(t *testing.T) {
 	reqs = append(reqs, &engine.Request{Method: "GET", Attributes: map[string]any{"at": time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}})
 	encoded := 0
 	for _, paths := range redactorPathSets {
-		for _, req := range reqs {
-			if checkAppendJSON(t, paths, req) {
-				encoded++
+		for _, show := range redactorShowSets {
+			for _, req := range reqs {
+				if checkAppendJSON(t, paths, show, req) {
+					encoded++
+				}
 			}
 		}
 	}
 	// Only the request with a time among its attributes is declined
-	// (unless a path redacts the attributes whole).
-	if total := len(redactorPathSets) * len(reqs); encoded < total-len(redactorPathSets) {
+	// (unless a path redacts the attributes whole, or they are hidden).
+	if total := len(redactorPathSets) * len(redactorShowSets) * len(reqs); encoded < total-len(redactorPathSets) {
 		t.Errorf("AppendJSON encoded %d of %d", encoded, total)
 	}
 }
@@ -112,7 +123,7 @@ func randomRequest(rng *rand.Rand) *engine.Request {
 }
 
 // FuzzRedactorAppendJSON: for any request that decodes and any redaction
-// paths, AppendJSON writes json.Marshal(Request(req)) or declines.
+// paths (shown, and redacted), AppendJSON writes json.Marshal(Request(req)) or declines.
 func FuzzRedactorAppendJSON(f *testing.F) {
 	f.Add([]byte(`{"method":"GET","headers":{"authorization":"x"},"attributes":{"u":{"e":"@"}}}`), "headers.authorization,attributes.u.e")
 	f.Add([]byte(`{"query":{"a":"\u0000"},"groups":["g"],"time":"2026-01-01T00:00:00Z"}`), "QUERY,groups.g,time")
@@ -121,6 +132,7 @@ func FuzzRedactorAppendJSON(f *testing.F) {
 		if err != nil {
 			return
 		}
-		checkAppendJSON(t, strings.Split(paths, ","), req)
+		list := strings.Split(paths, ",")
+		checkAppendJSON(t, list, list, req)
 	})
 }

@@ -15,6 +15,8 @@ import (
 type ReplayOptions struct {
 	// Redact lists dotted request paths to redact; nil means DefaultRedact.
 	Redact []string
+	// Show lists the values shown (see Redactor); nil means DefaultShow.
+	Show []string
 	// Samples bounds the changed requests kept; 0 means DefaultSamples.
 	Samples    int
 	Thresholds Thresholds
@@ -42,7 +44,7 @@ func ReplayFileWith(live, exp *engine.CompiledPolicy, r io.Reader, opts ReplayOp
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	red := NewRedactor(opts.Redact)
+	red := NewRedactor(opts.Redact, opts.Show)
 	c := &cell{etag: exp.Etag(), maxSamples: cmpOr(opts.Samples, DefaultSamples)}
 	err = ReadTraffic(r, func(_ int, req *engine.Request) error {
 		if req.Time.IsZero() {

@@ -16,7 +16,17 @@ const LogFileName = "preview.log"
 const (
 	DefaultLogMaxBytes = 64 << 20
 	DefaultLogKeep     = 5
+	// DefaultLogMinFree is the free space the preview log leaves on its
+	// file system: below it, lines are dropped (and counted) rather than
+	// written, so that a flood of mirrored traffic cannot take the room
+	// raft needs to commit (issue 16: a full disk lost a node its
+	// leadership).
+	DefaultLogMinFree = 256 << 20
 )
+
+// ErrLowDisk is returned by RotatingFile.Write when the file system has
+// less free space than the watermark; nothing was written.
+var ErrLowDisk = errors.New("preview log: free space below the watermark")
 
 // RotatingFile is an append-only file that, before a write would take it
 // past MaxBytes, renames itself to name.1 (name.1 to name.2, ... keeping
@@ -27,6 +37,10 @@ type RotatingFile struct {
 	path     string
 	maxBytes int64
 	keep     int
+	// minFree is the watermark; freeSpace measures the file system
+	// (statfs, or a fake in tests).
+	minFree   int64
+	freeSpace func(dir string) (int64, error)
 
 	mu   sync.Mutex
 	f    *os.File
@@ -42,7 +56,7 @@ func OpenRotating(path string, maxBytes int64, keep int) (*RotatingFile, error) 
 	if keep < 0 {
 		keep = DefaultLogKeep
 	}
-	r := &RotatingFile{path: path, maxBytes: maxBytes, keep: keep}
+	r := &RotatingFile{path: path, maxBytes: maxBytes, keep: keep, minFree: DefaultLogMinFree, freeSpace: freeSpace}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -68,13 +82,30 @@ func (r *RotatingFile) open() error {
 	return nil
 }
 
+// SetMinFree changes the free-space watermark (DefaultLogMinFree); 0
+// turns it off.
+func (r *RotatingFile) SetMinFree(bytes int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.minFree = bytes
+}
+
 // Write appends p, rotating first when p would not fit. A write larger
-// than MaxBytes goes alone into a fresh file.
+// than MaxBytes goes alone into a fresh file. Below the free-space
+// watermark nothing is written and the error is ErrLowDisk. Writes come
+// in batches of 64 KiB (logWriter), so measuring the file system each
+// time costs one statfs per batch.
 func (r *RotatingFile) Write(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
 		return 0, errors.New("preview log: closed")
+	}
+	if r.minFree > 0 {
+		free, err := r.freeSpace(filepath.Dir(r.path))
+		if err == nil && free-int64(len(p)) < r.minFree {
+			return 0, fmt.Errorf("%w: %d bytes free, watermark %d", ErrLowDisk, free, r.minFree)
+		}
 	}
 	if r.size > 0 && r.size+int64(len(p)) > r.maxBytes {
 		if err := r.rotate(); err != nil {

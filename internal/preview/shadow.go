@@ -39,6 +39,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Redact lists dotted request paths to redact; nil means DefaultRedact.
 	Redact []string
+	// Show lists the header, query and attribute values shown (see
+	// Redactor); nil means DefaultShow, empty shows none.
+	Show []string
 	// Samples bounds changed requests kept per experiment version.
 	Samples int
 	// Log receives preview log lines (e.g. a *RotatingFile); nil: none.
@@ -157,7 +160,7 @@ func New(cfg Config) *Shadow {
 		queue:   make(chan item, cfg.QueueSize),
 		stats:   newRegistry(cfg.Samples),
 		plog:    &logWriter{w: cfg.Log},
-		redact:  NewRedactor(cfg.Redact),
+		redact:  NewRedactor(cfg.Redact, cfg.Show),
 		replays: make(chan replayJob, 64),
 		done:    make(chan struct{}),
 	}
@@ -237,17 +240,23 @@ type Status struct {
 	Queued    int    `json:"queued"`
 	// LogErrors counts preview log lines that could not be written.
 	LogErrors uint64 `json:"logErrors"`
+	// LogDropped counts preview log lines dropped because the disk was
+	// below the free-space watermark.
+	LogDropped uint64 `json:"logDropped"`
 }
 
 // Status reports the shadow's state and counters.
 func (s *Shadow) Status() Status {
 	st := Status{State: "STOPPED", Processed: s.processed.Load(), Dropped: s.dropped.Load(),
-		Queued: len(s.queue), LogErrors: s.plog.failed.Load()}
+		Queued: len(s.queue), LogErrors: s.plog.failed.Load(), LogDropped: s.plog.dropped.Load()}
 	if s.running.Load() {
 		st.State = "RUNNING"
 	}
-	if st.LogErrors > 0 {
+	switch {
+	case st.LogErrors > 0:
 		st.Message = "some preview log lines could not be written"
+	case st.LogDropped > 0:
+		st.Message = "some preview log lines were dropped: the disk is low on free space"
 	}
 	return st
 }

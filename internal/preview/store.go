@@ -90,12 +90,14 @@ type Input struct {
 type inputBody struct {
 	Name            json.RawMessage   `json:"name"`
 	Etag            string            `json:"etag"`
-	Policy          *policy.Policy    `json:"policy"`
+	Policy          *policyBody       `json:"policy"`
 	PreviewMetadata json.RawMessage   `json:"previewMetadata"`
 	Annotations     map[string]string `json:"annotations"`
 	Source          json.RawMessage   `json:"source"`
 	Previewed       json.RawMessage   `json:"previewed"`
 	Reason          json.RawMessage   `json:"notPreviewedReason"`
+	Conflict        json.RawMessage   `json:"conflict"`
+	Validation      json.RawMessage   `json:"validation"`
 	CreateTime      json.RawMessage   `json:"createTime"`
 	UpdateTime      json.RawMessage   `json:"updateTime"`
 	Stats           json.RawMessage   `json:"stats"`
@@ -113,5 +115,35 @@ func ParseInput(body []byte) (Input, error) {
 	if dec.More() {
 		return Input{}, errorf(InvalidArgument, "experiment body: unexpected data after the object")
 	}
-	return Input{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, nil
+	var p *policy.Policy
+	if in.Policy != nil {
+		p = in.Policy.normalized()
+	}
+	return Input{Policy: p, Annotations: in.Annotations, Etag: in.Etag}, nil
+}
+
+// policyBody is the embedded policy of a create or update body. It takes
+// the JSON of GET /v1/policies/{policy} unchanged: the output-only fields
+// of the live policy (etag, generation, commit) are accepted and ignored
+// (AIP-203), and its name may be the resource name "policies/{policy}".
+type policyBody struct {
+	policy.Policy
+	Etag       json.RawMessage `json:"etag"`
+	Generation json.RawMessage `json:"generation"`
+	Commit     json.RawMessage `json:"commit"`
+}
+
+// normalized is the policy with its short name and the defaults a
+// policy.toml without group or on_error gets, so that a minimal body and
+// the file it commits mean the same thing.
+func (b *policyBody) normalized() *policy.Policy {
+	p := b.Policy
+	p.Name = strings.TrimPrefix(p.Name, "policies/")
+	if p.Group == "" {
+		p.Group = policy.DefaultGroup
+	}
+	if p.OnError == "" {
+		p.OnError = policy.OnErrorDeny
+	}
+	return &p
 }

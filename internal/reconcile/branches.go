@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -41,7 +40,7 @@ func (l *Loop) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) 
 	var changes []experiments.Change
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if rec := want[name]; len(rec.ChangedPolicies) > 0 {
-			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies,
+			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies, Main: refs.Main.Hash,
 				Source: preview.Source{Kind: preview.SourceBranch, Branch: rec.Branch, HeadCommit: rec.HeadCommit}})
 		}
 	}
@@ -111,47 +110,37 @@ func (l *Loop) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRe
 	return want, nil
 }
 
-// branchRecord compares one branch with main and validates its tree.
+// branchRecord compares what one branch would make of main (merged.go)
+// with main and validates that tree.
 func (l *Loop) branchRecord(head, main gitsource.Revision) (BranchRecord, error) {
 	ex, err := l.Examine(head, main)
 	if err != nil {
-		return BranchRecord{}, fmt.Errorf("comparing %s with %s: %w", head, main, err)
+		return BranchRecord{}, err
 	}
 	return BranchRecord{Branch: head.Ref, HeadCommit: head.Hash, Revision: head.String(),
 		ChangedPolicies: ex.ChangedPolicies, Validation: ex.Validation}, nil
 }
 
-// Examination is what a branch or pull request head holds compared with
-// the live branch: the policies it changes, whether its whole tree is
-// valid, and the etags of its policies when it is.
+// Examination is what a branch or pull request would make of main
+// (merged.go): the policies it changes, whether the merged tree is valid,
+// and the etags of its policies when it is.
 type Examination struct {
 	// ChangedPolicies names, sorted, the policies whose content differs.
 	ChangedPolicies []string
 	Validation      BranchValidation
-	// Etags are the etags of every policy at head (valid trees only).
+	// Etags are the etags of every policy of the merged tree (valid
+	// trees only).
 	Etags map[string]string
 }
 
-// Examine compares head with main and validates head's tree with the
-// same checks as a main commit: the shared work of branch records and
-// pull request records (internal/github).
+// Examine compares what head would make of main with main and validates
+// that tree with the same checks as a main commit: the shared work of
+// branch records and pull request records (internal/github).
 func (l *Loop) Examine(head, main gitsource.Revision) (Examination, error) {
-	ex := Examination{ChangedPolicies: []string{}, Validation: BranchValidation{Errors: []string{}}}
-	changed, err := l.cfg.Source.ChangedPolicies(main.Hash, head.Hash)
-	if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
-		return ex, err
-	}
-	if changed != nil {
-		ex.ChangedPolicies = changed
-	}
-	files, problems, err := l.read(head)
+	c, err := l.changeOf(main, head)
 	if err != nil {
-		return ex, err
+		return Examination{}, err
 	}
-	if problems == nil {
-		v := l.validate(files)
-		problems, ex.Etags = v.Problems, v.Etags
-	}
-	ex.Validation = BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}
-	return ex, nil
+	val, v := l.judge(c)
+	return Examination{ChangedPolicies: c.changed, Validation: val, Etags: v.Etags}, nil
 }

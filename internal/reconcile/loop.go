@@ -143,6 +143,9 @@ type SourceStatus struct {
 	Commit string
 	Error  string
 	Time   time.Time
+	// Diverged is set while the live branch's head does not descend from
+	// the active generation's commit (diverged.go).
+	Diverged *Divergence
 }
 
 // Loop is the leader-only reconcile loop: fetch the repository, skip when
@@ -164,10 +167,26 @@ type Loop struct {
 	mu      sync.Mutex
 	status  SourceStatus
 	waiting string // the last "waiting for" message logged
+	// diverged and accepted are the refused live head and the one an
+	// operator accepted (diverged.go); forcePass makes the next pass run
+	// although no ref moved.
+	diverged  *Divergence
+	accepted  string
+	forcePass atomic.Bool
 
 	// passes counts finished reconcile passes, so tests can wait for one
 	// instead of sleeping.
 	passes atomic.Uint64
+
+	// The merged trees of sources (merged.go), cached by main and head,
+	// and main's policies root, read once per head.
+	treeMu    sync.Mutex
+	trees     map[string]map[string][]byte
+	conflicts map[string]string
+	lastMain  struct {
+		hash  string
+		files map[string][]byte
+	}
 }
 
 // New returns a Loop, or an error if the poll spec does not parse.
@@ -193,7 +212,8 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Branch == "" {
 		cfg.Branch = gitsource.DefaultBranch
 	}
-	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1)}
+	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), trees: map[string]map[string][]byte{},
+		conflicts: map[string]string{}}
 	l.metrics = newMetrics(cfg.Registry)
 	l.steps = l.passSteps()
 	return l, nil
@@ -213,7 +233,9 @@ func (l *Loop) Trigger() {
 func (l *Loop) SourceStatus() SourceStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.status
+	s := l.status
+	s.Diverged = l.diverged
+	return s
 }
 
 // term is what one leadership term remembers between passes. A new term

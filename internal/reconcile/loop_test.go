@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/experiments"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -176,7 +179,7 @@ func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
 	l.Trigger()
 	eventually(t, "generation 3 invalid", func() bool {
 		g, ok := store.State().Generation(3)
-		return ok && g.State == raftstore.GenerationInvalid && strings.Contains(g.LeaderErrors[0], "byte limit")
+		return ok && g.State == raftstore.GenerationInvalid && strings.Contains(g.LeaderErrors[0], "policies root too large")
 	})
 	if store.Count(raftstore.TypeStageGeneration) != 0 {
 		t.Error("an invalid tree was staged")
@@ -370,5 +373,50 @@ func TestLoopSkipsBranchPastBounds(t *testing.T) {
 	recs := ReadBranchRecords(store.State())
 	if _, ok := recs[BranchRecordPrefix+"fine"]; !ok || len(recs) != 1 {
 		t.Fatalf("%d records, want only branches/fine", len(recs))
+	}
+}
+
+// TestTreeBudgetFitsAGeneration: the leader validates trees against
+// policy.MaxTreeBytes (engine.ValidateTree), which must be what the raft
+// log takes for a generation, or a valid tree could fail to stage.
+func TestTreeBudgetFitsAGeneration(t *testing.T) {
+	if policy.MaxTreeBytes != raftstore.MaxGenerationBytes {
+		t.Fatalf("policy.MaxTreeBytes %d != raftstore.MaxGenerationBytes %d", policy.MaxTreeBytes, raftstore.MaxGenerationBytes)
+	}
+}
+
+// TestBranchExperimentsWithinTreeBudget (issue 16, attack 2): the
+// experiments of one branch together compile no more rules than a
+// generation may (policy.MaxTreeRules; 100 here, to keep the test quick);
+// the policies past the budget are not previewed.
+func TestBranchExperimentsWithinTreeBudget(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.Commit("main", webPolicy("a"))
+	l := newLoop(t, store, repo, fixedMembers{})
+	l.cfg.Experiments = experiments.New(experiments.Config{Store: store, Leader: l, MaxSourceRules: 100,
+		LoadOptions: l.cfg.LoadOptions, EngineOptions: l.cfg.EngineOptions, Logger: l.log})
+	runLoop(t, l)
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	big := map[string]string{}
+	for p := range 3 {
+		var b strings.Builder
+		b.WriteString("default_action = \"deny\"\n")
+		for i := range 40 {
+			fmt.Fprintf(&b, "[[rules]]\nname = \"r%d\"\npriority = %d\naction = \"deny\"\nmatch = \"request.path == '/%d'\"\n", i, i, i)
+		}
+		big[fmt.Sprintf("p%d/policy.toml", p)] = b.String()
+	}
+	repo.Commit("big", big)
+	settle(t, l, repo)
+	exps, err := preview.FromState(store.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range exps {
+		names = append(names, e.Name)
+	}
+	if len(names) != 2 || !slices.Contains(names, "policies/p0/experiments/branch-big") {
+		t.Errorf("experiments %v, want those of p0 and p1 only (80 rules; p2 would make 120)", names)
 	}
 }

@@ -36,6 +36,9 @@ func (s step) valid() bool { return len(s.problems) == 0 }
 // recorded twice.
 func (l *Loop) syncMain(ctx context.Context, t *term, head gitsource.Revision) error {
 	st := l.cfg.Store.State()
+	if ok, err := l.mayPromote(st, head); !ok || err != nil {
+		return err
+	}
 	from := t.cursor
 	if from == "" {
 		if g, ok := st.Generation(st.Highest); ok {
@@ -197,14 +200,10 @@ func (l *Loop) markInvalid(ctx context.Context, n uint64, commit string, problem
 	return nil
 }
 
-// validate checks that a tree can become a generation: small enough for
-// the log, and every policy valid.
+// validate checks that a tree can become a generation, exactly as
+// `reconciler validate` does: the tree budgets (policy.MaxTreeBytes is
+// raftstore.MaxGenerationBytes) and every policy valid.
 func (l *Loop) validate(files map[string][]byte) Validation {
-	stage := raftstore.StageGeneration{Files: files}
-	if size := stage.BundleSize(); size > raftstore.MaxGenerationBytes {
-		return Validation{Problems: []string{fmt.Sprintf("the policies root is %d bytes (paths plus contents), over the %d byte limit of a generation: keep large files outside git.path",
-			size, raftstore.MaxGenerationBytes)}}
-	}
 	return Validate(files, l.cfg.LoadOptions, l.cfg.EngineOptions)
 }
 

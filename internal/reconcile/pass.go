@@ -96,10 +96,11 @@ func (l *Loop) stepFetch(ctx context.Context, p *pass) (bool, error) {
 }
 
 // stepSkipUnchanged ends an idle pass: no ref moved and no pull request
-// opened, closed or moved since the last complete pass.
+// opened, closed or moved since the last complete pass, and no operator
+// accepted a new history (AcceptHistory forces a pass).
 func (l *Loop) stepSkipUnchanged(_ context.Context, p *pass) (bool, error) {
 	t := p.term
-	if t.refs != nil && sameRefs(t.refs, p.refs) && t.open == p.open {
+	if t.refs != nil && sameRefs(t.refs, p.refs) && t.open == p.open && !l.forcePass.Swap(false) {
 		l.metrics.result("unchanged")
 		l.log.Trace("unchanged", "revision", p.refs.Main.String())
 		return true, nil
@@ -150,3 +151,6 @@ func (l *Loop) stepSyncExperiments(ctx context.Context, p *pass) (bool, error) {
 	}
 	return false, exps.SyncBranches(ctx, branches, p.live, p.epoch)
 }
+
+// The loop is what the experiment service asks of the leader.
+var _ experiments.Leader = (*Loop)(nil)

@@ -66,7 +66,7 @@ func (g *GitSource) Revert(ctx context.Context, req gitsource.RevertRequest) (st
 }
 
 // CommitPolicy replaces a policy directory on the live branch in one
-// commit (experiments.PolicyCommitter), apart from history walks as
+// commit (PolicyCommitter), apart from history walks as
 // Revert is.
 func (g *GitSource) CommitPolicy(ctx context.Context, req gitsource.CommitPolicyRequest) (string, error) {
 	g.mu.Lock()

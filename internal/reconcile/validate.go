@@ -2,10 +2,8 @@ package reconcile
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/policyrollout/reconciler/internal/engine"
-	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
@@ -21,50 +19,26 @@ type Validation struct {
 }
 
 // Compile loads and compiles every policy of a tree into a bundle, as
-// every node does with a staged generation. Problems are listed as in
-// Validation; the bundle is nil unless there are none.
+// every node does with a staged generation, within the budgets of
+// engine.ValidateTree. Problems are listed as in Validation; the bundle is
+// nil unless there are none.
 func Compile(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) (*engine.Bundle, []string) {
-	var probs []string
-	repo, err := policy.Load(gitsource.FilesFS(files), lopts)
-	if err != nil {
-		probs = append(probs, problems(err)...)
-	}
-	if repo == nil {
-		return nil, probs
-	}
-	bundle, err := engine.NewBundle(repo.Policies, eopts)
-	if err != nil {
-		probs = append(probs, problems(err)...)
-	}
+	bundle, probs := engine.CompileTree(files, lopts, eopts)
 	if len(probs) > 0 {
-		return nil, probs
+		return nil, problems(probs)
 	}
 	return bundle, nil
 }
 
-// Validate loads, compiles and tests every policy of a tree, the same
-// checks as `reconciler validate`. A tree is valid only if every policy
-// loads, compiles and passes all its tests.
+// Validate is engine.ValidateTree, the same function `reconciler validate`
+// calls: a tree is valid only if it is within every budget and every
+// policy loads, compiles and passes all its tests.
 func Validate(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) Validation {
-	bundle, probs := Compile(files, lopts, eopts)
-	if bundle == nil {
-		return Validation{Problems: probs}
+	v := engine.ValidateTree(files, lopts, eopts)
+	if !v.Valid() {
+		return Validation{Problems: problems(v.Problems)}
 	}
-	var v Validation
-	for _, name := range bundle.Names() {
-		cp, _ := bundle.Policy(name)
-		for _, r := range engine.RunTests(cp) {
-			if !r.Passed {
-				e := &policy.Error{File: r.Pos.File, Line: r.Pos.Line,
-					Msg: fmt.Sprintf("test %q of policy %q: %s", r.Name, r.Policy, r.Message)}
-				v.Problems = append(v.Problems, e.Error())
-			}
-		}
-	}
-	if len(v.Problems) == 0 {
-		v.Etags = bundle.Etags()
-	}
-	return v
+	return Validation{Etags: v.Etags()}
 }
 
 // problems lists each problem of err on its own.

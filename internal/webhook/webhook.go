@@ -9,6 +9,7 @@
 package webhook
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -31,6 +33,17 @@ const Path = "/v1/webhooks/github"
 // MaxBodyBytes is GitHub's cap on a delivery (25 MiB); larger bodies are
 // refused before they are read.
 const MaxBodyBytes = 25 << 20
+
+// DefaultMaxUnverified is how many bodies are read at once before their
+// signature can be checked: anyone can post, so this bounds the memory
+// strangers can make the node hold (2 × 25 MiB). GitHub delivers rarely
+// and small; a delivery refused while others are read is caught up by the
+// next poll.
+const DefaultMaxUnverified = 2
+
+// bodyReadTimeout bounds the time one body may take to arrive, so that a
+// slow sender cannot keep a slot for unverified bodies.
+const bodyReadTimeout = 30 * time.Second
 
 // Trigger asks the reconcile loop to run soon. It must not block: a
 // follower's wiring forwards it to the leader, the leader coalesces it.
@@ -60,6 +73,8 @@ type Config struct {
 	Logger hclog.Logger
 	// MaxBodyBytes overrides MaxBodyBytes (tests).
 	MaxBodyBytes int64
+	// MaxUnverified overrides DefaultMaxUnverified.
+	MaxUnverified int
 	// RememberDeliveries is how many delivery ids are kept to ignore
 	// redeliveries (default 1024).
 	RememberDeliveries int
@@ -70,6 +85,8 @@ type Handler struct {
 	cfg  Config
 	log  hclog.Logger
 	seen *recent
+	// slots holds a token per body being read and verified.
+	slots chan struct{}
 }
 
 // New returns the handler. With no secret it logs once that every
@@ -81,13 +98,17 @@ func New(cfg Config) *Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = MaxBodyBytes
 	}
+	if cfg.MaxUnverified <= 0 {
+		cfg.MaxUnverified = DefaultMaxUnverified
+	}
 	if cfg.RememberDeliveries <= 0 {
 		cfg.RememberDeliveries = 1024
 	}
 	if len(cfg.Secret) == 0 {
 		cfg.Logger.Error("GitHub webhook secret is empty: every delivery will be refused; set the variable github.webhook_secret_env names")
 	}
-	return &Handler{cfg: cfg, log: cfg.Logger, seen: newRecent(cfg.RememberDeliveries)}
+	return &Handler{cfg: cfg, log: cfg.Logger, seen: newRecent(cfg.RememberDeliveries),
+		slots: make(chan struct{}, cfg.MaxUnverified)}
 }
 
 // ServeHTTP serves Receive on its own (tests, a receiver without the
@@ -104,8 +125,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Receive checks, in order: method, secret configured, size, signature;
-// only then does it parse the payload and route the event. It writes the
+// Receive checks, in order: method, secret configured, size, a well
+// formed signature header, a free slot for an unverified body; then it
+// reads the body while hashing it, checks the signature, and only then
+// parses the payload and routes the event. It writes the
 // answer of a delivery it handled; a refusal is returned as an error with
 // its code, for the HTTP edge to answer (AIP-193, internal/api).
 func (h *Handler) Receive(w http.ResponseWriter, r *http.Request) error {
@@ -119,11 +142,18 @@ func (h *Handler) Receive(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		return errs.TooLarge("payload too large")
 	}
-	sig := r.Header.Get("X-Hub-Signature-256")
-	if !strings.HasPrefix(sig, "sha256=") {
-		return h.refuse(r, "missing X-Hub-Signature-256 (SHA-1 signatures are not accepted)")
+	want, why := parseSignature(r.Header.Get("X-Hub-Signature-256"))
+	if why != "" {
+		return h.refuse(r, why)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		return errs.Errorf(errs.Unavailable, "too many deliveries being verified; retry later")
+	}
+	body, sum, err := h.readHashed(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -131,7 +161,7 @@ func (h *Handler) Receive(w http.ResponseWriter, r *http.Request) error {
 		}
 		return errs.Errorf(errs.InvalidArgument, "could not read the payload")
 	}
-	if !validSignature(h.cfg.Secret, sig, body) {
+	if !hmac.Equal(want, sum) {
 		return h.refuse(r, "signature does not match")
 	}
 	return h.handle(w, r, body)
@@ -184,16 +214,33 @@ func (h *Handler) refuse(r *http.Request, why string) error {
 	return errs.Errorf(errs.Unauthenticated, "%s", why)
 }
 
-// validSignature compares "sha256=<hex>" with the body's HMAC-SHA256 in
-// constant time.
-func validSignature(secret []byte, header string, body []byte) bool {
-	got, err := hex.DecodeString(strings.TrimPrefix(header, "sha256="))
-	if err != nil {
-		return false
+// parseSignature reads "sha256=<64 hex digits>", or says what is wrong
+// with the header. Nothing is read from the body of a delivery without one.
+func parseSignature(header string) ([]byte, string) {
+	hexSum, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return nil, "missing X-Hub-Signature-256 (SHA-1 signatures are not accepted)"
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return hmac.Equal(got, mac.Sum(nil))
+	sum, err := hex.DecodeString(hexSum)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, "malformed X-Hub-Signature-256 (want sha256= and 64 hex digits)"
+	}
+	return sum, ""
+}
+
+// readHashed reads the body under the size cap and the read deadline,
+// computing its HMAC-SHA256 as it arrives. The buffer is sized from
+// Content-Length when there is one, so a declared body costs its size,
+// not the doubling of a growing buffer.
+func (h *Handler) readHashed(w http.ResponseWriter, r *http.Request) ([]byte, []byte, error) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout)) // best effort
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	mac := hmac.New(sha256.New, h.cfg.Secret)
+	_, err := io.Copy(io.MultiWriter(&buf, mac), http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	return buf.Bytes(), mac.Sum(nil), err
 }
 
 // payloadOf returns the JSON payload: the body, or its "payload" field

@@ -255,10 +255,24 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// TestMalformedSignatureReadsNothing: a signature header that is not
+// sha256= and 64 hex digits is refused before a byte of the body is read.
+func TestMalformedSignatureReadsNothing(t *testing.T) {
+	h := New(Config{Secret: []byte(secret)})
+	for _, sig := range []string{"", "sha1=" + strings.Repeat("00", 20), "sha256=", "sha256=00", "sha256=" + strings.Repeat("zz", 32), "sha256=" + strings.Repeat("00", 33)} {
+		body := &countingReader{}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request(http.Header{"X-Hub-Signature-256": {sig}, "X-Github-Event": {"push"}}, body, 1000))
+		if w.Code != 401 || body.n != 0 {
+			t.Errorf("%q: %d after reading %d bytes", sig, w.Code, body.n)
+		}
+	}
+}
+
 func TestBodyTooLarge(t *testing.T) {
 	rec := &recorder{}
 	h := New(Config{Secret: []byte(secret), Trigger: rec})
-	hdr := http.Header{"X-Hub-Signature-256": {"sha256=00"}, "X-Github-Event": {"push"}}
+	hdr := http.Header{"X-Hub-Signature-256": {"sha256=" + strings.Repeat("00", 32)}, "X-Github-Event": {"push"}}
 	// Declared too large: refused without reading.
 	body := &countingReader{}
 	w := httptest.NewRecorder()

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/reconcile"
+)
+
+// writeRules writes policy name under root with n trivial rules.
+func writeRules(t *testing.T, root, name string, n int) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("default_action = \"deny\"\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[[rules]]\nname = \"rule-%06d\"\npriority = %d\naction = \"deny\"\nmatch = \"request.path == '/a/long/path/to/make/the/file/bigger/%d'\"\n", i, i, i)
+	}
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policy.toml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestValidateAppliesTheLeadersBudgets (issue 16, attack 7): a 12 MB tree
+// of 100,000 rules passed `validate` and was INVALID on the cluster. Now
+// validate refuses it, and refuses a tree under the size budget but over
+// the rules budget with exactly the leader's problems.
+func TestValidateAppliesTheLeadersBudgets(t *testing.T) {
+	huge := t.TempDir()
+	for i := 0; i < 20; i++ {
+		writeRules(t, huge, fmt.Sprintf("p%02d", i), 5_000)
+	}
+	code, _, errOut := cli(t, "", "validate", huge)
+	if code != exitCheck || !strings.Contains(errOut, "policies root too large: over 8388608 bytes") {
+		t.Fatalf("a 100,000 rule tree: exit %d\n%s", code, errOut)
+	}
+
+	dir := t.TempDir()
+	for i := 0; i < 3; i++ {
+		writeRules(t, dir, fmt.Sprintf("p%d", i), 4_000)
+	}
+	code, _, errOut = cli(t, "", "validate", dir)
+	if code != exitCheck || !strings.Contains(errOut, "p2/policy.toml: with this policy the tree has 12000 rules, over the limit of 10000") {
+		t.Fatalf("12,000 rules: exit %d\n%s", code, errOut)
+	}
+	// the leader, given the same files, says the same
+	files, err := policy.ReadTree(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := reconcile.Validate(files, policy.LoadOptions{}, engine.DefaultOptions())
+	if len(v.Problems) != 1 || !strings.Contains(errOut, filepath.Join(dir, v.Problems[0])) {
+		t.Errorf("leader's problems %q, validate's:\n%s", v.Problems, errOut)
+	}
+}
+
+// TestValidateIgnoresLinks (issue 16, attack 8): validate followed a link
+// out of the tree to a secrets file and printed its key names as unknown
+// keys. The leader reads git trees, where links are not files; validate
+// now reads the same way.
+func TestValidateIgnoresLinks(t *testing.T) {
+	outside := t.TempDir()
+	secrets := filepath.Join(outside, "secrets.env.toml")
+	if err := os.WriteFile(secrets, []byte("AWS_SECRET_ACCESS_KEY = \"x\"\nDB_PASSWORD = \"y\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeRules(t, dir, "web", 1)
+	if err := os.Symlink(secrets, filepath.Join(dir, "web", "leak.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "other")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "", "validate", dir)
+	if code != exitOK || strings.Contains(out+errOut, "SECRET") || strings.Contains(out+errOut, "PASSWORD") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestEvalAndMergeStayInTheTree: like validate, eval and merge read through
+// os.Root, so a fragment linked to a file outside the tree is refused,
+// never read (its keys would be printed as unknown keys).
+func TestEvalAndMergeStayInTheTree(t *testing.T) {
+	outside := t.TempDir()
+	secrets := filepath.Join(outside, "secrets.toml")
+	if err := os.WriteFile(secrets, []byte("AWS_SECRET_ACCESS_KEY = \"x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeRules(t, dir, "web", 1)
+	if err := os.Symlink(secrets, filepath.Join(dir, "web", "leak.toml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"eval", "--policy", filepath.Join(dir, "web")},
+		{"merge", filepath.Join(dir, "web", "policy.toml"), filepath.Join(dir, "web", "leak.toml")},
+	} {
+		code, out, errOut := cli(t, `{"path":"/"}`, args...)
+		if code == exitOK || strings.Contains(out+errOut, "AWS_SECRET") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package reconcile
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// layoutTree is a policy spread over an include, a fragment and a test file.
+func layoutTree() map[string][]byte {
+	return map[string][]byte{
+		"_shared/office.toml": []byte("[[rules]]\nname = \"office\"\npriority = 200\naction = \"allow\"\nmatch = \"request.source_ip == '192.0.2.1'\"\n"),
+		"api/policy.toml": []byte("# api: three files\ndefault_action = \"deny\"\ninclude = [\"../_shared/office.toml\"]\n\n" +
+			"[[rules]]\nname = \"health\"\npriority = 100\naction = \"allow\"\nmatch = \"request.path == '/healthz'\"\n"),
+		"api/admin.toml":     []byte("[[rules]]\nname = \"admin\"\npriority = 50\naction = \"deny\"\nmatch = \"request.path.startsWith('/admin')\"\n"),
+		"api/tests/api.toml": []byte("[[tests]]\nname = \"health\"\nrequest = { path = \"/healthz\" }\nexpect = \"allow\"\n"),
+	}
+}
+
+func loadAPI(t *testing.T, files map[string][]byte) *policy.Policy {
+	t.Helper()
+	p, err := policy.LoadPolicy(gitsource.FilesFS(files), "api", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func withDir(live map[string][]byte, pol string, dir map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range live {
+		if !strings.HasPrefix(k, pol+"/") {
+			out[k] = v
+		}
+	}
+	for k, v := range dir {
+		out[pol+"/"+k] = v
+	}
+	return out
+}
+
+func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
+	l := &Loop{}
+	live := layoutTree()
+	p := loadAPI(t, live)
+
+	// A changed rule of policy.toml: only policy.toml is rewritten.
+	changed := *p
+	changed.Rules = append([]policy.Rule(nil), p.Rules...)
+	for i := range changed.Rules {
+		if changed.Rules[i].Name == "health" {
+			changed.Rules[i].Match = "request.path in ['/healthz', '/livez']"
+		}
+	}
+	dir, err := l.policyDir(live, "api", &changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dir) != 3 || string(dir["admin.toml"]) != string(live["api/admin.toml"]) {
+		t.Fatalf("files %v", dir)
+	}
+	got := string(dir["policy.toml"])
+	if !strings.HasPrefix(got, "# api: three files\n") || !strings.Contains(got, "../_shared/office.toml") ||
+		strings.Contains(got, "admin") || strings.Contains(got, "office\"") {
+		t.Errorf("policy.toml:\n%s", got)
+	}
+	if e := loadAPI(t, withDir(live, "api", dir)).Etag(); e != changed.Etag() {
+		t.Errorf("the kept layout loads to %s, want %s", e, changed.Etag())
+	}
+
+	// A rule of the directory's fragment changed, another dropped: the
+	// fragment is rewritten, policy.toml and the test file stay.
+	live["api/admin.toml"] = append(live["api/admin.toml"], []byte("\n[[rules]]\nname = \"admin-2\"\npriority = 60\naction = \"deny\"\nmatch = \"request.path == '/root'\"\n")...)
+	p = loadAPI(t, live)
+	edited := *p
+	edited.Rules = nil
+	for _, r := range p.Rules {
+		switch r.Name {
+		case "admin":
+			r.Match = "request.path.startsWith('/admin/')"
+		case "admin-2":
+			continue
+		}
+		edited.Rules = append(edited.Rules, r)
+	}
+	dir, err = l.policyDir(live, "api", &edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dir) != 3 || string(dir["policy.toml"]) != string(live["api/policy.toml"]) ||
+		string(dir["tests/api.toml"]) != string(live["api/tests/api.toml"]) ||
+		!strings.Contains(string(dir["admin.toml"]), "/admin/") || strings.Contains(string(dir["admin.toml"]), "admin-2") {
+		t.Fatalf("files %q", dir)
+	}
+	if e := loadAPI(t, withDir(live, "api", dir)).Etag(); e != edited.Etag() {
+		t.Errorf("the patched fragment loads to %s, want %s", e, edited.Etag())
+	}
+
+	// Dropping a rule of the shared include cannot be written there (other
+	// policies use it): flattened.
+	dropped := *p
+	dropped.Rules = nil
+	for _, r := range p.Rules {
+		if r.Name != "office" {
+			dropped.Rules = append(dropped.Rules, r)
+		}
+	}
+	dir, err = l.policyDir(live, "api", &dropped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dir) != 1 || dir["policy.toml"] == nil || strings.Contains(string(dir["policy.toml"]), "include") {
+		t.Fatalf("not flattened: %q", dir)
+	}
+	if e := loadAPI(t, withDir(live, "api", dir)).Etag(); e != dropped.Etag() {
+		t.Errorf("the flattened policy loads to %s, want %s", e, dropped.Etag())
+	}
+}

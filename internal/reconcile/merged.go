@@ -1,0 +1,161 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+)
+
+// A branch or pull request is judged, previewed and committed as what it
+// would make of main: the merge of its head into main's head, three-way
+// from their merge base (gitsource.MergePolicies), the way GitHub computes
+// refs/pull/N/merge. A branch left behind by newer commits of main then
+// shows only its own change, never the reverse of main's.
+
+// merger is a Source that can merge (GitSource); without it (the loop's
+// test fakes) a source is compared with main as it stands.
+type merger interface {
+	MergePolicies(main, source string) (*gitsource.Merge, error)
+}
+
+// sourceChange is what a source's head would do to main.
+type sourceChange struct {
+	// changed names the policies whose merged content differs from main's.
+	changed []string
+	// files is the merged policies root; nil with problems or a conflict.
+	files map[string][]byte
+	// problems are the reasons the merged tree cannot be read.
+	problems []string
+	// conflict, when set, says which files both changed since the base.
+	conflict string
+}
+
+// changeOf computes sourceChange for head against main.
+func (l *Loop) changeOf(main, head gitsource.Revision) (sourceChange, error) {
+	m, ok := l.cfg.Source.(merger)
+	if !ok {
+		return l.changeAgainstHead(main, head)
+	}
+	merge, err := m.MergePolicies(main.Hash, head.Hash)
+	switch {
+	case errors.Is(err, gitsource.ErrTooLarge):
+		return sourceChange{problems: []string{err.Error()}, changed: []string{}}, nil
+	case err != nil:
+		return sourceChange{}, fmt.Errorf("merging %s into %s: %w", head, main, err)
+	case len(merge.Conflicts) > 0:
+		changed, err := l.cfg.Source.ChangedPolicies(merge.Base, head.Hash)
+		if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
+			return sourceChange{}, fmt.Errorf("comparing %s with its merge base: %w", head, err)
+		}
+		msg := (&gitsource.ConflictError{Source: head.Hash, Main: main.Hash, Paths: merge.Conflicts}).Error()
+		return sourceChange{changed: nonNilStrings(changed), problems: []string{msg}, conflict: msg}, nil
+	}
+	mainFiles, err := l.mainFiles(main)
+	if err != nil {
+		return sourceChange{}, err
+	}
+	changed, err := gitsource.ChangedPoliciesFS(gitsource.FilesFS(mainFiles), gitsource.FilesFS(merge.Files), l.cfg.LoadOptions)
+	if err != nil {
+		return sourceChange{}, fmt.Errorf("comparing %s with %s: %w", head, main, err)
+	}
+	return sourceChange{changed: nonNilStrings(changed), files: merge.Files}, nil
+}
+
+// changeAgainstHead is changeOf for a source that cannot merge: the head's
+// own tree, compared with main's head.
+func (l *Loop) changeAgainstHead(main, head gitsource.Revision) (sourceChange, error) {
+	changed, err := l.cfg.Source.ChangedPolicies(main.Hash, head.Hash)
+	if err != nil && !errors.Is(err, gitsource.ErrTooLarge) {
+		return sourceChange{}, fmt.Errorf("comparing %s with %s: %w", head, main, err)
+	}
+	files, problems, err := l.read(head)
+	if err != nil {
+		return sourceChange{}, err
+	}
+	return sourceChange{changed: nonNilStrings(changed), files: files, problems: problems}, nil
+}
+
+// judge validates the merged tree: the problems of a source, as a
+// BranchValidation, and the etags of its policies when valid.
+func (l *Loop) judge(c sourceChange) (BranchValidation, Validation) {
+	problems := c.problems
+	var v Validation
+	if problems == nil {
+		v = l.validate(c.files)
+		problems = v.Problems
+	}
+	return BranchValidation{Valid: len(problems) == 0, Errors: capProblems(problems)}, v
+}
+
+// SourceFiles is the policies root a source previews: the merge of head
+// into main (cached by both), or, on a conflict, the head's own tree with
+// the conflict's message.
+func (l *Loop) SourceFiles(main, head string) (map[string][]byte, string, error) {
+	key := main + ".." + head
+	l.treeMu.Lock()
+	f, ok := l.trees[key]
+	conflict := l.conflicts[key]
+	l.treeMu.Unlock()
+	if ok {
+		return f, conflict, nil
+	}
+	c, err := l.changeOf(gitsource.Revision{Ref: l.cfg.Branch, Hash: main}, gitsource.Revision{Ref: "source", Hash: head})
+	if err != nil {
+		return nil, "", err
+	}
+	files := c.files
+	if c.conflict != "" {
+		var problems []string
+		if files, problems, err = l.read(gitsource.Revision{Ref: "source", Hash: head}); err != nil {
+			return nil, "", err
+		}
+		if problems != nil {
+			files = nil
+		}
+	}
+	if files == nil {
+		files = map[string][]byte{}
+	}
+	l.treeMu.Lock()
+	defer l.treeMu.Unlock()
+	if len(l.trees) > 4*maxBranches {
+		clear(l.trees)
+		clear(l.conflicts)
+	}
+	l.trees[key] = files
+	if c.conflict != "" {
+		l.conflicts[key] = c.conflict
+	}
+	return files, c.conflict, nil
+}
+
+// mainFiles reads main's policies root (empty when it cannot be read),
+// keeping the last one: every branch of a pass is compared with the same
+// main, which must not be read (up to gitsource.MaxFilesSize) per branch.
+func (l *Loop) mainFiles(main gitsource.Revision) (map[string][]byte, error) {
+	l.treeMu.Lock()
+	if l.lastMain.hash == main.Hash && l.lastMain.files != nil {
+		defer l.treeMu.Unlock()
+		return l.lastMain.files, nil
+	}
+	l.treeMu.Unlock()
+	files, problems, err := l.read(main)
+	if err != nil {
+		return nil, err
+	}
+	if problems != nil {
+		files = map[string][]byte{}
+	}
+	l.treeMu.Lock()
+	l.lastMain.hash, l.lastMain.files = main.Hash, files
+	l.treeMu.Unlock()
+	return files, nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
