@@ -97,6 +97,9 @@ type Config struct {
 	// (followers forward them). See webhook.go.
 	Webhook  http.Handler
 	Commands CommandQueue
+	// States is this node's state for the decision path (nodes_state.go);
+	// nil means always ACTIVE.
+	States NodeState
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -128,6 +131,7 @@ type Server struct {
 	thresholds  preview.ThresholdSet
 	webhook     http.Handler
 	commands    CommandQueue
+	states      NodeState
 }
 
 // New returns a Server for cfg.
@@ -150,6 +154,7 @@ func New(cfg Config) *Server {
 		thresholds:  cfg.Thresholds,
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
+		states:      cfg.States,
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}

@@ -28,6 +28,7 @@ type Cluster interface {
 	Reconcile(ctx context.Context) error
 	ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
 	Heartbeat(ctx context.Context, hb cluster.Heartbeat) (cluster.View, error)
+	ChangeState(ctx context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error)
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // lookup finds policy name in snap, or says why it cannot.
@@ -26,6 +27,11 @@ func lookup(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
 // evaluate answers POST …/policies/{policy}:evaluate with the decision JSON.
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
 	start := time.Now()
+	mode := s.mode()
+	if mode == raftstore.NodePassive {
+		s.fail(w, r, errPassive())
+		return
+	}
 	cp, err := lookup(snap, name)
 	if err != nil {
 		s.fail(w, r, err)
@@ -37,10 +43,14 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		return
 	}
 	d := cp.Evaluate(req)
-	buf := s.getBuf()
-	buf.Write(appendDecision(buf.AvailableBuffer(), &d, snap.Generation))
-	writeJSON(w, http.StatusOK, buf.Bytes())
-	s.putBuf(buf)
+	if mode == raftstore.NodeTest {
+		s.writeUnenforced(w, name, &d, snap.Generation)
+	} else {
+		buf := s.getBuf()
+		buf.Write(appendDecision(buf.AvailableBuffer(), &d, snap.Generation))
+		writeJSON(w, http.StatusOK, buf.Bytes())
+		s.putBuf(buf)
+	}
 	s.metrics.decided(name, d.Verdict, time.Since(start))
 	s.offer(name, &d, req) // after the answer: preview never delays it
 }
@@ -68,6 +78,11 @@ func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Sna
 // headers and no body (Envoy passes a denial's body on to the client).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapshot, name, tail string) {
 	start := time.Now()
+	mode := s.mode()
+	if mode == raftstore.NodePassive {
+		s.fail(w, r, errPassive())
+		return
+	}
 	cp, err := lookup(snap, name)
 	if err != nil {
 		s.fail(w, r, err)
@@ -79,6 +94,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapsho
 		return
 	}
 	d := cp.Evaluate(req)
+	if mode == raftstore.NodeTest {
+		s.authorizeUnenforced(w, name, &d, snap.Generation)
+		s.metrics.decided(name, d.Verdict, time.Since(start))
+		s.offer(name, &d, req)
+		return
+	}
 	h := w.Header()
 	h.Set("X-Policy-Decision", string(d.Verdict))
 	h.Set("X-Policy-Rule", d.Rule)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // policyResource is a policy as GET /v1/policies/{policy} shows it: the
@@ -92,6 +93,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	snap := s.gens.Current()
 	if snap == nil {
 		s.fail(w, r, errNoGeneration())
+		return
+	}
+	if s.mode() == raftstore.NodePassive {
+		s.fail(w, r, errPassive())
 		return
 	}
 	b := strconv.AppendUint([]byte(`{"status":"READY","generation":`), snap.Generation, 10)

@@ -70,6 +70,9 @@ type Config struct {
 	// Source reports the leader loop's last read of the policy source, for
 	// the view; nil reports nothing.
 	Source func() SourceStatus
+	// Status returns this node's PDP_STATUS for its heartbeats; nil sends
+	// none.
+	Status func() NodeStatus
 	// Client sends forwarded requests; nil means a client with no overall
 	// timeout (each call has its own deadline).
 	Client *http.Client

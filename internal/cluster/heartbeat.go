@@ -41,7 +41,7 @@ func (h *heartbeats) reset() {
 func (h *heartbeats) record(hb Heartbeat) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen[hb.ID] = NodeView{LastHeartbeat: h.now(), Generation: hb.Generation}
+	h.seen[hb.ID] = NodeView{LastHeartbeat: h.now(), Generation: hb.Generation, Status: hb.Status}
 	if hb.Payload != nil {
 		h.payloads[hb.ID] = hb.Payload
 	}
@@ -161,12 +161,14 @@ func (c *Cluster) View() View {
 // or rejoined) within the window, which may not have sent a heartbeat yet.
 // Until this leader has led for one window every registered node is
 // required, since a live node may not have found the new leader yet.
+// SAFE and PASSIVE nodes, and nodes whose last heartbeat said TERMINATED,
+// are never waited for (states.go).
 func (c *Cluster) Required(st *raftstore.State) []string {
 	settled := c.hb.settled()
 	now := c.cfg.Now()
 	ids := []string{c.cfg.NodeID}
 	for id, n := range st.Nodes {
-		if id == c.cfg.NodeID || n.State == raftstore.NodeTerminated {
+		if id == c.cfg.NodeID || !waitsFor(n.State) || c.hb.terminated(id) {
 			continue
 		}
 		if !settled || c.hb.fresh(id) || now.Sub(n.UpdateTime) < c.hb.window {
@@ -196,7 +198,7 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 func (c *Cluster) beat(ctx context.Context, served uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.HeartbeatInterval)
 	defer cancel()
-	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served}
+	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served, Status: c.status()}
 	pb := c.piggyback()
 	if pb != nil {
 		hb.Payload = pb.Outgoing()

@@ -69,6 +69,8 @@ type Heartbeat struct {
 	Generation uint64 `json:"generation"`
 	// Payload is what a Piggyback subsystem sends along (preview stats).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Status is the node's PDP_STATUS (status.go).
+	Status *NodeStatus `json:"status,omitempty"`
 }
 
 // View is the leader's picture of the cluster that is not in the raft log:
@@ -94,6 +96,8 @@ type NodeView struct {
 	// Reachable: the heartbeat is recent enough that the leader waits for
 	// this node's Ready before activating a staged generation.
 	Reachable bool `json:"reachable"`
+	// Status is the node's last PDP_STATUS, nil before one arrived.
+	Status *NodeStatus `json:"status,omitempty"`
 }
 
 // SourceStatus is what the leader last read from the policy source.

@@ -47,6 +47,7 @@ type Main struct {
 	cluster  *cluster.Cluster
 	loop     *reconcile.Loop
 	loader   *loader
+	state    nodeState
 	preview  *previewRuntime
 	api      *api.Server
 	ln       net.Listener
@@ -104,7 +105,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.wire(ctx); err != nil {
 		return err
 	}
-	m.loader.load(m.store.State()) // the restored generation, before serving
+	m.loader.followState(m.store.State()) // a restarted PASSIVE node stays out of service
+	m.loader.load(m.store.State())        // the restored generation, before serving
 	m.startBackground()
 	m.startHTTP()
 	log := m.Logger.Named(logging.Node)
@@ -260,6 +262,7 @@ func (m *Main) Close() error {
 		if m.bgCancel != nil {
 			m.bgCancel()
 			m.bg.Wait()
+			m.cluster.Farewell(context.Background(), m.gens.served()) // TERMINATED
 		}
 		errs = append(errs, m.stopHTTP())
 		if m.store != nil {

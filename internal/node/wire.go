@@ -63,6 +63,7 @@ func (m *Main) wire(ctx context.Context) error {
 		return err
 	}
 	m.cluster = c
+	m.state.id = cfg.Node.ID
 	if err := m.wireLeaderAndLoader(ctx); err != nil {
 		return err
 	}
@@ -87,6 +88,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Thresholds:     previewThresholds(cfg.Preview),
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
+		States:         &m.state,
 	})
 	return nil
 }
@@ -125,6 +127,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		gens:    &m.gens,
 		log:     m.Logger.Named(logging.Node),
 		metrics: newNodeMetrics(m.registry),
+		state:   &m.state,
 	})
 	return nil
 }

@@ -108,6 +108,8 @@ type Config struct {
 
 	APITokenEnv string // api.token_env
 
+	Group, Subgroup string // node.group, node.subgroup; omitted if empty
+
 	// Extra is TOML appended verbatim, e.g. a [preview] section.
 	Extra string
 }
@@ -126,12 +128,12 @@ http_addr = %q
 raft_addr = %q
 bootstrap = %t
 join = [%s]
-
+%s
 [git]
 url = %q
 init_from = ""
 poll = %q
-`, c.ID, c.DataDir, c.HTTPAddr, c.RaftAddr, c.Bootstrap, strings.Join(join, ", "), c.GitURL, c.Poll)
+`, c.ID, c.DataDir, c.HTTPAddr, c.RaftAddr, c.Bootstrap, strings.Join(join, ", "), c.groups(), c.GitURL, c.Poll)
 	if c.Timeout != "" {
 		fmt.Fprintf(&b, "timeout = %q\n", c.Timeout)
 	}

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/jsonenc"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// nodesVerbPrefix is the prefix of the custom methods on the nodes
+// collection (POST /v1/nodes:changeState, :healthCheck).
+const nodesVerbPrefix = "/v1/nodes:"
+
+// NodeState tells the decision path the state this node acts on (ONAP's
+// PDP state, DESIGN.md "Node states"). It is read on every decision, so
+// implementations answer from an atomic, never from the replicated state.
+type NodeState interface {
+	NodeState() raftstore.NodeState
+}
+
+// mode is the state decisions follow: ACTIVE without a NodeState.
+func (s *Server) mode() raftstore.NodeState {
+	if s.states == nil {
+		return raftstore.NodeActive
+	}
+	return s.states.NodeState()
+}
+
+// errPassive is the answer of a PASSIVE node to a decision or /readyz: 503,
+// so that a load balancer drains it.
+func errPassive() error {
+	return errorf(kindUnavailable, "this node is PASSIVE: it serves no decisions until an admin sets it ACTIVE or TEST")
+}
+
+// routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
+// operations: they need the API token when one is configured (and the
+// admin role once the API has roles).
+func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb string) {
+	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
+		"changeState": s.changeState,
+	}
+	h, ok := handlers[verb]
+	if !ok || s.cluster == nil {
+		s.fail(w, r, errorf(kindNotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	if !s.allow(w, r, http.MethodPost) || !s.admit(w, r) {
+		return
+	}
+	ctx := r.Context()
+	if r.Header.Get(cluster.ForwardedHeader) != "" {
+		ctx = cluster.WithForwarded(ctx)
+	}
+	h(ctx, w, r)
+}
+
+// changeState answers POST /v1/nodes:changeState with the nodes it changed.
+func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.ChangeStateRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.ChangeState(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}
+
+// writeUnenforced answers a decision of a TEST node: evaluated, logged and
+// counted as usual, but always ALLOW, with "enforced":false and the
+// decision the node would have enforced (AWS WAF's count mode for a whole
+// node), so a new node or region is observed on real traffic first.
+func (s *Server) writeUnenforced(w http.ResponseWriter, name string, d *engine.Decision, generation uint64) {
+	s.logUnenforced(name, d, generation)
+	shown := *d
+	shown.Verdict = engine.Allow
+	buf := s.getBuf()
+	b := appendDecision(buf.AvailableBuffer(), &shown, generation)
+	b = append(b[:len(b)-2], `,"enforced":false,"evaluatedDecision":`...) // drop "}\n"
+	b = jsonenc.AppendString(b, string(d.Verdict))
+	buf.Write(append(b, "}\n"...))
+	writeJSON(w, http.StatusOK, buf.Bytes())
+	s.putBuf(buf)
+}
+
+// authorizeUnenforced is writeUnenforced for the gateway form: 200, the
+// decision headers say ALLOW, X-Policy-Enforced false and
+// X-Policy-Evaluated-Decision what would have been enforced.
+func (s *Server) authorizeUnenforced(w http.ResponseWriter, name string, d *engine.Decision, generation uint64) {
+	s.logUnenforced(name, d, generation)
+	h := w.Header()
+	h.Set("X-Policy-Decision", string(engine.Allow))
+	h.Set("X-Policy-Evaluated-Decision", string(d.Verdict))
+	h.Set("X-Policy-Enforced", "false")
+	h.Set("X-Policy-Rule", d.Rule)
+	h.Set("X-Policy-Generation", strconv.FormatUint(generation, 10))
+	h.Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
+}
+
+// logUnenforced logs one TEST decision: an operator chose the mode to
+// watch these, so each is a line (no request content, only its outcome).
+func (s *Server) logUnenforced(name string, d *engine.Decision, generation uint64) {
+	s.log.Info("decision not enforced (node in TEST)", "policy", name, "decision", d.Verdict, "rule", d.Rule,
+		"generation", generation, "error", d.Error)
+}

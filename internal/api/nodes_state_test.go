@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// ChangeState of the fake checks the request as the real one does and
+// answers that the named node changed.
+func (f *fakeCluster) ChangeState(_ context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error) {
+	if err := req.Validate(); err != nil {
+		return cluster.ChangeStateResponse{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.state.Nodes[req.Name]
+	if !ok {
+		return cluster.ChangeStateResponse{}, raftstore.ErrUnknownNode
+	}
+	return cluster.ChangeStateResponse{Changed: []cluster.StateChange{{ID: n.ID, From: n.State, To: req.State}}}, nil
+}
+
+// fixedState is an api.NodeState that answers what it holds.
+type fixedState struct{ v atomic.Value }
+
+func (s *fixedState) NodeState() raftstore.NodeState { return s.v.Load().(raftstore.NodeState) }
+
+func TestChangeStateNeedsTheToken(t *testing.T) {
+	e, _ := newClusterEnv(t, "tok")
+	body := `{"state":"PASSIVE","name":"n2"}`
+	if a := e.post("/v1/nodes:changeState", body); a.code != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d %s", a.code, a.body)
+	}
+	a := e.do(http.MethodPost, "/v1/nodes:changeState", strings.NewReader(body), map[string]string{"Authorization": "Bearer tok"})
+	var res cluster.ChangeStateResponse
+	if err := json.Unmarshal(a.body, &res); a.code != 200 || err != nil || len(res.Changed) != 1 || res.Changed[0].To != raftstore.NodePassive {
+		t.Fatalf("with the token: %d %s", a.code, a.body)
+	}
+	if a := e.do(http.MethodGet, "/v1/nodes:changeState", nil, nil); a.code != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %d", a.code)
+	}
+	if a := e.post("/v1/nodes:reboot", "{}"); a.code != http.StatusNotFound {
+		t.Fatalf("unknown verb: %d", a.code)
+	}
+}
+
+// TestDecisionsFollowTheNodeState: PASSIVE refuses decisions and
+// readiness with 503; TEST answers ALLOW with the decision it would have
+// enforced; ACTIVE enforces.
+func TestDecisionsFollowTheNodeState(t *testing.T) {
+	st := &fixedState{}
+	st.v.Store(raftstore.NodePassive)
+	e := newTestEnv(t, Config{States: st})
+	deny := `{"method":"GET","path":"/admin/x","attributes":{"tier":"gold"}}`
+	if a := e.post("/v1/policies/web:evaluate", deny); a.code != 503 || !strings.Contains(string(a.body), "PASSIVE") {
+		t.Fatalf("PASSIVE evaluate: %d %s", a.code, a.body)
+	}
+	if a := e.do(http.MethodGet, "/readyz", nil, nil); a.code != 503 {
+		t.Fatalf("PASSIVE readyz: %d", a.code)
+	}
+	st.v.Store(raftstore.NodeActive)
+	a := e.post("/v1/policies/web:evaluate", deny)
+	var active map[string]any
+	if err := json.Unmarshal(a.body, &active); err != nil || active["decision"] != "DENY" {
+		t.Fatalf("the request must be denied when enforced: %s", a.body)
+	}
+	st.v.Store(raftstore.NodeTest)
+	a = e.post("/v1/policies/web:evaluate", deny)
+	var test map[string]any
+	if err := json.Unmarshal(a.body, &test); err != nil || test["decision"] != "ALLOW" || test["enforced"] != false ||
+		test["evaluatedDecision"] != "DENY" {
+		t.Fatalf("TEST evaluate: %s (%v)", a.body, err)
+	}
+	a = e.do(http.MethodGet, "/v1/policies/web:authorize/admin/x", nil, nil)
+	if a.code != 200 || a.header.Get("X-Policy-Enforced") != "false" || a.header.Get("X-Policy-Evaluated-Decision") != "DENY" {
+		t.Fatalf("TEST authorize: %d %v", a.code, a.header)
+	}
+}
+
+// FuzzChangeStateBody: whatever the body, the answer is a change, or an
+// AIP-193 error that is not a server error.
+func FuzzChangeStateBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"state":"PASSIVE","name":"n2"}`, `{"state":"TEST","group":"default","subgroup":"default"}`,
+		`{"state":"TERMINATED","name":"n1"}`, `{"state":"ACTIVE"}`, `{"state":"SAFE","name":"n1","group":"g"}`,
+		`{"state":1}`, `{"state":"ACTIVE","name":"` + strings.Repeat("x", 200) + `"}`, `{"state":"ACTIVE","name":"\xff"}`,
+		`[]`, `{`, `null`, ``, `{"state":"ACTIVE","name":"n1"} {}`,
+	} {
+		f.Add(seed)
+	}
+	srv := New(Config{Generations: &fakeGenerations{}, Cluster: &fakeCluster{state: clusterState()}, MaxBodyBytes: 1 << 12})
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/nodes:changeState", strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, r)
+		if rec.Code == http.StatusOK {
+			var res cluster.ChangeStateResponse
+			if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil || len(res.Changed) != 1 {
+				t.Fatalf("answer %q: %v", rec.Body, err)
+			}
+			return
+		}
+		checkFuzzAnswer(t, rec)
+	})
+}
