@@ -94,7 +94,7 @@ func (a *app) serve(args []string) int {
 	ctx, stop := signal.NotifyContext(a.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	m := &node.Main{Config: cfg, Logger: logger}
+	m := &node.Main{Config: cfg, Logger: logger, Version: version}
 	if err := m.Run(ctx); err != nil {
 		logger.Error("node failed to start", "error", err)
 		return exitCheck

@@ -132,6 +132,7 @@ type Server struct {
 	webhook     http.Handler
 	commands    CommandQueue
 	states      NodeState
+	stats       *decisionStats
 }
 
 // New returns a Server for cfg.
@@ -155,6 +156,7 @@ func New(cfg Config) *Server {
 		webhook:     cfg.Webhook,
 		commands:    cfg.Commands,
 		states:      cfg.States,
+		stats:       &decisionStats{},
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}

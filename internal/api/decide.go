@@ -43,6 +43,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		return
 	}
 	d := cp.Evaluate(req)
+	s.stats.count(&d)
 	if mode == raftstore.NodeTest {
 		s.writeUnenforced(w, name, &d, snap.Generation)
 	} else {
@@ -94,6 +95,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapsho
 		return
 	}
 	d := cp.Evaluate(req)
+	s.stats.count(&d)
 	if mode == raftstore.NodeTest {
 		s.authorizeUnenforced(w, name, &d, snap.Generation)
 		s.metrics.decided(name, d.Verdict, time.Since(start))

@@ -73,6 +73,9 @@ type Config struct {
 	// Status returns this node's PDP_STATUS for its heartbeats; nil sends
 	// none.
 	Status func() NodeStatus
+	// NodeFailed is told, on the leader, of each node that went past the
+	// heartbeat timeout (once until it is heard from again); optional.
+	NodeFailed func(id string)
 	// Client sends forwarded requests; nil means a client with no overall
 	// timeout (each call has its own deadline).
 	Client *http.Client
@@ -83,8 +86,12 @@ type Config struct {
 	// HeartbeatInterval, ForwardTimeout and DialTimeout default to the
 	// constants above.
 	HeartbeatInterval time.Duration
-	ForwardTimeout    time.Duration
-	DialTimeout       time.Duration
+	// HeartbeatTimeout is how long without a heartbeat makes a node
+	// unreachable (failed): the leader stops waiting for it. Zero means
+	// ReachableIntervals heartbeat intervals.
+	HeartbeatTimeout time.Duration
+	ForwardTimeout   time.Duration
+	DialTimeout      time.Duration
 }
 
 // Cluster is one node's view of and access to the cluster: writes that
@@ -124,7 +131,7 @@ func New(cfg Config) (*Cluster, error) {
 	c := &Cluster{cfg: cfg, store: cfg.Store, log: cfg.Logger}
 	c.fwd = &forwarder{self: cfg.NodeID, store: cfg.Store, client: cfg.Client, token: cfg.Token,
 		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout}
-	c.hb = newHeartbeats(cfg.Now, ReachableIntervals*cfg.HeartbeatInterval)
+	c.hb = newHeartbeats(cfg.Now, orDefault(cfg.HeartbeatTimeout, ReachableIntervals*cfg.HeartbeatInterval))
 	return c, nil
 }
 

@@ -23,10 +23,12 @@ type heartbeats struct {
 	since    time.Time // when this node last became leader
 	seen     map[string]NodeView
 	payloads map[string]json.RawMessage // the last Heartbeat.Payload of each node
+	failed   map[string]bool            // past the window, logged once (failures.go)
 }
 
 func newHeartbeats(now func() time.Time, window time.Duration) *heartbeats {
-	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}, payloads: map[string]json.RawMessage{}}
+	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}, payloads: map[string]json.RawMessage{},
+		failed: map[string]bool{}}
 }
 
 // reset starts a leadership term with no heartbeats heard.
@@ -36,6 +38,7 @@ func (h *heartbeats) reset() {
 	h.since = h.now()
 	h.seen = map[string]NodeView{}
 	h.payloads = map[string]json.RawMessage{}
+	h.failed = map[string]bool{}
 }
 
 func (h *heartbeats) record(hb Heartbeat) {
@@ -187,6 +190,7 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 	defer t.Stop()
 	for {
 		c.beat(ctx, served())
+		c.checkFailures()
 		select {
 		case <-ctx.Done():
 			return

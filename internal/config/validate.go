@@ -57,6 +57,11 @@ func (n *Node) validate(e *errs) {
 	}
 	checkName(e, "node.group", n.Group)
 	checkName(e, "node.subgroup", n.Subgroup)
+	// Below two heartbeats (1 s) one late packet marks a node failed; past
+	// a few minutes a dead node holds promotions that long.
+	if d := n.HeartbeatTimeout.Duration; d != 0 && (d < time.Second || d > 5*time.Minute) {
+		e.add("node.heartbeat_timeout", "%s must be between 1s and 5m (0: 1.5s)", d)
+	}
 }
 
 func (g *Git) validate(e *errs) {

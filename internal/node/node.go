@@ -40,6 +40,8 @@ type Main struct {
 	Logger hclog.Logger
 	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Version is the build's version, reported in heartbeats; "" is "dev".
+	Version string
 
 	gens     generations
 	registry *prometheus.Registry

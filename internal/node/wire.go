@@ -58,6 +58,10 @@ func (m *Main) wire(ctx context.Context) error {
 		Source:     m.sourceStatus,
 		Client:     client,
 		Logger:     m.Logger.Named(logging.Node),
+
+		HeartbeatTimeout: cfg.Node.HeartbeatTimeout.Duration,
+		Status:           m.pdpStatus,
+		NodeFailed:       m.nodeFailed,
 	})
 	if err != nil {
 		return err

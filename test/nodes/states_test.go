@@ -235,6 +235,23 @@ func TestPassiveAndTest(t *testing.T) {
 	if code := e.readyz(n4); code != 200 {
 		t.Fatalf("TEST node readyz %d", code)
 	}
+	// The decisions show in n4's PDP_STATUS, as the leader shows it.
+	e.eventually("n4's statistics on n1", func() error {
+		var n struct {
+			Status *struct {
+				Version, State string
+				Generation     uint64
+				Etags          map[string]string
+				Statistics     struct{ PolicyExecutedCount, PolicyDeploySuccessCount uint64 }
+			}
+		}
+		err := client.GetJSON(n1.Base()+"/v1/nodes/n4", &n)
+		if err == nil && (n.Status == nil || n.Status.State != "TEST" || n.Status.Statistics.PolicyExecutedCount < 2 ||
+			n.Status.Statistics.PolicyDeploySuccessCount < 1 || n.Status.Etags["edge-firewall"] == "" || n.Status.Version == "") {
+			err = fmt.Errorf("n4 status %+v", n.Status)
+		}
+		return err
+	})
 }
 
 func TestSafeFreezesWhileOthersPromote(t *testing.T) {

@@ -1,0 +1,31 @@
+package cluster
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSweepMarksFailedOnce: a node past the timeout is reported failed
+// once, not at every sweep, and reported back once it beats again; a node
+// that said TERMINATED is not a failure.
+func TestSweepMarksFailedOnce(t *testing.T) {
+	now := time.Unix(100, 0)
+	h := newHeartbeats(func() time.Time { return now }, 2*time.Second)
+	h.record(Heartbeat{ID: "a"})
+	h.record(Heartbeat{ID: "t", Status: &NodeStatus{State: "TERMINATED"}})
+	if failed, back := h.sweep(); len(failed)+len(back) != 0 {
+		t.Fatalf("fresh: %v %v", failed, back)
+	}
+	now = now.Add(2 * time.Second)
+	if failed, _ := h.sweep(); !slices.Equal(failed, []string{"a"}) {
+		t.Fatalf("past the timeout: %v", failed)
+	}
+	if failed, _ := h.sweep(); len(failed) != 0 {
+		t.Fatalf("reported twice: %v", failed)
+	}
+	h.record(Heartbeat{ID: "a"})
+	if _, back := h.sweep(); !slices.Equal(back, []string{"a"}) {
+		t.Fatalf("back: %v", back)
+	}
+}
