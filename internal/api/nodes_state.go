@@ -42,6 +42,7 @@ func errPassive() error {
 func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb string) {
 	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
 		"changeState": s.changeState,
+		"healthCheck": s.healthCheck,
 	}
 	h, ok := handlers[verb]
 	if !ok || s.cluster == nil {
@@ -66,6 +67,37 @@ func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http
 		return
 	}
 	res, err := s.cluster.ChangeState(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}
+
+// healthCheck answers POST /v1/nodes:healthCheck: HEALTHY, NOT_HEALTHY
+// (with reasons) or UNREACHABLE for each node in scope.
+func (s *Server) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.HealthCheckRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.HealthCheck(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}
+
+// selfCheck is internal: the leader asks this node to check itself.
+func (s *Server) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.SelfCheckRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.SelfCheck(ctx, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return

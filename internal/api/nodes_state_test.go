@@ -28,6 +28,18 @@ func (f *fakeCluster) ChangeState(_ context.Context, req cluster.ChangeStateRequ
 	return cluster.ChangeStateResponse{Changed: []cluster.StateChange{{ID: n.ID, From: n.State, To: req.State}}}, nil
 }
 
+func (f *fakeCluster) HealthCheck(_ context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error) {
+	scope := cluster.ChangeStateRequest{State: raftstore.NodeActive, Name: req.Name, Group: req.Group, Subgroup: req.Subgroup}
+	if err := scope.Validate(); err != nil {
+		return cluster.HealthCheckResponse{}, err
+	}
+	return cluster.HealthCheckResponse{Nodes: []cluster.HealthReport{{ID: "n1", Healthy: cluster.Healthy, Reasons: []string{}}}}, nil
+}
+
+func (f *fakeCluster) SelfCheck(context.Context, cluster.SelfCheckRequest) (cluster.HealthReport, error) {
+	return cluster.HealthReport{}, nil
+}
+
 // fixedState is an api.NodeState that answers what it holds.
 type fixedState struct{ v atomic.Value }
 
@@ -85,25 +97,31 @@ func TestDecisionsFollowTheNodeState(t *testing.T) {
 	}
 }
 
-// FuzzChangeStateBody: whatever the body, the answer is a change, or an
-// AIP-193 error that is not a server error.
-func FuzzChangeStateBody(f *testing.F) {
+// FuzzNodesVerbBody: whatever the body of a changeState or healthCheck,
+// the answer is the verb's JSON answer, or an AIP-193 error that is not a
+// server error.
+func FuzzNodesVerbBody(f *testing.F) {
 	for _, seed := range []string{
 		`{"state":"PASSIVE","name":"n2"}`, `{"state":"TEST","group":"default","subgroup":"default"}`,
 		`{"state":"TERMINATED","name":"n1"}`, `{"state":"ACTIVE"}`, `{"state":"SAFE","name":"n1","group":"g"}`,
 		`{"state":1}`, `{"state":"ACTIVE","name":"` + strings.Repeat("x", 200) + `"}`, `{"state":"ACTIVE","name":"\xff"}`,
-		`[]`, `{`, `null`, ``, `{"state":"ACTIVE","name":"n1"} {}`,
+		`[]`, `{`, `null`, ``, `{"state":"ACTIVE","name":"n1"} {}`, `{"group":"default"}`,
 	} {
-		f.Add(seed)
+		f.Add(seed, false)
+		f.Add(seed, true)
 	}
 	srv := New(Config{Generations: &fakeGenerations{}, Cluster: &fakeCluster{state: clusterState()}, MaxBodyBytes: 1 << 12})
-	f.Fuzz(func(t *testing.T, body string) {
-		r := httptest.NewRequest(http.MethodPost, "/v1/nodes:changeState", strings.NewReader(body))
+	f.Fuzz(func(t *testing.T, body string, health bool) {
+		path := "/v1/nodes:changeState"
+		if health {
+			path = "/v1/nodes:healthCheck"
+		}
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, r)
 		if rec.Code == http.StatusOK {
-			var res cluster.ChangeStateResponse
-			if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil || len(res.Changed) != 1 {
+			var res map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil || (res["changed"] == nil && res["nodes"] == nil) {
 				t.Fatalf("answer %q: %v", rec.Body, err)
 			}
 			return

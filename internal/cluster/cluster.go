@@ -76,6 +76,9 @@ type Config struct {
 	// NodeFailed is told, on the leader, of each node that went past the
 	// heartbeat timeout (once until it is heard from again); optional.
 	NodeFailed func(id string)
+	// SelfCheck checks this node for health checks (health.go); nil
+	// answers NOT_HEALTHY.
+	SelfCheck SelfChecker
 	// Client sends forwarded requests; nil means a client with no overall
 	// timeout (each call has its own deadline).
 	Client *http.Client

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -50,6 +51,7 @@ type Main struct {
 	loop     *reconcile.Loop
 	loader   *loader
 	state    nodeState
+	healthy  atomic.Pointer[string] // the last health check's result
 	preview  *previewRuntime
 	api      *api.Server
 	ln       net.Listener

@@ -15,6 +15,9 @@ func (m *Main) pdpStatus() cluster.NodeStatus {
 		Version: m.Version, State: m.state.NodeState(), Group: n.Group, Subgroup: n.Subgroup,
 		PolicyKinds: supportedPolicyKinds,
 	}
+	if h := m.healthy.Load(); h != nil {
+		s.Healthy = *h
+	}
 	if s.Version == "" {
 		s.Version = "dev"
 	}

@@ -62,6 +62,7 @@ func (m *Main) wire(ctx context.Context) error {
 		HeartbeatTimeout: cfg.Node.HeartbeatTimeout.Duration,
 		Status:           m.pdpStatus,
 		NodeFailed:       m.nodeFailed,
+		SelfCheck:        m.selfCheck,
 	})
 	if err != nil {
 		return err
