@@ -100,6 +100,10 @@ type Config struct {
 	// States is this node's state for the decision path (nodes_state.go);
 	// nil means always ACTIVE.
 	States NodeState
+	// Group is this node's group: decisions are answered only for the
+	// policies of that group (a policy's `group`, default "default"), 404
+	// for the others. "" serves every policy.
+	Group string
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -133,6 +137,7 @@ type Server struct {
 	commands    CommandQueue
 	states      NodeState
 	stats       *decisionStats
+	group       string
 }
 
 // New returns a Server for cfg.
@@ -157,6 +162,7 @@ func New(cfg Config) *Server {
 		commands:    cfg.Commands,
 		states:      cfg.States,
 		stats:       &decisionStats{},
+		group:       cfg.Group,
 	}
 	if s.fwdClient == nil {
 		s.fwdClient = &http.Client{}

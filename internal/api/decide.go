@@ -32,7 +32,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		s.fail(w, r, errPassive())
 		return
 	}
-	cp, err := lookup(snap, name)
+	cp, err := s.lookupServed(snap, name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -84,7 +84,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapsho
 		s.fail(w, r, errPassive())
 		return
 	}
-	cp, err := lookup(snap, name)
+	cp, err := s.lookupServed(snap, name)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -36,6 +36,24 @@ func errPassive() error {
 	return errorf(kindUnavailable, "this node is PASSIVE: it serves no decisions until an admin sets it ACTIVE or TEST")
 }
 
+// lookupServed is lookup for a decision: a policy of another node group
+// is not served here (ONAP: a PDP group's policies are deployed to its
+// PDPs only), and answers as unknown, with the group that serves it.
+func (s *Server) lookupServed(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
+	cp, err := lookup(snap, name)
+	if err != nil || s.group == "" {
+		return cp, err
+	}
+	if g := cp.Source().Group; g != s.group && (g != "" || s.group != defaultGroup) {
+		return nil, errorf(kindNotFound, "policy %q is served by the nodes of group %q; this node is in group %q",
+			"policies/"+name, g, s.group)
+	}
+	return cp, nil
+}
+
+// defaultGroup is the group of a policy without a group key.
+const defaultGroup = "default"
+
 // routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
 // operations: they need the API token when one is configured (and the
 // admin role once the API has roles).

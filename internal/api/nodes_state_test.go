@@ -129,3 +129,18 @@ func FuzzNodesVerbBody(f *testing.F) {
 		checkFuzzAnswer(t, rec)
 	})
 }
+
+// TestDecisionsOnlyForTheNodesGroup: a node in group edge does not answer
+// the default group's policies.
+func TestDecisionsOnlyForTheNodesGroup(t *testing.T) {
+	edge := newTestEnv(t, Config{Group: "edge"})
+	if a := edge.post("/v1/policies/web:evaluate", `{}`); a.code != 404 || !strings.Contains(string(a.body), `group \"edge\"`) {
+		t.Fatalf("edge node: %d %s", a.code, a.body)
+	}
+	if a := edge.do(http.MethodGet, "/v1/policies/web:authorize/x", nil, nil); a.code != 404 {
+		t.Fatalf("edge node authorize: %d", a.code)
+	}
+	if a := newTestEnv(t, Config{Group: "default"}).post("/v1/policies/web:evaluate", `{}`); a.code != 200 {
+		t.Fatalf("default node: %d %s", a.code, a.body)
+	}
+}

@@ -94,6 +94,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
 		States:         &m.state,
+		Group:          cfg.Node.Group,
 	})
 	return nil
 }

@@ -198,12 +198,12 @@ func TestStateScopes(t *testing.T) {
 
 func TestPassiveAndTest(t *testing.T) {
 	e := start(t)
-	n1, n4 := e.node("n1"), e.node("n4")
+	n1, n4 := e.node("n1"), e.node("n3") // n4 serves group edge only
 	if code, d := e.evaluate(n1, denied); code != 200 || d.Decision != "DENY" {
 		t.Fatalf("the request must be denied to test TEST: %d %+v", code, d)
 	}
 
-	e.changeState(n1, `{"state":"PASSIVE","name":"n4"}`)
+	e.changeState(n1, `{"state":"PASSIVE","name":"n3"}`)
 	e.eventually("n4 refuses decisions", func() error {
 		if code, d := e.evaluate(n4, denied); code != 503 || d.Error.Status != "UNAVAILABLE" {
 			return fmt.Errorf("evaluate %d %+v", code, d)
@@ -217,7 +217,7 @@ func TestPassiveAndTest(t *testing.T) {
 		t.Fatalf("n1 readyz %d", code)
 	}
 
-	e.changeState(n1, `{"state":"TEST","name":"n4"}`)
+	e.changeState(n1, `{"state":"TEST","name":"n3"}`)
 	e.eventually("n4 answers allow, not enforced", func() error {
 		code, d := e.evaluate(n4, denied)
 		if code != 200 || d.Decision != "ALLOW" || d.Enforced == nil || *d.Enforced || d.EvaluatedDecision != "DENY" {
@@ -245,7 +245,7 @@ func TestPassiveAndTest(t *testing.T) {
 				Statistics     struct{ PolicyExecutedCount, PolicyDeploySuccessCount uint64 }
 			}
 		}
-		err := client.GetJSON(n1.Base()+"/v1/nodes/n4", &n)
+		err := client.GetJSON(n1.Base()+"/v1/nodes/n3", &n)
 		if err == nil && (n.Status == nil || n.Status.State != "TEST" || n.Status.Statistics.PolicyExecutedCount < 2 ||
 			n.Status.Statistics.PolicyDeploySuccessCount < 1 || n.Status.Etags["edge-firewall"] == "" || n.Status.Version == "") {
 			err = fmt.Errorf("n4 status %+v", n.Status)
@@ -268,7 +268,7 @@ func TestSafeFreezesWhileOthersPromote(t *testing.T) {
 
 	var after uint64
 	e.eventually("n1 and n3 serve the new generation", func() error {
-		for _, n := range []*harness.Node{n1, e.node("n3"), e.node("n4")} {
+		for _, n := range []*harness.Node{n1, e.node("n3")} {
 			_, d := e.evaluate(n, denied)
 			if d.Generation <= before.Generation {
 				return fmt.Errorf("%s serves %d", n.ID, d.Generation)
@@ -287,6 +287,30 @@ func TestSafeFreezesWhileOthersPromote(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGroupsDecideWhatANodeServes: a policy of group edge is answered by
+// the edge node only; the default group's policies by the others only.
+func TestGroupsDecideWhatANodeServes(t *testing.T) {
+	e := start(t)
+	n1, n4 := e.node("n1"), e.node("n4")
+	if code, _ := e.evaluate(n4, denied); code != 404 {
+		t.Fatalf("edge node answered a default policy: %d", code)
+	}
+	edgeOnly := "group = \"edge\"\ndefault_action = \"allow\"\n[[rules]]\nname = \"no-x\"\npriority = 1\naction = \"deny\"\nmatch = 'request.method == \"X\"'\n"
+	e.git.Commit(e.clone, map[string]string{"edge-only/policy.toml": edgeOnly}, "edge-only policy")
+	e.git.Push(e.clone, "main")
+	e.post(n1, "/v1/cluster:reconcile", "{}", nil)
+	e.eventually("n4 serves edge-only", func() error {
+		if code := e.post(n4, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, nil); code != 200 {
+			return fmt.Errorf("n4: %d", code)
+		}
+		return nil
+	})
+	var d decision
+	if code := e.post(n1, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, &d); code != 404 || d.Error.Status != "NOT_FOUND" {
+		t.Fatalf("n1 answered an edge policy: %d %+v", code, d)
+	}
 }
 
 func TestGroupChangeOnlyWhilePassive(t *testing.T) {
