@@ -54,6 +54,20 @@ func (s *Server) lookupServed(snap *Snapshot, name string) (*engine.CompiledPoli
 // defaultGroup is the group of a policy without a group key.
 const defaultGroup = "default"
 
+// heldReasons names how a PASSIVE node's settings differ from the
+// leader's, from both nodes' last PDP_STATUS (nil when they agree or are
+// not known): why it was held PASSIVE at join.
+func heldReasons(n raftstore.Node, v cluster.View) []string {
+	if n.State != raftstore.NodePassive {
+		return nil
+	}
+	own, lead := v.Nodes[n.ID].Status, v.Nodes[v.Leader].Status
+	if own == nil || lead == nil || own.Settings == nil || lead.Settings == nil {
+		return nil
+	}
+	return own.Settings.Diff(lead.Settings)
+}
+
 // routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
 // operations: they need the API token when one is configured (and the
 // admin role once the API has roles).

@@ -79,6 +79,12 @@ type Config struct {
 	// SelfCheck checks this node for health checks (health.go); nil
 	// answers NOT_HEALTHY.
 	SelfCheck SelfChecker
+	// Settings are this node's decision-affecting settings, and
+	// KnownGroups the groups the active generation's policies name: a
+	// joining node that differs, or names another group, joins PASSIVE
+	// (consistency.go). Nil checks nothing.
+	Settings    Settings
+	KnownGroups func() []string
 	// Client sends forwarded requests; nil means a client with no overall
 	// timeout (each call has its own deadline).
 	Client *http.Client

@@ -32,6 +32,9 @@ type NodeStatus struct {
 	Generation uint64            `json:"generation"`
 	Etags      map[string]string `json:"etags,omitempty"`
 	Statistics Statistics        `json:"statistics"`
+	// Settings are the node's decision-affecting settings, so that the
+	// status can name how a node held PASSIVE differs from the leader.
+	Settings Settings `json:"settings,omitempty"`
 }
 
 // Statistics are ONAP's PDP statistics, counted by the node since it

@@ -48,6 +48,9 @@ type JoinRequest struct {
 	Voter    bool   `json:"voter"`
 	Group    string `json:"group,omitempty"`
 	Subgroup string `json:"subgroup,omitempty"`
+	// Settings are the node's decision-affecting settings; a node whose
+	// settings differ from the leader's joins PASSIVE (consistency.go).
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // LeaveRequest is the body of POST /v1/cluster:leave.

@@ -61,6 +61,7 @@ type loader struct {
 	state   *nodeState // nil: always ACTIVE (states.go)
 
 	frozenAt uint64 // the active generation a SAFE node last declined
+	heldBack uint64 // the staged generation a PASSIVE node last did not report failed
 
 	cache    map[uint64]compiled          // by generation number
 	pending  map[uint64]raftstore.Payload // reports not yet accepted
@@ -158,6 +159,10 @@ func (l *loader) stage(st *raftstore.State) {
 		return
 	}
 	c := l.compiled(g)
+	if c.bundle == nil && l.passive() {
+		l.passiveFailed(g.Number, c.problems) // reported if the node becomes ACTIVE while it is staged
+		return
+	}
 	if c.bundle == nil {
 		l.log.Error("staged generation does not compile on this node; reporting it failed",
 			"generation", g.Number, "commit", g.Commit, "problems", len(c.problems), "first", c.problems[0])

@@ -63,3 +63,22 @@ func (l *loader) followState(st *raftstore.State) {
 		l.log.Info("node state changed", "from", from, "to", l.state.NodeState())
 	}
 }
+
+// passive reports whether this node is PASSIVE: out of service, so a
+// generation it cannot compile is its own problem, not the cluster's (a
+// node held PASSIVE at join for a differing merge_default must not fail
+// every generation for the others).
+func (l *loader) passive() bool {
+	return l.state != nil && l.state.NodeState() == raftstore.NodePassive
+}
+
+// passiveFailed logs, once per generation, that a PASSIVE node does not
+// report a generation it cannot compile.
+func (l *loader) passiveFailed(n uint64, problems []string) {
+	if l.heldBack == n {
+		return
+	}
+	l.heldBack = n
+	l.log.Error("staged generation does not compile on this node; not reported while the node is PASSIVE",
+		"generation", n, "problems", len(problems), "first", problems[0])
+}

@@ -1,7 +1,11 @@
 package node
 
 import (
+	"slices"
+	"strconv"
+
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/engine"
 )
 
 // supportedPolicyKinds are the policy kinds this build's engine serves
@@ -13,7 +17,7 @@ func (m *Main) pdpStatus() cluster.NodeStatus {
 	n := m.Config.Node
 	s := cluster.NodeStatus{
 		Version: m.Version, State: m.state.NodeState(), Group: n.Group, Subgroup: n.Subgroup,
-		PolicyKinds: supportedPolicyKinds,
+		PolicyKinds: supportedPolicyKinds, Settings: m.settings(),
 	}
 	if h := m.healthy.Load(); h != nil {
 		s.Healthy = *h
@@ -38,3 +42,33 @@ func (m *Main) pdpStatus() cluster.NodeStatus {
 
 // nodeFailed counts a node the leader marked failed.
 func (m *Main) nodeFailed(string) { m.loader.metrics.failures.Inc() }
+
+// settings are this node's settings that change decisions: nodes that
+// differ from the leader join PASSIVE (cluster/consistency.go). The build
+// version is not one: a rolling upgrade runs two versions on purpose, and
+// the loader's etag check catches a build that compiles differently.
+func (m *Main) settings() cluster.Settings {
+	o := engine.DefaultOptions()
+	return cluster.Settings{
+		"policy.merge_default":      string(m.Config.Policy.MergeDefault),
+		"engine.max_rule_cost":      strconv.FormatUint(o.MaxRuleCost, 10),
+		"engine.runtime_cost_limit": strconv.FormatUint(o.RuntimeCostLimit, 10),
+	}
+}
+
+// knownGroups are the groups the served generation's policies name, and
+// the default group; nil before a generation is served (nothing to check
+// against yet).
+func (m *Main) knownGroups() []string {
+	cur := m.gens.Current()
+	if cur == nil || cur.Bundle == nil {
+		return nil
+	}
+	groups := []string{"default"}
+	for _, name := range cur.Bundle.Names() {
+		if cp, ok := cur.Bundle.Policy(name); ok && !slices.Contains(groups, cp.Source().Group) {
+			groups = append(groups, cp.Source().Group)
+		}
+	}
+	return groups
+}

@@ -63,6 +63,8 @@ func (m *Main) wire(ctx context.Context) error {
 		Status:           m.pdpStatus,
 		NodeFailed:       m.nodeFailed,
 		SelfCheck:        m.selfCheck,
+		Settings:         m.settings(),
+		KnownGroups:      m.knownGroups,
 	})
 	if err != nil {
 		return err
@@ -146,7 +148,7 @@ func (m *Main) self() cluster.JoinRequest {
 		httpAddr = m.Addr()
 	}
 	return cluster.JoinRequest{ID: n.ID, RaftAddr: m.store.Addr(), HTTPAddr: httpAddr, Voter: n.Voter,
-		Group: n.Group, Subgroup: n.Subgroup}
+		Group: n.Group, Subgroup: n.Subgroup, Settings: m.settings()}
 }
 
 // sourceStatus is the leader loop's last read, for the cluster view.

@@ -39,6 +39,7 @@ type env struct {
 func start(t *testing.T) *env {
 	srv := gittest.NewServer(t, gittest.Options{})
 	files := harness.ExampleFiles(t)
+	files["edge-only/policy.toml"] = edgeOnly
 	srv.InitRepo("policies", files)
 	c := harness.StartCluster(t, harness.ClusterOptions{
 		Size: 4, Race: true,
@@ -289,6 +290,9 @@ func TestSafeFreezesWhileOthersPromote(t *testing.T) {
 	})
 }
 
+// edgeOnly is a policy of group edge: only n4 serves it.
+const edgeOnly = "group = \"edge\"\ndefault_action = \"allow\"\n[[rules]]\nname = \"no-x\"\npriority = 1\naction = \"deny\"\nmatch = 'request.method == \"X\"'\n"
+
 // TestGroupsDecideWhatANodeServes: a policy of group edge is answered by
 // the edge node only; the default group's policies by the others only.
 func TestGroupsDecideWhatANodeServes(t *testing.T) {
@@ -297,16 +301,9 @@ func TestGroupsDecideWhatANodeServes(t *testing.T) {
 	if code, _ := e.evaluate(n4, denied); code != 404 {
 		t.Fatalf("edge node answered a default policy: %d", code)
 	}
-	edgeOnly := "group = \"edge\"\ndefault_action = \"allow\"\n[[rules]]\nname = \"no-x\"\npriority = 1\naction = \"deny\"\nmatch = 'request.method == \"X\"'\n"
-	e.git.Commit(e.clone, map[string]string{"edge-only/policy.toml": edgeOnly}, "edge-only policy")
-	e.git.Push(e.clone, "main")
-	e.post(n1, "/v1/cluster:reconcile", "{}", nil)
-	e.eventually("n4 serves edge-only", func() error {
-		if code := e.post(n4, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, nil); code != 200 {
-			return fmt.Errorf("n4: %d", code)
-		}
-		return nil
-	})
+	if code := e.post(n4, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, nil); code != 200 {
+		t.Fatalf("edge node: %d", code)
+	}
 	var d decision
 	if code := e.post(n1, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, &d); code != 404 || d.Error.Status != "NOT_FOUND" {
 		t.Fatalf("n1 answered an edge policy: %d %+v", code, d)
