@@ -68,6 +68,26 @@ func heldReasons(n raftstore.Node, v cluster.View) []string {
 	return own.Settings.Diff(lead.Settings)
 }
 
+// outOfRotation says why /readyz must fail although a generation is
+// loaded: the node is PASSIVE, or it serves an older generation than the
+// active one (it could not load it, or was left behind by the leader) and
+// is not SAFE, which stays behind on purpose. It rejoins rotation as soon
+// as it serves the active generation.
+func (s *Server) outOfRotation(snap *Snapshot) error {
+	mode := s.mode()
+	if mode == raftstore.NodePassive {
+		return errPassive()
+	}
+	if s.cluster == nil || mode == raftstore.NodeSafe {
+		return nil
+	}
+	if active := s.cluster.State().Active; active > snap.Generation {
+		return errorf(kindUnavailable, "this node serves generation %d but generation %d is active: out of rotation until it loads it",
+			snap.Generation, active)
+	}
+	return nil
+}
+
 // routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
 // operations: they need the API token when one is configured (and the
 // admin role once the API has roles).

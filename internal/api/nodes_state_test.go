@@ -144,3 +144,29 @@ func TestDecisionsOnlyForTheNodesGroup(t *testing.T) {
 		t.Fatalf("default node: %d %s", a.code, a.body)
 	}
 }
+
+// TestReadyzOutOfRotationWhenBehind: a node that serves an older
+// generation than the active one fails /readyz, unless it is SAFE.
+func TestReadyzOutOfRotationWhenBehind(t *testing.T) {
+	st := clusterState() // generation 6 active; the env serves 7
+	st.Active = 8
+	fc := &fakeCluster{state: st}
+	states := &fixedState{}
+	states.v.Store(raftstore.NodeActive)
+	e := newTestEnv(t, Config{Cluster: fc, States: states})
+	if a := e.do(http.MethodGet, "/readyz", nil, nil); a.code != 503 || !strings.Contains(string(a.body), "generation 8 is active") {
+		t.Fatalf("behind: %d %s", a.code, a.body)
+	}
+	states.v.Store(raftstore.NodeSafe)
+	if a := e.do(http.MethodGet, "/readyz", nil, nil); a.code != 200 {
+		t.Fatalf("SAFE behind: %d %s", a.code, a.body)
+	}
+	states.v.Store(raftstore.NodeActive)
+	fc.applied(0)
+	fc.mu.Lock()
+	fc.state.Active = 7
+	fc.mu.Unlock()
+	if a := e.do(http.MethodGet, "/readyz", nil, nil); a.code != 200 {
+		t.Fatalf("caught up: %d %s", a.code, a.body)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/policyrollout/reconciler/internal/policy"
-	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // policyResource is a policy as GET /v1/policies/{policy} shows it: the
@@ -95,8 +94,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errNoGeneration())
 		return
 	}
-	if s.mode() == raftstore.NodePassive {
-		s.fail(w, r, errPassive())
+	if err := s.outOfRotation(snap); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	b := strconv.AppendUint([]byte(`{"status":"READY","generation":`), snap.Generation, 10)

@@ -99,8 +99,12 @@ type Config struct {
 	// unreachable (failed): the leader stops waiting for it. Zero means
 	// ReachableIntervals heartbeat intervals.
 	HeartbeatTimeout time.Duration
-	ForwardTimeout   time.Duration
-	DialTimeout      time.Duration
+	// StagingTimeout is how long the leader waits for a reachable node's
+	// Ready before promoting without it (staging.go); zero means
+	// DefaultStagingTimeout.
+	StagingTimeout time.Duration
+	ForwardTimeout time.Duration
+	DialTimeout    time.Duration
 }
 
 // Cluster is one node's view of and access to the cluster: writes that
@@ -118,6 +122,9 @@ type Cluster struct {
 	mergeMu  sync.Mutex // guards the cached piggyback merge
 	mergeAt  time.Time
 	mergeVal json.RawMessage
+
+	behindGen uint64 // guarded by mergeMu: the last nodes left behind, logged once
+	behindIDs []string
 }
 
 // New returns a Cluster for cfg.
@@ -137,6 +144,7 @@ func New(cfg Config) (*Cluster, error) {
 	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.ForwardTimeout = orDefault(cfg.ForwardTimeout, DefaultForwardTimeout)
 	cfg.DialTimeout = orDefault(cfg.DialTimeout, DefaultDialTimeout)
+	cfg.StagingTimeout = orDefault(cfg.StagingTimeout, DefaultStagingTimeout)
 	c := &Cluster{cfg: cfg, store: cfg.Store, log: cfg.Logger}
 	c.fwd = &forwarder{self: cfg.NodeID, store: cfg.Store, client: cfg.Client, token: cfg.Token,
 		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout}

@@ -165,7 +165,8 @@ func (c *Cluster) View() View {
 // Until this leader has led for one window every registered node is
 // required, since a live node may not have found the new leader yet.
 // SAFE and PASSIVE nodes, and nodes whose last heartbeat said TERMINATED,
-// are never waited for (states.go).
+// are never waited for (states.go), nor, past the staging timeout, nodes
+// that have not reported Ready while the others have (staging.go).
 func (c *Cluster) Required(st *raftstore.State) []string {
 	settled := c.hb.settled()
 	now := c.cfg.Now()
@@ -179,7 +180,7 @@ func (c *Cluster) Required(st *raftstore.State) []string {
 		}
 	}
 	slices.Sort(ids)
-	return ids
+	return c.dropLeftBehind(st, ids) // staging.go
 }
 
 // RunHeartbeats sends a heartbeat every interval until ctx ends. served

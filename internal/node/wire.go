@@ -60,6 +60,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Logger:     m.Logger.Named(logging.Node),
 
 		HeartbeatTimeout: cfg.Node.HeartbeatTimeout.Duration,
+		StagingTimeout:   cfg.Node.StagingTimeout.Duration,
 		Status:           m.pdpStatus,
 		NodeFailed:       m.nodeFailed,
 		SelfCheck:        m.selfCheck,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -44,4 +45,24 @@ func (n *Node) WaitExit(timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("%s still running after %v", n.Args, timeout)
 	}
+}
+
+// Stopped reports whether the process is stopped (SIGSTOP), from
+// /proc/{pid}/stat on Linux: Signal returns before the kernel has stopped
+// every thread.
+func (n *Node) Stopped() bool {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
 }

@@ -43,6 +43,12 @@ func TestHealthCheck(t *testing.T) {
 	if err := n3.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	e.eventually("n3 stopped", func() error {
+		if !n3.Stopped() {
+			return fmt.Errorf("n3 still running")
+		}
+		return nil
+	})
 	var a healthAnswer
 	code := e.post(n1, "/v1/nodes:healthCheck", `{"name":"n3"}`, &a)
 	_ = n3.Signal(syscall.SIGCONT)
