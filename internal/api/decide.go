@@ -28,7 +28,7 @@ func lookup(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
 	start := time.Now()
 	mode := s.mode()
-	if mode == raftstore.NodePassive {
+	if refuses(mode) {
 		s.fail(w, r, errPassive())
 		return
 	}
@@ -80,7 +80,7 @@ func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Sna
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, snap *Snapshot, name, tail string) {
 	start := time.Now()
 	mode := s.mode()
-	if mode == raftstore.NodePassive {
+	if refuses(mode) {
 		s.fail(w, r, errPassive())
 		return
 	}

@@ -30,10 +30,16 @@ func (s *Server) mode() raftstore.NodeState {
 	return s.states.NodeState()
 }
 
+// refuses reports whether a node in state m answers no decisions: PASSIVE,
+// or TERMINATED by an admin and about to exit.
+func refuses(m raftstore.NodeState) bool {
+	return m == raftstore.NodePassive || m == raftstore.NodeTerminated
+}
+
 // errPassive is the answer of a PASSIVE node to a decision or /readyz: 503,
 // so that a load balancer drains it.
 func errPassive() error {
-	return errorf(kindUnavailable, "this node is PASSIVE: it serves no decisions until an admin sets it ACTIVE or TEST")
+	return errorf(kindUnavailable, "this node is PASSIVE (or TERMINATED): it serves no decisions until an admin sets it ACTIVE or TEST")
 }
 
 // lookupServed is lookup for a decision: a policy of another node group
@@ -75,7 +81,7 @@ func heldReasons(n raftstore.Node, v cluster.View) []string {
 // as it serves the active generation.
 func (s *Server) outOfRotation(snap *Snapshot) error {
 	mode := s.mode()
-	if mode == raftstore.NodePassive {
+	if refuses(mode) {
 		return errPassive()
 	}
 	if s.cluster == nil || mode == raftstore.NodeSafe {

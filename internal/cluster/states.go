@@ -44,12 +44,9 @@ type ChangeStateResponse struct {
 // one kind of scope.
 func (r ChangeStateRequest) Validate() error {
 	switch r.State {
-	case raftstore.NodeActive, raftstore.NodeTest, raftstore.NodeSafe, raftstore.NodePassive:
-	case raftstore.NodeTerminated:
-		return fmt.Errorf("%w: a node becomes TERMINATED by stopping (SIGTERM); it says so in its last heartbeat",
-			ErrBadRequest)
+	case raftstore.NodeActive, raftstore.NodeTest, raftstore.NodeSafe, raftstore.NodePassive, raftstore.NodeTerminated:
 	default:
-		return fmt.Errorf("%w: state %q: use ACTIVE, TEST, SAFE or PASSIVE", ErrBadRequest, r.State)
+		return fmt.Errorf("%w: state %q: use ACTIVE, TEST, SAFE, PASSIVE or TERMINATED", ErrBadRequest, r.State)
 	}
 	for _, s := range []string{r.Name, r.Group, r.Subgroup} {
 		if len(s) > maxScopeLen || !utf8.ValidString(s) {

@@ -58,7 +58,8 @@ type loader struct {
 	gens    *generations
 	log     hclog.Logger
 	metrics *nodeMetrics
-	state   *nodeState // nil: always ACTIVE (states.go)
+	state   *nodeState  // nil: always ACTIVE (states.go)
+	stop    func(error) // stops the node when an admin sets it TERMINATED; nil ignores it
 
 	frozenAt uint64 // the active generation a SAFE node last declined
 	heldBack uint64 // the staged generation a PASSIVE node last did not report failed

@@ -109,8 +109,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.wire(ctx); err != nil {
 		return err
 	}
-	m.loader.followState(m.store.State()) // a restarted PASSIVE node stays out of service
-	m.loader.load(m.store.State())        // the restored generation, before serving
+	m.state.follow(m.store.State()) // a restarted PASSIVE node stays out of service
+	m.loader.load(m.store.State())  // the restored generation, before serving
 	m.startBackground()
 	m.startHTTP()
 	log := m.Logger.Named(logging.Node)

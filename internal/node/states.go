@@ -1,11 +1,16 @@
 package node
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
+
+// ErrTerminated is why a node stopped when an admin set it TERMINATED
+// (POST /v1/nodes:changeState); `reconciler serve` exits 0 on it.
+var ErrTerminated = errors.New("an admin set this node TERMINATED")
 
 // nodeState is the state this node acts on: its entry in the replicated
 // registry, as this node has applied it, kept in an atomic so the decision
@@ -59,8 +64,16 @@ func (l *loader) followState(st *raftstore.State) {
 	if l.state == nil {
 		return
 	}
-	if from, changed := l.state.follow(st); changed {
-		l.log.Info("node state changed", "from", from, "to", l.state.NodeState())
+	from, changed := l.state.follow(st)
+	if !changed {
+		return
+	}
+	to := l.state.NodeState()
+	l.log.Info("node state changed", "from", from, "to", to)
+	if to == raftstore.NodeTerminated && l.stop != nil {
+		// A state read at start (Main.Run) never gets here: a node
+		// restarted after TERMINATED rejoins as a new member instead.
+		l.stop(ErrTerminated)
 	}
 }
 

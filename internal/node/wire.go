@@ -137,6 +137,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		log:     m.Logger.Named(logging.Node),
 		metrics: newNodeMetrics(m.registry),
 		state:   &m.state,
+		stop:    m.fail,
 	})
 	return nil
 }

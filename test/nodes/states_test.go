@@ -351,6 +351,25 @@ func TestGroupChangeOnlyWhilePassive(t *testing.T) {
 	e.c.WaitReady(n4)
 }
 
+// TestTerminatedByAnAdmin: a node set TERMINATED stops serving and exits;
+// started again, it rejoins as a new, ACTIVE member.
+func TestTerminatedByAnAdmin(t *testing.T) {
+	e := start(t)
+	n1, n3 := e.node("n1"), e.node("n3")
+	if code, ids := e.changeState(n1, `{"state":"TERMINATED","name":"n3"}`); code != 200 || strings.Join(ids, ",") != "n3" {
+		t.Fatalf("terminate n3: %d %v", code, ids)
+	}
+	if err := n3.WaitExit(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(n1, "n3", "TERMINATED")
+	if err := n3.Start(e.c.Bin); err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitReady(n3)
+	e.waitState(n1, "n3", "ACTIVE")
+}
+
 func TestTerminatedOnSIGTERM(t *testing.T) {
 	e := start(t)
 	n1, n3 := e.node("n1"), e.node("n3")
