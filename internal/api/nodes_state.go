@@ -94,6 +94,18 @@ func (s *Server) outOfRotation(snap *Snapshot) error {
 	return nil
 }
 
+// sumStatistics adds up the last statistics of the registered nodes (per
+// node in each node's status).
+func sumStatistics(st *raftstore.State, v cluster.View) cluster.Statistics {
+	var sum cluster.Statistics
+	for id := range st.Nodes {
+		if s := v.Nodes[id].Status; s != nil {
+			sum = sum.Add(s.Statistics)
+		}
+	}
+	return sum
+}
+
 // routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
 // operations: they need the API token when one is configured (and the
 // admin role once the API has roles).

@@ -170,3 +170,19 @@ func TestReadyzOutOfRotationWhenBehind(t *testing.T) {
 		t.Fatalf("caught up: %d %s", a.code, a.body)
 	}
 }
+
+// TestStatusSumsStatistics: /v1/status sums the registered nodes' last
+// statistics.
+func TestStatusSumsStatistics(t *testing.T) {
+	st := func(executed, failed uint64) *cluster.NodeStatus {
+		return &cluster.NodeStatus{Statistics: cluster.Statistics{PolicyExecutedCount: executed, PolicyExecutedFail: failed}}
+	}
+	fc := &fakeCluster{state: clusterState(), view: cluster.View{Leader: "n1", Nodes: map[string]cluster.NodeView{
+		"n1": {Status: st(10, 1)}, "n2": {Status: st(5, 0)}, "gone": {Status: st(100, 100)}}}}
+	e := newTestEnv(t, Config{Cluster: fc})
+	var s struct{ Statistics cluster.Statistics }
+	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/status", nil, nil).body, &s); err != nil ||
+		s.Statistics.PolicyExecutedCount != 15 || s.Statistics.PolicyExecutedFail != 1 {
+		t.Fatalf("statistics = %+v %v", s.Statistics, err)
+	}
+}
