@@ -29,3 +29,22 @@ func TestSweepMarksFailedOnce(t *testing.T) {
 		t.Fatalf("back: %v", back)
 	}
 }
+
+// TestSettingsDiffAndBounds: every differing setting is named, and a join
+// request cannot carry unbounded settings.
+func TestSettingsDiffAndBounds(t *testing.T) {
+	d := Settings{"a": "1", "b": "2"}.Diff(Settings{"a": "1", "b": "3", "c": "4"})
+	if len(d) != 2 || d[0] != `b is "2" on this node, "3" on the leader` || d[1] != `c is "" on this node, "4" on the leader` {
+		t.Fatalf("diff = %q", d)
+	}
+	big := map[string]string{}
+	for i := range maxSettings + 1 {
+		big[string(rune('a'+i%26))+string(rune('a'+i/26))] = "x"
+	}
+	if checkSettings(big) == nil || checkSettings(map[string]string{"k": string(make([]byte, maxScopeLen+1))}) == nil {
+		t.Fatal("unbounded settings accepted")
+	}
+	if err := checkSettings(map[string]string{"policy.merge_default": "fail"}); err != nil {
+		t.Fatal(err)
+	}
+}
