@@ -28,6 +28,9 @@ type Cluster interface {
 	ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
 	Heartbeat(ctx context.Context, hb cluster.Heartbeat) (cluster.View, error)
 	LeaderURL() (string, bool)
+	ChangeState(ctx context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error)
+	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
+	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)
@@ -43,6 +46,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 		"reconcile": s.reconcile,
 		"propose":   s.propose,
 		"heartbeat": s.heartbeat,
+		"selfCheck": s.selfCheck,
 	}
 	h, ok := handlers[verb]
 	if !ok || s.cluster == nil {

@@ -30,6 +30,8 @@ type statusResource struct {
 	Policies         []policyStatus       `json:"policies"`
 	Experiments      []json.RawMessage    `json:"experiments"`
 	Nodes            []nodeResource       `json:"nodes"`
+	// Statistics sum the nodes' PDP statistics (nodes_state.go).
+	Statistics cluster.Statistics `json:"statistics"`
 }
 
 // policyStatus is one policy with its status conditions (Kubewarden's
@@ -76,6 +78,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit = g.Commit
 	}
+	res.Statistics = sumStatistics(st, v)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,6 +43,8 @@ type Main struct {
 	Logger hclog.Logger
 	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Version is the build's version, reported in heartbeats; "" is "dev".
+	Version string
 
 	gens     generations
 	registry *prometheus.Registry
@@ -49,6 +52,8 @@ type Main struct {
 	cluster  *cluster.Cluster
 	loop     *reconcile.Loop
 	loader   *loader
+	state    nodeState
+	healthy  atomic.Pointer[string] // the last health check's result
 	preview  *previewRuntime
 	api      *api.Server
 	creds    []auth.Credential
@@ -118,7 +123,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.wire(ctx); err != nil {
 		return err
 	}
-	m.loader.load(m.store.State()) // the restored generation, before serving
+	m.state.follow(m.store.State()) // a restarted PASSIVE node stays out of service
+	m.loader.load(m.store.State())  // the restored generation, before serving
 	if err := m.startGRPC(ctx); err != nil {
 		return err
 	}
@@ -284,6 +290,7 @@ func (m *Main) Close() error {
 		if m.bgCancel != nil {
 			m.bgCancel()
 			m.bg.Wait()
+			m.cluster.Farewell(context.Background(), m.gens.served()) // TERMINATED
 		}
 		errs = append(errs, m.stopGRPC(), m.stopHTTP())
 		if m.store != nil {
