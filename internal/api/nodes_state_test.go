@@ -56,10 +56,10 @@ func TestChangeStateNeedsTheToken(t *testing.T) {
 	if err := json.Unmarshal(a.body, &res); a.code != 200 || err != nil || len(res.Changed) != 1 || res.Changed[0].To != raftstore.NodePassive {
 		t.Fatalf("with the token: %d %s", a.code, a.body)
 	}
-	if a := e.do(http.MethodGet, "/v1/nodes:changeState", nil, nil); a.code != http.StatusMethodNotAllowed {
+	if a := e.do(http.MethodGet, "/v1/nodes:changeState", nil, map[string]string{"Authorization": "Bearer tok"}); a.code != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: %d", a.code)
 	}
-	if a := e.post("/v1/nodes:reboot", "{}"); a.code != http.StatusNotFound {
+	if a := e.do(http.MethodPost, "/v1/nodes:reboot", strings.NewReader("{}"), map[string]string{"Authorization": "Bearer tok"}); a.code != http.StatusNotFound {
 		t.Fatalf("unknown verb: %d", a.code)
 	}
 }
@@ -137,8 +137,11 @@ func TestDecisionsOnlyForTheNodesGroup(t *testing.T) {
 	if a := edge.post("/v1/policies/web:evaluate", `{}`); a.code != 404 || !strings.Contains(string(a.body), `group \"edge\"`) {
 		t.Fatalf("edge node: %d %s", a.code, a.body)
 	}
-	if a := edge.do(http.MethodGet, "/v1/policies/web:authorize/x", nil, nil); a.code != 404 {
-		t.Fatalf("edge node authorize: %d", a.code)
+	// The gateway form answers only allow or deny: the failure mode
+	// (deny), with the reason in X-Policy-Error.
+	if a := edge.do(http.MethodGet, "/v1/policies/web:authorize/x", nil, nil); a.code != 403 ||
+		!strings.HasPrefix(a.header.Get("X-Policy-Error"), "NOT_FOUND") || !strings.Contains(a.header.Get("X-Policy-Error"), `group "edge"`) {
+		t.Fatalf("edge node authorize: %d %q", a.code, a.header.Get("X-Policy-Error"))
 	}
 	if a := newTestEnv(t, Config{Group: "default"}).post("/v1/policies/web:evaluate", `{}`); a.code != 200 {
 		t.Fatalf("default node: %d %s", a.code, a.body)
