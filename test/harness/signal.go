@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -20,15 +21,28 @@ func (c Config) groups() string {
 	return s
 }
 
-// Signal sends sig to the process Start started (by its pid).
+// Signal sends sig to the process Start started (by its pid). A signal
+// that ends a process (SIGTERM, SIGINT, SIGKILL) makes its exit expected,
+// as Terminate and Kill do.
 func (n *Node) Signal(sig os.Signal) error {
 	n.mu.Lock()
 	cmd := n.cmd
+	if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGKILL {
+		n.expectExit = true
+	}
 	n.mu.Unlock()
 	if cmd == nil {
 		return errors.New("node was never started")
 	}
 	return cmd.Process.Signal(sig)
+}
+
+// ExpectExit says the current incarnation is about to end by itself (an
+// admin set it TERMINATED): teardown does not report its exit.
+func (n *Node) ExpectExit() {
+	n.mu.Lock()
+	n.expectExit = true
+	n.mu.Unlock()
 }
 
 // WaitExit waits up to timeout for the process Start started to exit.

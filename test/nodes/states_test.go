@@ -324,7 +324,7 @@ func TestGroupChangeOnlyWhilePassive(t *testing.T) {
 	}
 
 	n4.Kill()
-	if err := n4.Start(e.c.Bin); err != nil {
+	if err := n4.StartRefused(e.c.Bin); err != nil {
 		t.Fatal(err)
 	}
 	if err := n4.WaitExit(60 * time.Second); err != nil {
@@ -356,6 +356,7 @@ func TestGroupChangeOnlyWhilePassive(t *testing.T) {
 func TestTerminatedByAnAdmin(t *testing.T) {
 	e := start(t)
 	n1, n3 := e.node("n1"), e.node("n3")
+	n3.ExpectExit()
 	if code, ids := e.changeState(n1, `{"state":"TERMINATED","name":"n3"}`); code != 200 || strings.Join(ids, ",") != "n3" {
 		t.Fatalf("terminate n3: %d %v", code, ids)
 	}
