@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -94,12 +95,14 @@ func (a *app) serve(args []string) int {
 	ctx, stop := signal.NotifyContext(a.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	m := &node.Main{Config: cfg, Logger: logger}
+	m := &node.Main{Config: cfg, Logger: logger, Version: version}
 	if err := m.Run(ctx); err != nil {
 		logger.Error("node failed to start", "error", err)
 		return exitCheck
 	}
-	if err := m.Wait(); err != nil {
+	if err := m.Wait(); errors.Is(err, node.ErrTerminated) {
+		return exitOK // an admin set it TERMINATED: a stop, not a failure to restart from
+	} else if err != nil {
 		logger.Error("node stopped with an error", "error", err)
 		return exitCheck
 	}

@@ -60,6 +60,14 @@ type statusView struct {
 		Reachable     bool      `json:"reachable"`
 		Generation    uint64    `json:"generation"`
 		LastHeartbeat time.Time `json:"lastHeartbeat"`
+		Group         string    `json:"group"`
+		Subgroup      string    `json:"subgroup"`
+		Status        *struct {
+			Statistics struct {
+				Executed uint64 `json:"policyExecutedCount"`
+				Failed   uint64 `json:"policyExecutedFailCount"`
+			} `json:"statistics"`
+		} `json:"status"`
 	} `json:"nodes"`
 }
 
@@ -303,7 +311,7 @@ func printConditions(w io.Writer, v *statusView) {
 
 func printNodes(w io.Writer, v *statusView, now time.Time) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tHTTP ADDRESS\tSTATE\tROLE\tGENERATION\tLAST HEARTBEAT")
+	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tHTTP ADDRESS\tGROUP\tSTATE\tROLE\tGENERATION\tDECISIONS (FAILED)\tLAST HEARTBEAT")
 	for _, n := range v.Nodes {
 		role := "non-voter"
 		switch {
@@ -319,8 +327,12 @@ func printNodes(w io.Writer, v *statusView, now time.Time) {
 				hb += ", unreachable"
 			}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.RaftAddr, n.HTTPAddr, orDash(n.State), role,
-			numOrDash(n.Generation), hb)
+		decisions := "-"
+		if n.Status != nil {
+			decisions = fmt.Sprintf("%d (%d)", n.Status.Statistics.Executed, n.Status.Statistics.Failed)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.RaftAddr, n.HTTPAddr,
+			orDash(n.Group)+"/"+orDash(n.Subgroup), orDash(n.State), role, numOrDash(n.Generation), decisions, hb)
 	}
 	tw.Flush()
 }

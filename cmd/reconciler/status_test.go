@@ -28,7 +28,7 @@ const statusFixture = `{"nodeId":"n2","leader":"n1","raftState":"Follower","acti
  {"type":"Invalid","status":"True","generation":3,"message":"web/policy.toml:3: rule \"typo\": undefined field 'pth'\nsecond","lastTransitionTime":"2026-01-02T15:04:09Z"}]}],
 "experiments":[],
 "nodes":[
- {"id":"n1","raftAddr":"127.0.0.1:8300","httpAddr":"127.0.0.1:8181","group":"default","subgroup":"default","state":"ACTIVE","voter":true,"leader":true,"reachable":true,"lastHeartbeat":"2026-01-02T15:04:09.5Z","generation":2,"joinTime":"2026-01-02T15:00:00Z"},
+ {"id":"n1","raftAddr":"127.0.0.1:8300","httpAddr":"127.0.0.1:8181","group":"default","subgroup":"default","state":"ACTIVE","voter":true,"leader":true,"reachable":true,"lastHeartbeat":"2026-01-02T15:04:09.5Z","generation":2,"joinTime":"2026-01-02T15:00:00Z","status":{"statistics":{"policyExecutedCount":12,"policyExecutedFailCount":1}}},
  {"id":"n4","raftAddr":"127.0.0.1:8303","httpAddr":"127.0.0.1:8184","group":"default","subgroup":"default","state":"ACTIVE","voter":false,"leader":false,"reachable":false,"generation":1,"joinTime":"2026-01-02T15:00:00Z"}]}`
 
 func TestStatusExperimentsTable(t *testing.T) {
@@ -83,9 +83,9 @@ Experiments
   none
 
 Nodes
-  ID  RAFT ADDRESS    HTTP ADDRESS    STATE   ROLE       GENERATION  LAST HEARTBEAT
-  n1  127.0.0.1:8300  127.0.0.1:8181  ACTIVE  leader     2           2026-01-02T15:04:09Z (500ms ago)
-  n4  127.0.0.1:8303  127.0.0.1:8184  ACTIVE  non-voter  1           -
+  ID  RAFT ADDRESS    HTTP ADDRESS    GROUP            STATE   ROLE       GENERATION  DECISIONS (FAILED)  LAST HEARTBEAT
+  n1  127.0.0.1:8300  127.0.0.1:8181  default/default  ACTIVE  leader     2           12 (1)              2026-01-02T15:04:09Z (500ms ago)
+  n4  127.0.0.1:8303  127.0.0.1:8184  default/default  ACTIVE  non-voter  1           -                   -
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)

@@ -126,6 +126,13 @@ type Config struct {
 	// endpoints (propose, heartbeat, webhook hand-off) then answer only on
 	// PeerHandler, to a verified node.
 	PeerTLS bool
+	// States is this node's state for the decision path (nodes_state.go);
+	// nil means always ACTIVE.
+	States NodeState
+	// Group is this node's group: decisions are answered only for the
+	// policies of that group (a policy's `group`, default "default"), 404
+	// for the others. "" serves every policy.
+	Group string
 }
 
 // defaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0.
@@ -168,6 +175,9 @@ type Server struct {
 	failure        FailureModes
 	undecidedTotal *prometheus.CounterVec
 	peerTLS        bool
+	states         NodeState
+	stats          *decisionStats
+	group          string
 }
 
 // New returns a Server for cfg.
@@ -197,6 +207,9 @@ func New(cfg Config) *Server {
 		records:     cfg.Records,
 		failure:     cfg.FailureModes,
 		peerTLS:     cfg.PeerTLS,
+		states:      cfg.States,
+		stats:       &decisionStats{},
+		group:       cfg.Group,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

@@ -177,6 +177,9 @@ func (a *auditWriter) Write(b []byte) (int, error) {
 // (role and token name, never the token), what, from where, and the
 // answer's status. Refused attempts are written too.
 func (s *Server) auditLine(aw *auditWriter, r *http.Request, id auth.Identity, admitted bool) {
+	if admitted && nodeChatter[r.URL.Path] {
+		return // a node's own routine calls, every second or so: not an operator's change
+	}
 	role, name := "none", "-"
 	if id.Name != "" {
 		role, name = id.Role.String(), id.Name
@@ -187,6 +190,16 @@ func (s *Server) auditLine(aw *auditWriter, r *http.Request, id auth.Identity, a
 		args = append(args, "forwarded_by", by)
 	}
 	s.audit.Info("request", args...)
+}
+
+// nodeChatter are the routine calls nodes make of each other (heartbeats,
+// Ready/Failed reports, health self-checks). Admitted, they would be most
+// of the audit log and bury the operators' writes; refused, they are
+// logged like any refusal.
+var nodeChatter = map[string]bool{
+	clusterPrefix + "heartbeat": true,
+	clusterPrefix + "propose":   true,
+	clusterPrefix + "selfCheck": true,
 }
 
 // credentialSet builds the Set of cfg's credentials and Token. A set that

@@ -170,6 +170,22 @@ func TestAuditLines(t *testing.T) {
 	}
 }
 
+// TestAuditLeavesOutNodeChatter: a node's admitted heartbeat or report
+// is not an operator's change and would bury them (one a second per
+// node); a refused one is logged like any refusal.
+func TestAuditLeavesOutNodeChatter(t *testing.T) {
+	e, audit := newGuardedEnv(t, Config{})
+	e.do(http.MethodPost, "/v1/cluster:heartbeat", strings.NewReader(`{}`), bearer(adminToken))
+	e.do(http.MethodPost, "/v1/cluster:propose", strings.NewReader(`{}`), bearer(adminToken))
+	if got := audit.String(); got != "" {
+		t.Errorf("admitted node chatter was audited:\n%s", got)
+	}
+	e.do(http.MethodPost, "/v1/cluster:heartbeat", strings.NewReader(`{}`), bearer(readerToken))
+	if got := audit.String(); !strings.Contains(got, "path=/v1/cluster:heartbeat role=reader") || !strings.Contains(got, "admitted=false") {
+		t.Errorf("a refused heartbeat was not audited:\n%s", got)
+	}
+}
+
 // TestForwardedWritesCarryTheCallersToken: a follower forwards the
 // caller's credential, and the leader judges it again; the node's own
 // token is not lent to the caller.

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // FailureMode is what a gateway form answers when the node cannot decide:
@@ -57,6 +58,9 @@ type GatewayAnswer struct {
 	Decision engine.Decision
 	// Generation is the generation that answered, 0 when there was none.
 	Generation uint64
+	// Unenforced: the node is in TEST (monitor mode), so Allow is true
+	// whatever Decision says; the headers say so (X-Policy-Enforced).
+	Unenforced bool
 	// Error, when set, says why the answer is not the policy's decision:
 	// "STATUS: message", where STATUS is UNAVAILABLE or NOT_FOUND (the
 	// failure mode answered) or INVALID_ARGUMENT (a malformed check: always
@@ -90,10 +94,14 @@ func (s *Server) Authorize(check *GatewayCheck, policy string, gen uint64) Gatew
 func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64, pinned bool) GatewayAnswer {
 	start := time.Now()
 	received := s.now()
+	mode := s.mode()
+	if refuses(mode) { // PASSIVE: the failure mode answers, as when no generation is loaded
+		return s.undecided(nil, errPassive(), s.failure.of(policy) == FailureAllow)
+	}
 	snap, err := s.gatewaySnapshot(gen, pinned)
 	var cp *engine.CompiledPolicy
 	if err == nil {
-		cp, err = lookup(snap, policy)
+		cp, err = s.lookupServed(snap, policy)
 	}
 	if err != nil {
 		a := s.undecided(snap, err, s.failure.of(policy) == FailureAllow)
@@ -109,8 +117,14 @@ func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64, p
 		return s.undecided(snap, err, false)
 	}
 	d := cp.Evaluate(req)
+	s.stats.count(&d)
 	s.metrics.decided(policy, d.Verdict, time.Since(start))
-	return GatewayAnswer{Allow: d.Verdict == engine.Allow, Decision: d, Generation: snap.Generation, policy: policy, req: req}
+	a := GatewayAnswer{Allow: d.Verdict == engine.Allow, Decision: d, Generation: snap.Generation, policy: policy, req: req}
+	if mode == raftstore.NodeTest {
+		a.Allow, a.Unenforced = true, true
+		s.logUnenforced(policy, &d, snap.Generation)
+	}
+	return a
 }
 
 // gatewaySnapshot returns generation gen when pinned, else the active
@@ -195,8 +209,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, name, tail st
 		h.Set("X-Policy-Decision", string(verdictOf(a.Allow)))
 		h.Set("X-Policy-Error", a.Error)
 	} else {
-		h.Set("X-Policy-Decision", string(a.Decision.Verdict))
+		h.Set("X-Policy-Decision", string(verdictOf(a.Allow)))
 		h.Set("X-Policy-Rule", a.Decision.Rule)
+	}
+	if a.Unenforced {
+		h.Set("X-Policy-Enforced", "false")
+		h.Set("X-Policy-Evaluated-Decision", string(a.Decision.Verdict))
 	}
 	if a.Generation != 0 {
 		h.Set("X-Policy-Generation", strconv.FormatUint(a.Generation, 10))

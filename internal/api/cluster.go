@@ -33,6 +33,9 @@ type Cluster interface {
 	// (cluster.Cluster.OnLeader): run here when leading, else forward once.
 	OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error, call cluster.Call) (*cluster.Answer, error)
 	ForwardRead(ctx context.Context, call cluster.Call) (cluster.Answer, bool, error)
+	ChangeState(ctx context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error)
+	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
+	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)
@@ -48,6 +51,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 		"reconcile": s.reconcile,
 		"propose":   s.propose,
 		"heartbeat": s.heartbeat,
+		"selfCheck": s.selfCheck,
 	}
 	h, ok := handlers[verb]
 	if !ok || s.cluster == nil {

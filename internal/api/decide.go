@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // lookup finds policy name in snap, or says why it cannot.
@@ -25,7 +26,12 @@ func lookup(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
 // evaluate answers POST …/policies/{policy}:evaluate with the decision JSON.
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
 	start := time.Now()
-	cp, err := lookup(snap, name)
+	mode := s.mode()
+	if refuses(mode) {
+		s.fail(w, r, errPassive())
+		return
+	}
+	cp, err := s.lookupServed(snap, name)
 	if err != nil {
 		s.evaluateUnknown(w, r, snap, name, err)
 		return
@@ -36,10 +42,15 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		return
 	}
 	d := cp.Evaluate(req)
-	buf := s.getBuf()
-	buf.Write(appendDecision(buf.AvailableBuffer(), &d, snap.Generation))
-	writeJSON(w, http.StatusOK, buf.Bytes())
-	s.putBuf(buf)
+	s.stats.count(&d)
+	if mode == raftstore.NodeTest {
+		s.writeUnenforced(w, name, &d, snap.Generation)
+	} else {
+		buf := s.getBuf()
+		buf.Write(appendDecision(buf.AvailableBuffer(), &d, snap.Generation))
+		writeJSON(w, http.StatusOK, buf.Bytes())
+		s.putBuf(buf)
+	}
 	s.metrics.decided(name, d.Verdict, time.Since(start))
 	s.offer(name, &d, req) // after the answer: preview never delays it
 }

@@ -117,6 +117,11 @@ type nodeResource struct {
 	// its last heartbeat said (this node's own: right now).
 	Generation uint64    `json:"generation"`
 	JoinTime   time.Time `json:"joinTime"`
+	// Status is the node's last PDP_STATUS as the leader received it.
+	Status *cluster.NodeStatus `json:"status,omitempty"`
+	// HeldReasons say how a PASSIVE node's settings differ from the
+	// leader's (nodes_state.go).
+	HeldReasons []string `json:"heldReasons,omitempty"`
 }
 
 type listNodesResponse struct {
@@ -129,6 +134,10 @@ func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.V
 		ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Group: n.Group, Subgroup: n.Subgroup,
 		State: string(n.State), Voter: n.Voter, Leader: n.ID == s.cluster.Leader(),
 		Reachable: hb.Reachable, LastHeartbeat: hb.LastHeartbeat, Generation: hb.Generation, JoinTime: n.JoinTime,
+		Status: hb.Status, HeldReasons: heldReasons(n, v),
+	}
+	if hb.Status != nil && hb.Status.State == raftstore.NodeTerminated {
+		res.State = string(raftstore.NodeTerminated) // it said so in its last heartbeat
 	}
 	if n.ID == s.cluster.NodeID() {
 		res.Generation = 0

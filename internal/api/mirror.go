@@ -19,7 +19,11 @@ func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Sna
 	if !gateway && !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	if _, err := lookup(snap, name); err != nil && !(s.preview != nil && snap != nil && s.preview.Previewing(name)) {
+	if refuses(s.mode()) {
+		s.fail(w, r, errPassive())
+		return
+	}
+	if _, err := s.lookupServed(snap, name); err != nil && !(s.preview != nil && snap != nil && s.preview.Previewing(name)) {
 		s.fail(w, r, err) // a policy not live yet is mirrored while it has ACTIVE experiments
 		return
 	}

@@ -94,6 +94,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errNoGeneration())
 		return
 	}
+	if err := s.outOfRotation(snap); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	b := strconv.AppendUint([]byte(`{"status":"READY","generation":`), snap.Generation, 10)
 	writeJSON(w, http.StatusOK, append(b, "}\n"...))
 }

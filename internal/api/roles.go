@@ -66,6 +66,8 @@ var routeTable = []routeRule{
 	{http.MethodPost, clusterPrefix + "propose", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
 	{http.MethodPost, clusterPrefix + "heartbeat", classAPI, auth.RoleAdmin, hasPrefix(clusterPrefix)},
 	{http.MethodPost, WebhookCommandsPath, classAPI, auth.RoleAdmin, is(WebhookCommandsPath)},
+	{http.MethodPost, "/v1/nodes:changeState", classAPI, auth.RoleAdmin, is("/v1/nodes:changeState")},
+	{http.MethodPost, "/v1/nodes:healthCheck", classAPI, auth.RoleAdmin, is("/v1/nodes:healthCheck")},
 	{http.MethodGet, statusPath, classAPI, auth.RoleReader, anyPath},
 	{"", "/v1/nodes:changeState", classAPI, auth.RoleAdmin, anyPath},
 }

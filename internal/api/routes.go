@@ -48,6 +48,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.enqueueCommand(w, r)
 	case strings.HasPrefix(p, generationsPath):
 		s.routeGeneration(w, r, p[len(generationsPath):])
+	case strings.HasPrefix(p, nodesVerbPrefix):
+		s.routeNodesVerb(w, r, p[len(nodesVerbPrefix):])
 	case strings.HasPrefix(p, clusterPrefix):
 		s.routeCluster(w, r, p[len(clusterPrefix):])
 	case p == statusPath || p == generationsList || p == nodesList || strings.HasPrefix(p, nodesPrefix):

@@ -33,6 +33,8 @@ type statusResource struct {
 	// Parts are this node's long-running parts (loader, preview,
 	// heartbeats, leader, github) and what each is doing.
 	Parts map[string]lifecycle.Status `json:"parts,omitempty"`
+	// Statistics sum the nodes' PDP statistics (nodes_state.go).
+	Statistics cluster.Statistics `json:"statistics"`
 }
 
 // policyStatus is one policy with its status conditions (Kubewarden's
@@ -82,6 +84,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.parts != nil {
 		res.Parts = s.parts()
 	}
+	res.Statistics = sumStatistics(st, v)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
 	}

@@ -70,6 +70,21 @@ type Config struct {
 	// Source reports the leader loop's last read of the policy source, for
 	// the view; nil reports nothing.
 	Source func() SourceStatus
+	// Status returns this node's PDP_STATUS for its heartbeats; nil sends
+	// none.
+	Status func() NodeStatus
+	// NodeFailed is told, on the leader, of each node that went past the
+	// heartbeat timeout (once until it is heard from again); optional.
+	NodeFailed func(id string)
+	// SelfCheck checks this node for health checks (health.go); nil
+	// answers NOT_HEALTHY.
+	SelfCheck SelfChecker
+	// Settings are this node's decision-affecting settings, and
+	// KnownGroups the groups the active generation's policies name: a
+	// joining node that differs, or names another group, joins PASSIVE
+	// (consistency.go). Nil checks nothing.
+	Settings    Settings
+	KnownGroups func() []string
 	// Client sends forwarded requests; nil means a client with no overall
 	// timeout (each call has its own deadline). With PeerTLS it must
 	// present the node certificate (tlsconfig.Node.HTTPTransport).
@@ -91,8 +106,16 @@ type Config struct {
 	// HeartbeatInterval, ForwardTimeout and DialTimeout default to the
 	// constants above.
 	HeartbeatInterval time.Duration
-	ForwardTimeout    time.Duration
-	DialTimeout       time.Duration
+	// HeartbeatTimeout is how long without a heartbeat makes a node
+	// unreachable (failed): the leader stops waiting for it. Zero means
+	// ReachableIntervals heartbeat intervals.
+	HeartbeatTimeout time.Duration
+	// StagingTimeout is how long the leader waits for a reachable node's
+	// Ready before promoting without it (staging.go); zero means
+	// DefaultStagingTimeout.
+	StagingTimeout time.Duration
+	ForwardTimeout time.Duration
+	DialTimeout    time.Duration
 }
 
 // Cluster is one node's view of and access to the cluster: writes that
@@ -110,6 +133,9 @@ type Cluster struct {
 	mergeMu  sync.Mutex // guards the cached piggyback merge
 	mergeAt  time.Time
 	mergeVal json.RawMessage
+
+	behindGen uint64 // guarded by mergeMu: the last nodes left behind, logged once
+	behindIDs []string
 }
 
 // New returns a Cluster for cfg.
@@ -134,10 +160,11 @@ func New(cfg Config) (*Cluster, error) {
 			return raftstore.Probe(raftstore.TCPDial, addr, cfg.DialTimeout)
 		}
 	}
+	cfg.StagingTimeout = orDefault(cfg.StagingTimeout, DefaultStagingTimeout)
 	c := &Cluster{cfg: cfg, store: cfg.Store, log: cfg.Logger}
 	c.fwd = &forwarder{self: cfg.NodeID, store: cfg.Store, client: cfg.Client, token: cfg.Token,
 		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout, peerTLS: cfg.PeerTLS}
-	c.hb = newHeartbeats(cfg.Now, ReachableIntervals*cfg.HeartbeatInterval)
+	c.hb = newHeartbeats(cfg.Now, orDefault(cfg.HeartbeatTimeout, ReachableIntervals*cfg.HeartbeatInterval))
 	return c, nil
 }
 

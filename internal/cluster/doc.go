@@ -7,6 +7,13 @@
 // kept in the leader's memory, and leadership (running the leader loop
 // only while this node leads).
 //
+// It is also the leader's side of node management, after ONAP's PAP:
+// node states set by changeState (states.go), the PDP_STATUS each
+// heartbeat carries (status.go), failed nodes (failures.go), health checks
+// fanned out to the nodes in scope (health.go), nodes held PASSIVE at join
+// (consistency.go) and nodes left behind past the staging timeout
+// (staging.go).
+//
 // Errors keep their identity across the wire: every sentinel error of this
 // package and of raftstore has a name (Reason) that the API puts into the
 // AIP-193 error body, and the forwarding client turns it back into a

@@ -23,10 +23,12 @@ type heartbeats struct {
 	since    time.Time // when this node last became leader
 	seen     map[string]NodeView
 	payloads map[string]json.RawMessage // the last Heartbeat.Payload of each node
+	failed   map[string]bool            // past the window, logged once (failures.go)
 }
 
 func newHeartbeats(now func() time.Time, window time.Duration) *heartbeats {
-	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}, payloads: map[string]json.RawMessage{}}
+	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}, payloads: map[string]json.RawMessage{},
+		failed: map[string]bool{}}
 }
 
 // reset starts a leadership term with no heartbeats heard.
@@ -36,12 +38,13 @@ func (h *heartbeats) reset() {
 	h.since = h.now()
 	h.seen = map[string]NodeView{}
 	h.payloads = map[string]json.RawMessage{}
+	h.failed = map[string]bool{}
 }
 
 func (h *heartbeats) record(hb Heartbeat) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen[hb.ID] = NodeView{LastHeartbeat: h.now(), Generation: hb.Generation}
+	h.seen[hb.ID] = NodeView{LastHeartbeat: h.now(), Generation: hb.Generation, Status: hb.Status}
 	if hb.Payload != nil {
 		h.payloads[hb.ID] = hb.Payload
 	}
@@ -164,12 +167,15 @@ func (c *Cluster) View() View {
 // or rejoined) within the window, which may not have sent a heartbeat yet.
 // Until this leader has led for one window every registered node is
 // required, since a live node may not have found the new leader yet.
+// SAFE and PASSIVE nodes, and nodes whose last heartbeat said TERMINATED,
+// are never waited for (states.go), nor, past the staging timeout, nodes
+// that have not reported Ready while the others have (staging.go).
 func (c *Cluster) Required(st *raftstore.State) []string {
 	settled := c.hb.settled()
 	now := c.cfg.Now()
 	ids := []string{c.cfg.NodeID}
 	for id, n := range st.Nodes {
-		if id == c.cfg.NodeID || n.State == raftstore.NodeTerminated {
+		if id == c.cfg.NodeID || !waitsFor(n.State) || c.hb.terminated(id) {
 			continue
 		}
 		if !settled || c.hb.fresh(id) || now.Sub(n.UpdateTime) < c.hb.window {
@@ -177,7 +183,7 @@ func (c *Cluster) Required(st *raftstore.State) []string {
 		}
 	}
 	slices.Sort(ids)
-	return ids
+	return c.dropLeftBehind(st, ids) // staging.go
 }
 
 // RunHeartbeats sends a heartbeat every interval until ctx ends. served
@@ -188,6 +194,7 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 	defer t.Stop()
 	for {
 		c.beat(ctx, served())
+		c.checkFailures()
 		select {
 		case <-ctx.Done():
 			return
@@ -199,7 +206,7 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 func (c *Cluster) beat(ctx context.Context, served uint64) {
 	ctx, cancel := context.WithTimeout(withLocal(ctx), 2*c.cfg.HeartbeatInterval)
 	defer cancel()
-	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served}
+	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served, Status: c.status()}
 	pb := c.piggyback()
 	if pb != nil {
 		hb.Payload = pb.Outgoing()

@@ -37,6 +37,9 @@ func (c *Cluster) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Nod
 	if err := c.checkAddressChange(ctx, req); err != nil {
 		return raftstore.Node{}, err
 	}
+	if err := checkSettings(req.Settings); err != nil {
+		return raftstore.Node{}, err
+	}
 	if old, ok := c.store.State().Nodes[req.ID]; ok && old.State != raftstore.NodeTerminated &&
 		old.State != raftstore.NodePassive && (old.Group != req.Group || old.Subgroup != req.Subgroup) {
 		// Refused before raft is touched; UpsertNode would refuse it too.
@@ -53,6 +56,9 @@ func (c *Cluster) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Nod
 			return raftstore.Node{}, fmt.Errorf("%w: %s at %s: %v: check node.raft_addr (and its advertised address) and the firewall",
 				ErrRaftUnreachable, req.ID, req.RaftAddr, err)
 		}
+	}
+	if _, err := c.holdNewNode(ctx, req); err != nil { // consistency.go
+		return raftstore.Node{}, err
 	}
 	if req.Voter {
 		err = c.store.AddVoter(req.ID, req.RaftAddr)

@@ -48,6 +48,9 @@ type JoinRequest struct {
 	Voter    bool   `json:"voter"`
 	Group    string `json:"group,omitempty"`
 	Subgroup string `json:"subgroup,omitempty"`
+	// Settings are the node's decision-affecting settings; a node whose
+	// settings differ from the leader's joins PASSIVE (consistency.go).
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // LeaveRequest is the body of POST /v1/cluster:leave.
@@ -69,6 +72,8 @@ type Heartbeat struct {
 	Generation uint64 `json:"generation"`
 	// Payload is what a Piggyback subsystem sends along (preview stats).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Status is the node's PDP_STATUS (status.go).
+	Status *NodeStatus `json:"status,omitempty"`
 }
 
 // View is the leader's picture of the cluster that is not in the raft log:
@@ -94,6 +99,8 @@ type NodeView struct {
 	// Reachable: the heartbeat is recent enough that the leader waits for
 	// this node's Ready before activating a staged generation.
 	Reachable bool `json:"reachable"`
+	// Status is the node's last PDP_STATUS, nil before one arrived.
+	Status *NodeStatus `json:"status,omitempty"`
 }
 
 // SourceStatus is what the leader last read from the policy source.

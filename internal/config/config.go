@@ -58,6 +58,14 @@ type Node struct {
 	// Group and Subgroup scope state changes (ONAP PDP groups).
 	Group    string `toml:"group"`
 	Subgroup string `toml:"subgroup"`
+	// HeartbeatTimeout is how long the leader waits for a node's heartbeat
+	// before it marks the node failed and stops waiting for it to promote.
+	// Zero means 3 heartbeat intervals (1.5 s).
+	HeartbeatTimeout Duration `toml:"heartbeat_timeout"`
+	// StagingTimeout is how long the leader waits for a node's Ready before
+	// it promotes without it (the node leaves rotation until it catches
+	// up). Zero means 60 s.
+	StagingTimeout Duration `toml:"staging_timeout"`
 }
 
 // Git is the [git] section: where the policy repository lives.

@@ -61,6 +61,14 @@ func (n *Node) validate(e *errs) {
 	}
 	checkName(e, "node.group", n.Group)
 	checkName(e, "node.subgroup", n.Subgroup)
+	// Below two heartbeats (1 s) one late packet marks a node failed; past
+	// a few minutes a dead node holds promotions that long.
+	if d := n.HeartbeatTimeout.Duration; d != 0 && (d < time.Second || d > 5*time.Minute) {
+		e.add("node.heartbeat_timeout", "%s must be between 1s and 5m (0: 1.5s)", d)
+	}
+	if d := n.StagingTimeout.Duration; d != 0 && (d < time.Second || d > time.Hour) {
+		e.add("node.staging_timeout", "%s must be between 1s and 1h (0: 60s)", d)
+	}
 }
 
 func (g *Git) validate(e *errs) {

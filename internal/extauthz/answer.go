@@ -50,6 +50,10 @@ func policyHeaders(a api.GatewayAnswer) []*corev3.HeaderValueOption {
 	if a.Generation != 0 {
 		out = append(out, header("x-policy-generation", strconv.FormatUint(a.Generation, 10)))
 	}
+	if a.Unenforced {
+		out = append(out, header("x-policy-enforced", "false"),
+			header("x-policy-evaluated-decision", string(a.Decision.Verdict)))
+	}
 	return out
 }
 

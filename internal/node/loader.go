@@ -58,6 +58,11 @@ type loader struct {
 	gens    *generations
 	log     hclog.Logger
 	metrics *nodeMetrics
+	state   *nodeState  // nil: always ACTIVE (states.go)
+	stop    func(error) // stops the node when an admin sets it TERMINATED; nil ignores it
+
+	frozenAt uint64 // the active generation a SAFE node last declined
+	heldBack uint64 // the staged generation a PASSIVE node last did not report failed
 
 	cache    map[uint64]compiled          // by generation number
 	pending  map[uint64]raftstore.Payload // reports not yet accepted
@@ -94,6 +99,7 @@ func (l *loader) run(ctx context.Context) {
 // sync acts on the latest state; false means a report is still pending.
 func (l *loader) sync(ctx context.Context) bool {
 	st := l.store.State()
+	l.followState(st)
 	l.load(st)
 	l.stage(st)
 	l.evict(st)
@@ -105,8 +111,8 @@ func (l *loader) sync(ctx context.Context) bool {
 func (l *loader) load(st *raftstore.State) {
 	cur := l.gens.Current()
 	g, ok := st.ActiveGeneration()
-	if !ok || (cur != nil && g.Number <= cur.Generation) {
-		return // nothing newer: a served generation never goes down
+	if !ok || (cur != nil && g.Number <= cur.Generation) || l.frozen(cur, g.Number) {
+		return // nothing newer (a served generation never goes down), or SAFE
 	}
 	c := l.compiled(g)
 	if c.bundle == nil {
@@ -154,6 +160,10 @@ func (l *loader) stage(st *raftstore.State) {
 		return
 	}
 	c := l.compiled(g)
+	if c.bundle == nil && l.passive() {
+		l.passiveFailed(g.Number, c.problems) // reported if the node becomes ACTIVE while it is staged
+		return
+	}
 	if c.bundle == nil {
 		l.log.Error("staged generation does not compile on this node; reporting it failed",
 			"generation", g.Number, "commit", g.Commit, "problems", len(c.problems), "first", c.problems[0])

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -8,6 +10,10 @@ import (
 type nodeMetrics struct {
 	compiles *prometheus.CounterVec
 	switches prometheus.Counter
+	failures prometheus.Counter // nodes past the heartbeat timeout (leader)
+
+	// Deploy statistics for the PDP_STATUS: generations compiled.
+	deployOK, deployFailed atomic.Uint64
 }
 
 func newNodeMetrics(reg prometheus.Registerer) *nodeMetrics {
@@ -20,16 +26,22 @@ func newNodeMetrics(reg prometheus.Registerer) *nodeMetrics {
 			Namespace: "reconciler", Name: "generation_switches_total",
 			Help: "Times this node switched the generation it serves (the first load included).",
 		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "reconciler", Name: "node_heartbeat_failures_total",
+			Help: "Nodes this node, as leader, marked failed for missing their heartbeats past node.heartbeat_timeout.",
+		}),
 	}
-	reg.MustRegister(m.compiles, m.switches)
+	reg.MustRegister(m.compiles, m.switches, m.failures)
 	return m
 }
 
 func (m *nodeMetrics) compiled(ok bool) {
 	if ok {
 		m.compiles.WithLabelValues("ok").Inc()
+		m.deployOK.Add(1)
 	} else {
 		m.compiles.WithLabelValues("failed").Inc()
+		m.deployFailed.Add(1)
 	}
 }
 

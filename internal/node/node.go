@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,6 +48,8 @@ type Main struct {
 	Logger hclog.Logger
 	// ShutdownTimeout bounds Close; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Version is the build's version, reported in heartbeats; "" is "dev".
+	Version string
 
 	gens        generations
 	registry    *prometheus.Registry
@@ -56,6 +59,8 @@ type Main struct {
 	experiments *experiments.Service
 	github      *github.Worker // nil without [github]
 	loader      *loader
+	state       nodeState
+	healthy     atomic.Pointer[string] // the last health check's result
 	preview     *previewRuntime
 	api         *api.Server
 	creds       []auth.Credential
@@ -128,7 +133,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.wire(ctx); err != nil {
 		return err
 	}
-	m.loader.load(m.store.State()) // the restored generation, before serving
+	m.state.follow(m.store.State()) // a restarted PASSIVE node stays out of service
+	m.loader.load(m.store.State())  // the restored generation, before serving
 	if err := m.startGRPC(ctx); err != nil {
 		return err
 	}
@@ -301,7 +307,10 @@ func (m *Main) Close() error {
 		m.fatalMu.Lock()
 		errs = append(errs, m.fatalErr)
 		m.fatalMu.Unlock()
-		m.stopBackground()
+		if m.bgCancel != nil {
+			m.stopBackground()
+			m.cluster.Farewell(context.Background(), m.gens.served()) // TERMINATED
+		}
 		errs = append(errs, m.stopGRPC(), m.stopHTTP())
 		if m.store != nil {
 			if err := m.store.Close(); err != nil {

@@ -62,11 +62,20 @@ func (m *Main) wire(ctx context.Context) error {
 		PeerTLS:    m.tls != nil,
 		Probe:      m.probe,
 		Logger:     m.Logger.Named(logging.Node),
+
+		HeartbeatTimeout: cfg.Node.HeartbeatTimeout.Duration,
+		StagingTimeout:   cfg.Node.StagingTimeout.Duration,
+		Status:           m.pdpStatus,
+		NodeFailed:       m.nodeFailed,
+		SelfCheck:        m.selfCheck,
+		Settings:         m.settings(),
+		KnownGroups:      m.knownGroups,
 	})
 	if err != nil {
 		return err
 	}
 	m.cluster = c
+	m.state.id = cfg.Node.ID
 	if err := m.wireLeaderAndLoader(ctx); err != nil {
 		return err
 	}
@@ -98,6 +107,8 @@ func (m *Main) wire(ctx context.Context) error {
 		Parts:          m.parts.Statuses,
 		FailureModes:   failureModes(cfg.API),
 		PeerTLS:        m.tls != nil,
+		States:         &m.state,
+		Group:          cfg.Node.Group,
 	})
 	m.addParts()
 	return nil
@@ -126,6 +137,8 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		gens:    &m.gens,
 		log:     m.Logger.Named(logging.Node),
 		metrics: newNodeMetrics(m.registry),
+		state:   &m.state,
+		stop:    m.fail,
 	})
 	return nil
 }
@@ -138,7 +151,7 @@ func (m *Main) self() cluster.JoinRequest {
 		httpAddr = m.Addr()
 	}
 	return cluster.JoinRequest{ID: n.ID, RaftAddr: m.store.Addr(), HTTPAddr: httpAddr, Voter: n.Voter,
-		Group: n.Group, Subgroup: n.Subgroup}
+		Group: n.Group, Subgroup: n.Subgroup, Settings: m.settings()}
 }
 
 // sourceStatus is the leader loop's last read, for the cluster view.

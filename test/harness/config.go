@@ -21,6 +21,8 @@ type Config struct {
 	// trusted_proxies.
 	APIExtra string
 
+	Group, Subgroup string // node.group, node.subgroup; omitted if empty
+
 	// Extra is TOML appended verbatim, e.g. a [preview] section.
 	Extra string
 }
@@ -35,12 +37,12 @@ http_addr = %q
 raft_addr = %q
 bootstrap = %t
 join = [%s]
-
+%s
 [git]
 url = %q
 init_from = ""
 poll = %q
-`, c.ID, c.DataDir, c.HTTPAddr, c.RaftAddr, c.Bootstrap, quoteList(c.Join), c.GitURL, c.Poll)
+`, c.ID, c.DataDir, c.HTTPAddr, c.RaftAddr, c.Bootstrap, quoteList(c.Join), c.groups(), c.GitURL, c.Poll)
 	if c.Timeout != "" {
 		fmt.Fprintf(&b, "timeout = %q\n", c.Timeout)
 	}

@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,27 +44,7 @@ func do(method, url, body string) (int, []byte, error) { return client.Do(method
 
 // exampleFiles reads policies.example (without the traffic) as repository
 // files.
-func exampleFiles(t testing.TB) map[string]string {
-	t.Helper()
-	root := filepath.Join(harness.ModuleRoot(), "policies.example")
-	files := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if strings.HasPrefix(rel, "_traffic") {
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		files[filepath.ToSlash(rel)] = string(data)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
-}
+func exampleFiles(t testing.TB) map[string]string { return harness.ExampleFiles(t) }
 
 // tighten adds BR and IN to the embargoed countries of edge-firewall.
 func tighten(t testing.TB, policyTOML string) string {

@@ -1,0 +1,200 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/policyrollout/reconciler/internal/auth"
+	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
+	"github.com/policyrollout/reconciler/internal/jsonenc"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+)
+
+// nodesVerbPrefix is the prefix of the custom methods on the nodes
+// collection (POST /v1/nodes:changeState, :healthCheck).
+const nodesVerbPrefix = "/v1/nodes:"
+
+// NodeState tells the decision path the state this node acts on (ONAP's
+// PDP state, DESIGN.md "Node states"). It is read on every decision, so
+// implementations answer from an atomic, never from the replicated state.
+type NodeState interface {
+	NodeState() raftstore.NodeState
+}
+
+// mode is the state decisions follow: ACTIVE without a NodeState.
+func (s *Server) mode() raftstore.NodeState {
+	if s.states == nil {
+		return raftstore.NodeActive
+	}
+	return s.states.NodeState()
+}
+
+// refuses reports whether a node in state m answers no decisions: PASSIVE,
+// or TERMINATED by an admin and about to exit.
+func refuses(m raftstore.NodeState) bool {
+	return m == raftstore.NodePassive || m == raftstore.NodeTerminated
+}
+
+// errPassive is the answer of a PASSIVE node to a decision or /readyz: 503,
+// so that a load balancer drains it.
+func errPassive() error {
+	return errorf(errs.Unavailable, "this node is PASSIVE (or TERMINATED): it serves no decisions until an admin sets it ACTIVE or TEST")
+}
+
+// lookupServed is lookup for a decision: a policy of another node group
+// is not served here (ONAP: a PDP group's policies are deployed to its
+// PDPs only), and answers as unknown, with the group that serves it.
+func (s *Server) lookupServed(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
+	cp, err := lookup(snap, name)
+	if err != nil || s.group == "" {
+		return cp, err
+	}
+	if g := cp.Source().Group; g != s.group && (g != "" || s.group != defaultGroup) {
+		return nil, errorf(errs.NotFound, "policy %q is served by the nodes of group %q; this node is in group %q",
+			"policies/"+name, g, s.group)
+	}
+	return cp, nil
+}
+
+// defaultGroup is the group of a policy without a group key.
+const defaultGroup = "default"
+
+// heldReasons names how a PASSIVE node's settings differ from the
+// leader's, from both nodes' last PDP_STATUS (nil when they agree or are
+// not known): why it was held PASSIVE at join.
+func heldReasons(n raftstore.Node, v cluster.View) []string {
+	if n.State != raftstore.NodePassive {
+		return nil
+	}
+	own, lead := v.Nodes[n.ID].Status, v.Nodes[v.Leader].Status
+	if own == nil || lead == nil || own.Settings == nil || lead.Settings == nil {
+		return nil
+	}
+	return own.Settings.Diff(lead.Settings)
+}
+
+// outOfRotation says why /readyz must fail although a generation is
+// loaded: the node is PASSIVE, or it serves an older generation than the
+// active one (it could not load it, or was left behind by the leader) and
+// is not SAFE, which stays behind on purpose. It rejoins rotation as soon
+// as it serves the active generation.
+func (s *Server) outOfRotation(snap *Snapshot) error {
+	mode := s.mode()
+	if refuses(mode) {
+		return errPassive()
+	}
+	if s.cluster == nil || mode == raftstore.NodeSafe {
+		return nil
+	}
+	if active := s.cluster.State().Active; active > snap.Generation {
+		return errorf(errs.Unavailable, "this node serves generation %d but generation %d is active: out of rotation until it loads it",
+			snap.Generation, active)
+	}
+	return nil
+}
+
+// sumStatistics adds up the last statistics of the registered nodes (per
+// node in each node's status).
+func sumStatistics(st *raftstore.State, v cluster.View) cluster.Statistics {
+	var sum cluster.Statistics
+	for id := range st.Nodes {
+		if s := v.Nodes[id].Status; s != nil {
+			sum = sum.Add(s.Statistics)
+		}
+	}
+	return sum
+}
+
+// routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
+// operations (ONAP's PAP calls them), as the route table says too.
+func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb string) {
+	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
+		"changeState": s.changeState,
+		"healthCheck": s.healthCheck,
+	}
+	h, ok := handlers[verb]
+	if !ok || s.cluster == nil {
+		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
+		return
+	}
+	if !s.allow(w, r, http.MethodPost) || !s.admit(w, r, auth.RoleAdmin) {
+		return
+	}
+	ctx := r.Context()
+	if r.Header.Get(cluster.ForwardedHeader) != "" {
+		ctx = cluster.WithForwarded(ctx)
+	}
+	h(ctx, w, r)
+}
+
+// changeState answers POST /v1/nodes:changeState with the nodes it changed.
+func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.ChangeStateRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.ChangeState(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}
+
+// healthCheck answers POST /v1/nodes:healthCheck: HEALTHY, NOT_HEALTHY
+// (with reasons) or UNREACHABLE for each node in scope.
+func (s *Server) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.HealthCheckRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.HealthCheck(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}
+
+// selfCheck is internal: the leader asks this node to check itself.
+func (s *Server) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.SelfCheckRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.SelfCheck(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}
+
+// writeUnenforced answers a decision of a TEST node: evaluated, logged and
+// counted as usual, but always ALLOW, with "enforced":false and the
+// decision the node would have enforced (AWS WAF's count mode for a whole
+// node), so a new node or region is observed on real traffic first.
+func (s *Server) writeUnenforced(w http.ResponseWriter, name string, d *engine.Decision, generation uint64) {
+	s.logUnenforced(name, d, generation)
+	shown := *d
+	shown.Verdict = engine.Allow
+	buf := s.getBuf()
+	b := appendDecision(buf.AvailableBuffer(), &shown, generation)
+	b = append(b[:len(b)-2], `,"enforced":false,"evaluatedDecision":`...) // drop "}\n"
+	b = jsonenc.AppendString(b, string(d.Verdict))
+	buf.Write(append(b, "}\n"...))
+	writeJSON(w, http.StatusOK, buf.Bytes())
+	s.putBuf(buf)
+}
+
+// logUnenforced logs one TEST decision: an operator chose the mode to
+// watch these, so each is a line (no request content, only its outcome).
+func (s *Server) logUnenforced(name string, d *engine.Decision, generation uint64) {
+	s.log.Info("decision not enforced (node in TEST)", "policy", name, "decision", d.Verdict, "rule", d.Rule,
+		"generation", generation, "error", d.Error)
+}

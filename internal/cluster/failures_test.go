@@ -1,0 +1,50 @@
+package cluster
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSweepMarksFailedOnce: a node past the timeout is reported failed
+// once, not at every sweep, and reported back once it beats again; a node
+// that said TERMINATED is not a failure.
+func TestSweepMarksFailedOnce(t *testing.T) {
+	now := time.Unix(100, 0)
+	h := newHeartbeats(func() time.Time { return now }, 2*time.Second)
+	h.record(Heartbeat{ID: "a"})
+	h.record(Heartbeat{ID: "t", Status: &NodeStatus{State: "TERMINATED"}})
+	if failed, back := h.sweep(); len(failed)+len(back) != 0 {
+		t.Fatalf("fresh: %v %v", failed, back)
+	}
+	now = now.Add(2 * time.Second)
+	if failed, _ := h.sweep(); !slices.Equal(failed, []string{"a"}) {
+		t.Fatalf("past the timeout: %v", failed)
+	}
+	if failed, _ := h.sweep(); len(failed) != 0 {
+		t.Fatalf("reported twice: %v", failed)
+	}
+	h.record(Heartbeat{ID: "a"})
+	if _, back := h.sweep(); !slices.Equal(back, []string{"a"}) {
+		t.Fatalf("back: %v", back)
+	}
+}
+
+// TestSettingsDiffAndBounds: every differing setting is named, and a join
+// request cannot carry unbounded settings.
+func TestSettingsDiffAndBounds(t *testing.T) {
+	d := Settings{"a": "1", "b": "2"}.Diff(Settings{"a": "1", "b": "3", "c": "4"})
+	if len(d) != 2 || d[0] != `b is "2" on this node, "3" on the leader` || d[1] != `c is "" on this node, "4" on the leader` {
+		t.Fatalf("diff = %q", d)
+	}
+	big := map[string]string{}
+	for i := range maxSettings + 1 {
+		big[string(rune('a'+i%26))+string(rune('a'+i/26))] = "x"
+	}
+	if checkSettings(big) == nil || checkSettings(map[string]string{"k": string(make([]byte, maxScopeLen+1))}) == nil {
+		t.Fatal("unbounded settings accepted")
+	}
+	if err := checkSettings(map[string]string{"policy.merge_default": "fail"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,33 @@
+package harness
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// ExampleFiles reads policies.example (without the traffic) as repository
+// files, path → content.
+func ExampleFiles(t testing.TB) map[string]string {
+	t.Helper()
+	root := filepath.Join(ModuleRoot(), "policies.example")
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if strings.HasPrefix(rel, "_traffic") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
