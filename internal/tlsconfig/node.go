@@ -3,19 +3,11 @@ package tlsconfig
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
-
-// DefaultCheckInterval is how often, at most, a node looks at its files'
-// modification times; it looks only when a handshake needs the material,
-// so an idle node does no I/O.
-const DefaultCheckInterval = time.Second
 
 // Config configures a Node.
 type Config struct {
@@ -35,42 +27,37 @@ type Config struct {
 // logs why: the files may be half written, and a node must not change its
 // identity while it runs.
 type Node struct {
-	cfg Config
-
-	mu      sync.Mutex
-	cur     *Material
-	stamps  [3]stamp
-	checked time.Time
-	refused [3]stamp // the stamps of the last refused reload, logged once
-}
-
-type stamp struct {
-	mod  time.Time
-	size int64
+	now func() time.Time
+	mat *watched[*Material]
 }
 
 // NewNode loads cfg.Files; an error if they are not a valid node identity.
 func NewNode(cfg Config) (*Node, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.CheckInterval == 0 {
-		cfg.CheckInterval = DefaultCheckInterval
-	}
-	n := &Node{cfg: cfg}
-	stamps, err := n.stat()
+	f := cfg.Files
+	w, err := newWatched(watchConfig[*Material]{
+		What:     "node TLS",
+		Paths:    []string{f.CA, f.Cert, f.Key},
+		Load:     func() (*Material, error) { return Load(f) },
+		Accept:   sameNode,
+		Logger:   cfg.Logger,
+		Interval: cfg.CheckInterval,
+		Now:      cfg.Now,
+		Loaded:   func(m *Material) []any { return []any{"node_id", m.ID, "not_after", m.NotAfter} },
+	})
 	if err != nil {
 		return nil, err
 	}
-	m, err := Load(cfg.Files)
-	if err != nil {
-		return nil, err
+	return &Node{now: cfg.Now, mat: w}, nil
+}
+
+func sameNode(cur, next *Material) error {
+	if next.ID != cur.ID {
+		return fmt.Errorf("the new certificate names node %q, this node is %q", next.ID, cur.ID)
 	}
-	n.cur, n.stamps, n.checked = m, stamps, cfg.Now()
-	return n, nil
+	return nil
 }
 
 // ID is the node id the certificate names.
@@ -78,51 +65,7 @@ func (n *Node) ID() string { return n.Current().ID }
 
 // Current returns the material to use now, reloading it first when a file
 // changed since the last look (at most once per CheckInterval).
-func (n *Node) Current() *Material {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	now := n.cfg.Now()
-	if n.cfg.CheckInterval > 0 && now.Sub(n.checked) < n.cfg.CheckInterval {
-		return n.cur
-	}
-	n.checked = now
-	stamps, err := n.stat()
-	if err != nil || stamps == n.stamps {
-		if err != nil && stamps != n.refused {
-			n.refused = stamps
-			n.cfg.Logger.Warn("cannot read the TLS files; keeping the loaded certificate", "error", err)
-		}
-		return n.cur
-	}
-	m, err := Load(n.cfg.Files)
-	if err == nil && m.ID != n.cur.ID {
-		err = fmt.Errorf("the new certificate names node %q, this node is %q", m.ID, n.cur.ID)
-	}
-	if err != nil {
-		if stamps != n.refused {
-			n.refused = stamps
-			n.cfg.Logger.Warn("TLS files changed but do not load; keeping the loaded certificate", "error", err)
-		}
-		return n.cur
-	}
-	n.cur, n.stamps = m, stamps
-	n.cfg.Logger.Info("reloaded the TLS certificate", "node_id", m.ID, "not_after", m.NotAfter)
-	return n.cur
-}
-
-func (n *Node) stat() ([3]stamp, error) {
-	var out [3]stamp
-	var errs []error
-	for i, p := range []string{n.cfg.Files.CA, n.cfg.Files.Cert, n.cfg.Files.Key} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out[i] = stamp{mod: fi.ModTime(), size: fi.Size()}
-	}
-	return out, errors.Join(errs...)
-}
+func (n *Node) Current() *Material { return n.mat.Current() }
 
 // ServerConfig is the TLS config of a node-to-node listener: TLS 1.3, the
 // current certificate, and a client certificate that chains to the
@@ -172,7 +115,7 @@ func (n *Node) ClientConfig(proto, wantID string) *tls.Config {
 			return &m.Cert, nil
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			id, err := verifyPeer(n.Current().Roots, cs.PeerCertificates, x509.ExtKeyUsageServerAuth, n.cfg.Now())
+			id, err := verifyPeer(n.Current().Roots, cs.PeerCertificates, x509.ExtKeyUsageServerAuth, n.now())
 			if err != nil {
 				return err
 			}
