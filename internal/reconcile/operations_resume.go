@@ -57,17 +57,13 @@ func (l *Loop) resumeCommits(ctx context.Context, seen *generationsKey) *generat
 	}
 	for id, doc := range st.Operations {
 		op, err := preview.DecodeOperation(doc.Data)
-		if err != nil || op.Done || op.Metadata.Verb != string(preview.MethodCommit) || op.Metadata.Commit == "" {
+		if err != nil || op.Done {
 			continue
 		}
 		if _, mine := l.commitWaits.Load(op.Name); mine {
 			continue // this node's completeCommit still waits for it
 		}
-		g, ok := generationOf(st, op.Metadata.Commit)
-		if !ok {
-			continue
-		}
-		done := commitOutcome(op, op.Metadata.Commit, g, l.cfg.Now())
+		done, g := leftCommitOutcome(st, op, l.cfg.Now())
 		if done == nil {
 			continue
 		}
@@ -81,4 +77,18 @@ func (l *Loop) resumeCommits(ctx context.Context, seen *generationsKey) *generat
 			"target", op.Metadata.Target, "generation", g.Number, "state", g.State)
 	}
 	return key
+}
+
+// leftCommitOutcome is running commit operation op completed from the
+// generation of its recorded commit in st, and that generation; nil when
+// op is no commit, records none, or its generation has no outcome yet.
+func leftCommitOutcome(st *raftstore.State, op *preview.Operation, now time.Time) (*preview.Operation, raftstore.Generation) {
+	if op.Metadata.Verb != string(preview.MethodCommit) || op.Metadata.Commit == "" {
+		return nil, raftstore.Generation{}
+	}
+	g, ok := generationOf(st, op.Metadata.Commit)
+	if !ok {
+		return nil, g
+	}
+	return commitOutcome(op, op.Metadata.Commit, g, now), g
 }

@@ -112,3 +112,39 @@ func TestLeftCommitOperationWithoutGenerationStaysRunning(t *testing.T) {
 		}
 	}
 }
+
+// The orphan fallback does not fail a left commit whose generation is
+// active: a pass's scan can come before the promoter's (a term starting
+// long after the leader stopped).
+func TestPruneCompletesLeftCommitOfActiveGeneration(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	c1 := repo.commit("main", webPolicy("a"))
+	first := newLoop(t, store, repo, fixedMembers{"n1"})
+	stop := runLoop(t, first)
+	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
+	ready(t, store, 1, "n1")
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	stop()
+
+	l := newLoop(t, store, repo, fixedMembers{"n1"})
+	ctx := context.Background()
+	now := time.Now()
+	l.cfg.Now = func() time.Time { return now }
+	orphan := func(id, commit string) {
+		op := preview.NewOperation(id, preview.MethodCommit, "policies/web/experiments/x",
+			now.Add(-DefaultCommitWait-2*orphanGrace))
+		op.Metadata.Commit = commit
+		if err := l.putOperation(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphan("live", c1)
+	orphan("lost", strings.Repeat("cd", 20))
+	l.pruneOperations(ctx, &term{})
+	if op := storedOperation(t, store, "live"); !op.Done || op.Error != nil {
+		t.Errorf("left commit of the active generation: %+v", op)
+	}
+	if op := storedOperation(t, store, "lost"); !op.Done || op.Error == nil || op.Error.Code != int(preview.Unavailable) {
+		t.Errorf("left commit that made no generation: %+v", op)
+	}
+}
