@@ -60,17 +60,11 @@ func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 			drop = append(drop, id)
 		case op.Done:
 			done = append(done, doneOp{id, op.Metadata.EndTime})
-		case now.Sub(op.Metadata.CreateTime) > wait+orphanGrace:
-			failed, _ := leftCommitOutcome(st, op, now) // its generation may have an outcome resumeCommits has not written yet
-			if failed == nil {
-				failed = op.Fail(&preview.Error{Code: preview.Unavailable, Msg: "the leader running this operation " +
-					"stopped before it completed; GET /v1/status shows whether its generation is active"}, now)
-			}
-			if err := l.putOperation(ctx, failed); err != nil {
+		default:
+			if err := l.completeLeft(ctx, st, op, now, now.Sub(op.Metadata.CreateTime) > wait+orphanGrace); err != nil {
 				l.log.Debug("cannot complete an orphaned operation; later", "operation", op.Name, "error", err)
 				return
 			}
-			l.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
 		}
 	}
 	if excess := len(done) - MaxDoneOperations; excess > 0 {

@@ -92,3 +92,44 @@ func leftCommitOutcome(st *raftstore.State, op *preview.Operation, now time.Time
 	}
 	return commitOutcome(op, op.Metadata.Commit, g, now), g
 }
+
+// completeLeft, on a pass, completes running op when its commit is live:
+// its generation has an outcome (leftCommitOutcome), or the active
+// generation's commit descends from it (a generation superseded by a
+// newer commit, which took it along; checked in the leader's clone).
+// An orphaned op (running past the commit wait plus orphanGrace) is
+// completed anyway, as UNAVAILABLE when nothing tells. An op this
+// node's completeCommit still waits for is left to it.
+func (l *Loop) completeLeft(ctx context.Context, st *raftstore.State, op *preview.Operation, now time.Time, orphaned bool) error {
+	if _, mine := l.commitWaits.Load(op.Name); mine && !orphaned {
+		return nil
+	}
+	done, _ := leftCommitOutcome(st, op, now)
+	if done == nil && l.liveAncestor(st, op.Metadata.Commit) {
+		done, _ = op.Succeed(nil, now)
+	}
+	switch {
+	case done != nil:
+		l.log.Info("commit operation left by an earlier leader completed", "operation", op.Name, "target", op.Metadata.Target)
+	case !orphaned:
+		return nil
+	default:
+		done = op.Fail(&preview.Error{Code: preview.Unavailable, Msg: "the leader running this operation " +
+			"stopped before it completed; GET /v1/status shows whether its generation is active"}, now)
+		l.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
+	}
+	return l.putOperation(ctx, done)
+}
+
+// liveAncestor reports whether commit is in the history of the active
+// generation's commit, as far as the leader's clone tells (a source
+// without ancestry, or a commit it has not fetched, tells nothing).
+func (l *Loop) liveAncestor(st *raftstore.State, commit string) bool {
+	a, ok := l.cfg.Source.(ancestry)
+	g, active := st.ActiveGeneration()
+	if commit == "" || !ok || !active || g.Commit == "" || isDirCommit(g.Commit) {
+		return false
+	}
+	yes, err := a.IsAncestor(commit, g.Commit)
+	return err == nil && yes
+}

@@ -148,3 +148,57 @@ func TestPruneCompletesLeftCommitOfActiveGeneration(t *testing.T) {
 		t.Errorf("left commit that made no generation: %+v", op)
 	}
 }
+
+// ancestryRepo is a fakeRepo that walks first parents for IsAncestor,
+// as gitsource.Source answers it.
+type ancestryRepo struct{ *fakeRepo }
+
+func (r ancestryRepo) IsAncestor(ancestor, descendant string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := descendant; c != ""; c = r.parent[c] {
+		if c == ancestor {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// A left commit whose own generation was superseded by a newer commit's
+// (or that made none) is complete once the active generation's commit
+// descends from it: a pass completes it, without waiting for the orphan
+// fallback.
+func TestPassCompletesLeftCommitInActiveHistory(t *testing.T) {
+	store, fake := newFakeStore(), newFakeRepo()
+	repo := ancestryRepo{fake}
+	fake.commit("main", webPolicy("a"))
+	first := newLoop(t, store, repo, fixedMembers{"n1"})
+	stop := runLoop(t, first)
+	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
+	ready(t, store, 1, "n1")
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	c2 := fake.commit("main", webPolicy("b"))
+	c3 := fake.commit("main", webPolicy("c"))
+	first.Trigger()
+	eventually(t, "the newest commit staged", func() bool {
+		g, ok := store.State().StagedGeneration()
+		return ok && g.Commit == c3
+	})
+	ready(t, store, store.State().Staged, "n1")
+	eventually(t, "the newest commit active", func() bool {
+		g, ok := store.State().ActiveGeneration()
+		return ok && g.Commit == c3
+	})
+	stop()
+
+	pending := leftCommitOperation(t, store, "policies/web/experiments/x", c2)
+	unrelated := leftCommitOperation(t, store, "policies/web/experiments/y", strings.Repeat("ef", 20))
+	l := newLoop(t, store, repo, fixedMembers{"n1"})
+	l.pruneOperations(context.Background(), &term{})
+	if op := storedOperation(t, store, pending); !op.Done || op.Error != nil {
+		t.Errorf("left commit %s in the active history: %+v", c2, op)
+	}
+	if op := storedOperation(t, store, unrelated); op.Done {
+		t.Errorf("left commit outside the active history completed before the commit wait: %+v", op)
+	}
+}
