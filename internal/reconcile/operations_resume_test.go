@@ -26,6 +26,18 @@ func leftCommitOperation(t *testing.T, store *fakeStore, target, commit string) 
 	return strings.TrimPrefix(op.Name, "operations/")
 }
 
+// firstLeader runs a leader loop on src until generation 1 is active,
+// and returns it with the func that ends its term.
+func firstLeader(t *testing.T, store *fakeStore, src Source) (*Loop, func()) {
+	t.Helper()
+	first := newLoop(t, store, src, fixedMembers{"n1"})
+	stop := runLoop(t, first)
+	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
+	ready(t, store, 1, "n1")
+	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	return first, stop
+}
+
 // storedOperation decodes operation id of the store's state.
 func storedOperation(t *testing.T, store *fakeStore, id string) *preview.Operation {
 	t.Helper()
@@ -48,11 +60,7 @@ func storedOperation(t *testing.T, store *fakeStore, id string) *preview.Operati
 func TestNewLeaderCompletesLeftCommitOperation(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
 	c1 := repo.commit("main", webPolicy("a"))
-	first := newLoop(t, store, repo, fixedMembers{"n1"})
-	stop := runLoop(t, first)
-	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
-	ready(t, store, 1, "n1")
-	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	first, stop := firstLeader(t, store, repo)
 
 	c2 := repo.commit("main", webPolicy("b"))
 	id := leftCommitOperation(t, store, "policies/web/experiments/x", c2)
@@ -119,11 +127,7 @@ func TestLeftCommitOperationWithoutGenerationStaysRunning(t *testing.T) {
 func TestPruneCompletesLeftCommitOfActiveGeneration(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
 	c1 := repo.commit("main", webPolicy("a"))
-	first := newLoop(t, store, repo, fixedMembers{"n1"})
-	stop := runLoop(t, first)
-	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
-	ready(t, store, 1, "n1")
-	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	_, stop := firstLeader(t, store, repo)
 	stop()
 
 	l := newLoop(t, store, repo, fixedMembers{"n1"})
@@ -172,11 +176,7 @@ func TestPassCompletesLeftCommitInActiveHistory(t *testing.T) {
 	store, fake := newFakeStore(), newFakeRepo()
 	repo := ancestryRepo{fake}
 	fake.commit("main", webPolicy("a"))
-	first := newLoop(t, store, repo, fixedMembers{"n1"})
-	stop := runLoop(t, first)
-	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
-	ready(t, store, 1, "n1")
-	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })
+	first, stop := firstLeader(t, store, repo)
 	c2 := fake.commit("main", webPolicy("b"))
 	c3 := fake.commit("main", webPolicy("c"))
 	first.Trigger()
