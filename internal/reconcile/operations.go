@@ -29,8 +29,8 @@ const (
 // MaxDoneOperations, and completes, as failed, operations nobody will
 // complete: only a commit waits for its generation, in a goroutine of the
 // leader that started it, so one still running long after the commit wait
-// was left behind by a leader that stopped (completed from its commit's
-// generation when that has an outcome: resumeCommits). Failures wait for
+// was left behind by a leader that stopped. A left commit that went live
+// is completed sooner, from its commit (completeLeft). Failures wait for
 // the next scan.
 func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 	now := l.cfg.Now()
