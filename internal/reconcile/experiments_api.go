@@ -232,6 +232,7 @@ func (l *Loop) CommitExperiment(ctx context.Context, name string, req preview.Co
 		return nil, err
 	}
 	l.commits.Add(1)
+	op.Metadata.Commit = commit
 	opPut, err := operationPut(op)
 	if err != nil {
 		return nil, err
@@ -276,6 +277,7 @@ func (l *Loop) commitPullExperiment(ctx context.Context, cur *preview.Experiment
 		l.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
 		return nil, err
 	}
+	op.Metadata.Commit = sha
 	opPut, err := operationPut(op)
 	if err != nil {
 		return nil, err
@@ -298,21 +300,23 @@ func (l *Loop) completeCommit(op *preview.Operation, commit string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
 	defer cancel()
+	l.commitWaits.Store(op.Name, struct{}{})
+	defer l.commitWaits.Delete(op.Name)
 	res := l.waitForCommit(ctx, RollbackResult{Commit: commit}, wait)
 	now := l.cfg.Now()
 	var done *preview.Operation
-	switch {
-	case res.Generation != 0 && res.State == raftstore.GenerationActive:
-		done, _ = op.Succeed(nil, now)
-	case res.Generation != 0 && res.State == raftstore.GenerationInvalid:
-		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
-			"commit %s made generation %d, which is INVALID: %s", commit, res.Generation, strings.Join(res.Errors, "; "))}, now)
-	default:
+	if res.Generation != 0 {
+		done = commitOutcome(op, commit, raftstore.Generation{Number: res.Generation, State: res.State,
+			LeaderErrors: res.Errors}, now)
+	}
+	if done == nil {
 		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"commit %s was pushed but its generation was not active within %s", commit, wait)}, now)
 	}
-	if done == nil {
-		return
+	if doc, ok := l.cfg.Store.State().Operations[strings.TrimPrefix(op.Name, "operations/")]; ok {
+		if cur, err := preview.DecodeOperation(doc.Data); err == nil && cur.Done {
+			return // completed by a leader meanwhile (resumeCommits)
+		}
 	}
 	if err := l.putOperation(ctx, done); err != nil {
 		l.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)

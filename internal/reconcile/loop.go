@@ -146,6 +146,10 @@ type Loop struct {
 		hash  string
 		files map[string][]byte
 	}
+
+	// commitWaits holds the names of the commit operations this node's
+	// completeCommit waits for, which resumeCommits leaves to it.
+	commitWaits sync.Map
 }
 
 // New returns a Loop, or an error if the poll spec does not parse.
@@ -271,8 +275,10 @@ func (l *Loop) runPromoter(ctx context.Context) {
 	defer unsubscribe()
 	check := time.NewTicker(l.cfg.CheckInterval)
 	defer check.Stop()
+	var seen *generationsKey // nil: a new term checks the left commit operations once
 	for {
 		l.promote(ctx)
+		seen = l.resumeCommits(ctx, seen)
 		select {
 		case <-ctx.Done():
 			return

@@ -29,7 +29,9 @@ const (
 // MaxDoneOperations, and completes, as failed, operations nobody will
 // complete: only a commit waits for its generation, in a goroutine of the
 // leader that started it, so one still running long after the commit wait
-// was left behind by a leader that stopped. Failures wait for the next scan.
+// was left behind by a leader that stopped. A left commit that went live
+// is completed sooner, from its commit (completeLeft). Failures wait for
+// the next scan.
 func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 	now := l.cfg.Now()
 	if !t.pruned.IsZero() && now.Sub(t.pruned) < pruneEvery {
@@ -46,7 +48,8 @@ func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 	}
 	var done []doneOp
 	var drop []string
-	for id, doc := range l.cfg.Store.State().Operations {
+	st := l.cfg.Store.State()
+	for id, doc := range st.Operations {
 		op, err := preview.DecodeOperation(doc.Data)
 		if err != nil {
 			drop = append(drop, id) // unreadable: nobody can use it
@@ -57,14 +60,11 @@ func (l *Loop) pruneOperations(ctx context.Context, t *term) {
 			drop = append(drop, id)
 		case op.Done:
 			done = append(done, doneOp{id, op.Metadata.EndTime})
-		case now.Sub(op.Metadata.CreateTime) > wait+orphanGrace:
-			failed := op.Fail(&preview.Error{Code: preview.Unavailable, Msg: "the leader running this operation " +
-				"stopped before it completed; GET /v1/status shows whether its generation is active"}, now)
-			if err := l.putOperation(ctx, failed); err != nil {
+		default:
+			if err := l.completeLeft(ctx, st, op, now, now.Sub(op.Metadata.CreateTime) > wait+orphanGrace); err != nil {
 				l.log.Debug("cannot complete an orphaned operation; later", "operation", op.Name, "error", err)
 				return
 			}
-			l.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
 		}
 	}
 	if excess := len(done) - MaxDoneOperations; excess > 0 {
