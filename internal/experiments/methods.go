@@ -232,6 +232,7 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 		return nil, err
 	}
 	s.commits.Add(1)
+	op.Metadata.Commit = commit
 	opPut, err := operationPut(op)
 	if err != nil {
 		return nil, err
@@ -280,6 +281,7 @@ func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experim
 		s.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
 		return nil, err
 	}
+	op.Metadata.Commit = sha
 	opPut, err := operationPut(op)
 	if err != nil {
 		return nil, err
@@ -302,21 +304,22 @@ func (s *Service) completeCommit(op *preview.Operation, commit string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
 	defer cancel()
+	s.commitWaits.Store(op.Name, struct{}{})
+	defer s.commitWaits.Delete(op.Name)
 	g := s.cfg.Leader.WaitForCommit(ctx, commit, wait)
 	now := s.cfg.Now()
 	var done *preview.Operation
-	switch {
-	case g.Number != 0 && g.State == raftstore.GenerationActive:
-		done, _ = op.Succeed(nil, now)
-	case g.Number != 0 && g.State == raftstore.GenerationInvalid:
-		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
-			"commit %s made generation %d, which is INVALID: %s", commit, g.Number, strings.Join(g.LeaderErrors, "; "))}, now)
-	default:
+	if g.Number != 0 {
+		done = commitOutcome(op, commit, g, now)
+	}
+	if done == nil {
 		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"commit %s was pushed but its generation was not active within %s", commit, wait)}, now)
 	}
-	if done == nil {
-		return
+	if doc, ok := s.cfg.Store.State().Operations[strings.TrimPrefix(op.Name, "operations/")]; ok {
+		if cur, err := preview.DecodeOperation(doc.Data); err == nil && cur.Done {
+			return // completed by a leader meanwhile (resumeCommits)
+		}
 	}
 	if err := s.putOperation(ctx, done); err != nil {
 		s.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)

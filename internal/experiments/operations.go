@@ -30,7 +30,9 @@ const (
 // MaxDoneOperations, and completes, as failed, operations nobody will
 // complete: only a commit waits for its generation, in a goroutine of the
 // leader that started it, so one still running long after the commit wait
-// was left behind by a leader that stopped. Failures wait for the next scan.
+// was left behind by a leader that stopped. A left commit that went live
+// is completed sooner, from its commit (completeLeft). Failures wait for
+// the next scan.
 func (s *Service) PruneOperations(ctx context.Context, last *time.Time) {
 	now := s.cfg.Now()
 	if !last.IsZero() && now.Sub(*last) < pruneEvery {
@@ -47,7 +49,8 @@ func (s *Service) PruneOperations(ctx context.Context, last *time.Time) {
 	}
 	var done []doneOp
 	var drop []string
-	for id, doc := range s.cfg.Store.State().Operations {
+	st := s.cfg.Store.State()
+	for id, doc := range st.Operations {
 		op, err := preview.DecodeOperation(doc.Data)
 		if err != nil {
 			drop = append(drop, id) // unreadable: nobody can use it
@@ -58,14 +61,11 @@ func (s *Service) PruneOperations(ctx context.Context, last *time.Time) {
 			drop = append(drop, id)
 		case op.Done:
 			done = append(done, doneOp{id, op.Metadata.EndTime})
-		case now.Sub(op.Metadata.CreateTime) > wait+orphanGrace:
-			failed := op.Fail(&preview.Error{Code: preview.Unavailable, Msg: "the leader running this operation " +
-				"stopped before it completed; GET /v1/status shows whether its generation is active"}, now)
-			if err := s.putOperation(ctx, failed); err != nil {
+		default:
+			if err := s.completeLeft(ctx, st, op, now, now.Sub(op.Metadata.CreateTime) > wait+orphanGrace); err != nil {
 				s.log.Debug("cannot complete an orphaned operation; later", "operation", op.Name, "error", err)
 				return
 			}
-			s.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
 		}
 	}
 	if excess := len(done) - MaxDoneOperations; excess > 0 {

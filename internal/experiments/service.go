@@ -66,6 +66,11 @@ type Leader interface {
 	// WithValidation is an API experiment with the validation of the tree
 	// main would hold with it.
 	WithValidation(e *preview.Experiment) *preview.Experiment
+	// GenerationOf is the newest generation of st made from commit.
+	GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool)
+	// LiveAncestor reports whether commit is in the history of the
+	// active generation's commit (checked in the leader's clone).
+	LiveAncestor(st *raftstore.State, commit string) bool
 }
 
 // PullRequests merges pull requests and knows their validity (the GitHub
@@ -112,6 +117,9 @@ type Service struct {
 	// request experiments being merged, under mu.
 	mu      sync.Mutex
 	merging map[string]bool
+	// commitWaits holds the names of the commit operations this node's
+	// completeCommit waits for, which ResumeCommits leaves to it.
+	commitWaits sync.Map
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its branch experiment sync (Epoch).
 	commits atomic.Uint64

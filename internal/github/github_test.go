@@ -164,6 +164,14 @@ func (r loopRef) WaitForCommit(ctx context.Context, commit string, wait time.Dur
 func (r loopRef) Examine(head, main gitsource.Revision) (reconcile.Examination, error) {
 	return r.l.loop.Examine(head, main)
 }
+func (r loopRef) GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
+	return r.l.loop.GenerationOf(st, commit)
+}
+
+func (r loopRef) LiveAncestor(st *raftstore.State, commit string) bool {
+	return r.l.loop.LiveAncestor(st, commit)
+}
+
 func (r loopRef) Diverged() *reconcile.Divergence { return r.l.loop.Diverged() }
 func (r loopRef) SourceFiles(main, head string) (map[string][]byte, string, error) {
 	return r.l.loop.SourceFiles(main, head)

@@ -261,3 +261,11 @@ func (r *Repo) Revert(_ context.Context, req gitsource.RevertRequest) (string, e
 	}
 	return r.add("main", head, tree), nil
 }
+
+// Parent is commit's first parent ("" for a root), as the repository
+// records it.
+func (r *Repo) Parent(commit string) string {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return r.parent[commit]
+}

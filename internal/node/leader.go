@@ -73,6 +73,14 @@ func (r loopRef) Examine(head, main gitsource.Revision) (reconcile.Examination, 
 	return r.m.loop.Examine(head, main)
 }
 
+func (r loopRef) GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
+	return r.m.loop.GenerationOf(st, commit)
+}
+
+func (r loopRef) LiveAncestor(st *raftstore.State, commit string) bool {
+	return r.m.loop.LiveAncestor(st, commit)
+}
+
 func (r loopRef) Diverged() *reconcile.Divergence { return r.m.loop.Diverged() }
 
 func (r loopRef) SourceFiles(main, head string) (map[string][]byte, string, error) {

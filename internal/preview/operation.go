@@ -65,6 +65,10 @@ type OperationMetadata struct {
 	Verb       string    `json:"verb"`
 	CreateTime time.Time `json:"createTime"`
 	EndTime    time.Time `json:"endTime,omitzero"`
+	// Commit is the commit a commit operation pushed (or GitHub merged),
+	// set once it is pushed: a leader that did not start the operation
+	// completes it when that commit's generation is active or INVALID.
+	Commit string `json:"commit,omitempty"`
 }
 
 // OperationError is a google.rpc.Status: a failed operation's error.

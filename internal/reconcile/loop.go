@@ -54,6 +54,10 @@ type Experiments interface {
 	// PruneOperations bounds the stored operations; last is when this
 	// term last scanned, updated by the call.
 	PruneOperations(ctx context.Context, last *time.Time)
+	// ResumeCommits completes the commit operations an earlier leader
+	// left running once their generation has an outcome; seen is what it
+	// last scanned at (nil at a new term).
+	ResumeCommits(ctx context.Context, seen *experiments.GenerationsKey) *experiments.GenerationsKey
 }
 
 // Pulls is the pull request side of the GitHub worker
@@ -334,8 +338,12 @@ func (l *Loop) runPromoter(ctx context.Context) {
 	defer unsubscribe()
 	check := time.NewTicker(l.cfg.CheckInterval)
 	defer check.Stop()
+	var seen *experiments.GenerationsKey // nil: a new term checks the left commit operations once
 	for {
 		l.promote(ctx)
+		if l.cfg.Experiments != nil {
+			seen = l.cfg.Experiments.ResumeCommits(ctx, seen)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -192,6 +192,25 @@ func (l *Loop) WaitForCommit(ctx context.Context, commit string, wait time.Durat
 	return raftstore.Generation{Number: res.Generation, State: res.State, LeaderErrors: res.Errors}
 }
 
+// GenerationOf is the newest generation of st made from commit
+// (experiments.Leader).
+func (l *Loop) GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
+	return generationOf(st, commit)
+}
+
+// LiveAncestor reports whether commit is in the history of the active
+// generation's commit, checked in the leader's clone (experiments.Leader):
+// a left commit whose generation was superseded still went live.
+func (l *Loop) LiveAncestor(st *raftstore.State, commit string) bool {
+	a, ok := l.cfg.Source.(ancestry)
+	g, active := st.ActiveGeneration()
+	if commit == "" || !ok || !active || g.Commit == "" || IsDirCommit(g.Commit) {
+		return false
+	}
+	yes, err := a.IsAncestor(commit, g.Commit)
+	return err == nil && yes
+}
+
 // generationOf is the newest generation made from commit.
 func generationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
 	nums := st.GenerationNumbers()

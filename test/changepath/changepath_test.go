@@ -87,8 +87,8 @@ func TestMinimalBodyCommitsAValidTree(t *testing.T) {
 		if o = e.commit(x.Name, x.Etag); o.Error != nil {
 			t.Fatalf("commit %s: %+v", pol, o.Error)
 		}
-		if g := e.generations()[0]; g.State != "ACTIVE" || g.Generation != uint64(2+i) {
-			t.Fatalf("newest generation %+v", g)
+		if g := e.generations()[0]; g.State != "ACTIVE" || g.Generation != uint64(2+i) || g.Commit != o.Metadata.Commit {
+			t.Fatalf("newest generation %+v, operation's commit %q", g, o.Metadata.Commit)
 		}
 		if f := e.mainFile(pol + "/policy.toml"); strings.Contains(f, `""`) {
 			t.Errorf("%s/policy.toml holds empty values:\n%s", pol, f)

@@ -243,6 +243,9 @@ type operation struct {
 	Done     bool            `json:"done"`
 	Error    *apiError       `json:"error"`
 	Response json.RawMessage `json:"response"`
+	Metadata struct {
+		Commit string `json:"commit"` // a commit's pushed commit, from which any leader completes it
+	} `json:"metadata"`
 }
 
 // op sends a method answering an Operation and waits until it is done; a
