@@ -218,3 +218,23 @@ func TestSetStatus(t *testing.T) {
 		t.Errorf("status = %+v", got)
 	}
 }
+
+// GetComment reads a comment as GitHub has it now: its author, body, pull
+// request and creation time; a deleted one is ErrNotFound.
+func TestGetComment(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	n := e.openPull()
+	id := e.repo.AddComment(n, "alice", "/reconciler commit")
+	got, err := e.c.GetComment(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id || got.PR != n || got.User != "alice" || got.Body != "/reconciler commit" || got.CreatedAt.IsZero() {
+		t.Fatalf("GetComment = %+v; want #%d by alice", got, n)
+	}
+	e.repo.DeleteComment(id)
+	if _, err := e.c.GetComment(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted comment: %v, want ErrNotFound", err)
+	}
+}
