@@ -27,6 +27,7 @@ type Forge interface {
 	SetStatus(ctx context.Context, sha, statusContext, state, description, targetURL string) error
 	Merge(ctx context.Context, pr int, sha, method string) (string, error)
 	Permission(ctx context.Context, user string) (string, error)
+	GetComment(ctx context.Context, id int64) (forge.IssueComment, error)
 	CreatePullRequest(ctx context.Context, head, base, title, body string) (forge.PullRequest, error)
 }
 

@@ -69,6 +69,13 @@ func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 
 // command authorizes and runs cmd, and returns the reply to post.
 func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error) {
+	if why, err := l.verifyCommand(ctx, cmd); err != nil || why != "" {
+		if err == nil { // no reply: a forger must not make the bot comment anywhere
+			l.gh.log.Warn("comment command not found on GitHub as handed over; ignored",
+				"pull", cmd.PR, "user", cmd.User, "verb", cmd.Verb, "comment", cmd.CommentID, "why", why)
+		}
+		return "", err
+	}
 	perm, err := l.gh.cfg.Forge.Permission(ctx, cmd.User)
 	if err != nil {
 		return "", err
