@@ -64,6 +64,9 @@ const (
 type queuedCommand struct {
 	cmd   webhook.Command
 	retry bool
+	// head is the pull request's head commit recorded when the leader
+	// received the command: what /reconciler commit may merge (headAt).
+	head string
 }
 
 // ErrCommandQueueFull means the leader has too many comment commands
@@ -134,7 +137,7 @@ func (l *Loop) EnqueueCommand(cmd webhook.Command) error {
 		return errNotLeading
 	}
 	select {
-	case l.gh.commands <- queuedCommand{cmd: cmd}:
+	case l.gh.commands <- queuedCommand{cmd: cmd, head: l.headAt(cmd.PR)}:
 		l.gh.wake()
 		return nil
 	default:

@@ -39,3 +39,17 @@ func (l *Loop) verifyCommand(ctx context.Context, cmd webhook.Command) (why stri
 	}
 	return "", nil
 }
+
+// headAt is pull request n's head commit as last recorded ("" when it is
+// not tracked): what a /reconciler commit received now binds to.
+func (l *Loop) headAt(n int) string {
+	return ReadPullRecords(l.cfg.Store.State())[n].HeadCommit
+}
+
+// headMoved is the reply to a /reconciler commit whose pull request's
+// head moved after the command was received: nothing is merged that the
+// commenter may not have seen.
+func headMoved(cmd webhook.Command, seen, now string) string {
+	return fmt.Sprintf("@%s: ABORTED: the head of #%d moved from %s to %s after your `/reconciler commit`; nothing was merged. Review the new commits and comment `/reconciler commit` again.",
+		cmd.User, cmd.PR, short(seen), short(now))
+}

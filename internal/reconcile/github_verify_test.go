@@ -88,3 +88,38 @@ func TestForgedCommandDoesNothing(t *testing.T) {
 		t.Fatalf("alice's real command did not merge; comments %+v", e.repo.Comments(1))
 	}
 }
+
+// A /reconciler commit merges the head the leader had when the command
+// came: a push while GitHub rate-limits the merge is refused with a reply
+// asking for a new command, whether the leader saw the push (its record
+// moved) or only GitHub did (the merge's sha answers 409).
+func TestCommitRefusedWhenHeadMoved(t *testing.T) {
+	for _, recorded := range []bool{true, false} {
+		e := newEmuEnv(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		e.repo.SetPermission("bob", forge.PermWrite)
+		id := e.repo.AddComment(1, "alice", "/reconciler commit")
+		e.emu.Inject(githubemu.Fault{Kind: githubemu.TooManyRequests, Method: "PUT", Path: "/merge", RetryAfter: time.Second})
+		e.l.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 1, User: "alice", Verb: webhook.VerbCommit, CommentID: id}})
+
+		pushed := strings.Repeat("d", 40) // bob pushes during the delay
+		e.repo.Push("change", pushed)
+		if recorded {
+			putPull(t, e.store, 1, pushed)
+		}
+		select {
+		case q := <-e.l.gh.commands:
+			e.l.runCommand(ctx, q)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the rate-limited command was not queued again")
+		}
+		if e.merged() {
+			t.Fatalf("recorded=%v: the pushed head was merged", recorded)
+		}
+		cs := e.repo.Comments(1)
+		if last := cs[len(cs)-1].Body; !strings.Contains(last, "moved from aaaaaaaaaaaa") || !strings.Contains(last, "`/reconciler commit` again") {
+			t.Fatalf("recorded=%v: reply %q", recorded, last)
+		}
+	}
+}
