@@ -50,6 +50,6 @@ func (l *Loop) headAt(n int) string {
 // head moved after the command was received: nothing is merged that the
 // commenter may not have seen.
 func headMoved(cmd webhook.Command, seen, now string) string {
-	return fmt.Sprintf("@%s: ABORTED: the head of #%d moved from %s to %s after your `/reconciler commit`; nothing was merged. Review the new commits and comment `/reconciler commit` again.",
+	return fmt.Sprintf("ABORTED: @%s, the head of #%d moved from %s to %s after your `/reconciler commit`; nothing was merged. Review the new commits and comment `/reconciler commit` again.",
 		cmd.User, cmd.PR, short(seen), short(now))
 }
