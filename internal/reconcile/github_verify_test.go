@@ -8,6 +8,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -34,17 +35,25 @@ func newEmuEnv(t *testing.T) *emuEnv {
 		t.Fatalf("pull request #%d", n)
 	}
 	putPull(t, e.store, 1, e.head)
-	fc, err := forge.New(forge.Config{Repository: "o/r", APIURL: e.emu.URL(), Token: token, MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.l = newLoop(t, e.store, newFakeRepo(), fixedMembers{"n1"})
-	gh, err := newGitHub(&GitHubConfig{Forge: fc, Summary: "@every 1h", RetryAfter: 10 * time.Millisecond}, e.l.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.l.gh = gh
+	e.l = emuLoop(t, e.emu, token, e.store, newFakeRepo(), nil)
 	return e
+}
+
+// emuLoop is a loop over store and repo whose [github] is a forge.Client
+// on emu's repository "o/r".
+func emuLoop(t *testing.T, emu *githubemu.Server, token string, store *fakeStore, repo *fakeRepo, stats func() []preview.Stats) *Loop {
+	t.Helper()
+	fc, err := forge.New(forge.Config{Repository: "o/r", APIURL: emu.URL(), Token: token, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLoop(t, store, repo, fixedMembers{"n1"})
+	gh, err := newGitHub(&GitHubConfig{Forge: fc, Summary: "@every 1h", RetryAfter: 10 * time.Millisecond, Stats: stats}, l.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.gh = gh
+	return l
 }
 
 func (e *emuEnv) merged() bool {
