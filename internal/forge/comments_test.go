@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -237,4 +238,18 @@ func TestGetComment(t *testing.T) {
 	if _, err := e.c.GetComment(ctx, id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("deleted comment: %v, want ErrNotFound", err)
 	}
+}
+
+// issueNumber reads GitHub's issue_url: a positive number only when the
+// URL ends in "/<that number>", else 0; never a panic.
+func FuzzIssueNumber(f *testing.F) {
+	for _, s := range []string{"https://api.github.com/repos/o/r/issues/12", "", "/", "x/0", "x/-3", "x/9999999999999999999999", "12"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n := issueNumber(s)
+		if n < 0 || (n > 0 && !strings.HasSuffix(s, strconv.Itoa(n))) {
+			t.Fatalf("issueNumber(%q) = %d", s, n)
+		}
+	})
 }
