@@ -20,6 +20,9 @@ type wantedExperiment struct {
 	// conflict, when set, is why the source cannot be merged into main:
 	// the experiment is listed, not previewed.
 	conflict string
+	// hold keeps the experiment from starting by itself: a pull request
+	// whose preview is SUSPENDED (a non-writer's, or stopped by command).
+	hold bool
 }
 
 // syncExperiments makes the "branch-<name>" experiments match the branches
@@ -72,7 +75,7 @@ func (l *Loop) syncSourceExperiments(ctx context.Context, kind preview.SourceKin
 				l.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, l.settings()), l.settings(), now)
+			next = l.autoStart(w, preview.SetConflict(e, w.conflict, exps, l.settings()), now)
 			exps = append(exps, next)
 		case cur.Source.Kind != kind:
 			continue // an experiment of another kind took the name first
@@ -82,13 +85,13 @@ func (l *Loop) syncSourceExperiments(ctx context.Context, kind preview.SourceKin
 				l.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, l.settings()), l.settings(), now)
+			next = l.autoStart(w, preview.SetConflict(e, w.conflict, exps, l.settings()), now)
 		case cur.Source.HeadCommit != head:
 			c := *cur // same policy, new head: keep the preview running
 			c.Source.HeadCommit, c.UpdateTime = head, now
 			next = preview.SetConflict(&c, w.conflict, exps, l.settings())
 		case cur.Conflict != w.conflict: // main moved: the merge (no longer) conflicts
-			next = preview.AutoStart(preview.SetConflict(cur, w.conflict, exps, l.settings()), l.settings(), now)
+			next = l.autoStart(w, preview.SetConflict(cur, w.conflict, exps, l.settings()), now)
 		default:
 			continue
 		}

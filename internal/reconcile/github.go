@@ -27,6 +27,7 @@ type Forge interface {
 	SetStatus(ctx context.Context, sha, statusContext, state, description, targetURL string) error
 	Merge(ctx context.Context, pr int, sha, method string) (string, error)
 	Permission(ctx context.Context, user string) (string, error)
+	GetComment(ctx context.Context, id int64) (forge.IssueComment, error)
 	CreatePullRequest(ctx context.Context, head, base, title, body string) (forge.PullRequest, error)
 }
 
@@ -63,6 +64,9 @@ const (
 type queuedCommand struct {
 	cmd   webhook.Command
 	retry bool
+	// head is the pull request's head commit recorded when the leader
+	// received the command: what /reconciler commit may merge (headAt).
+	head string
 }
 
 // ErrCommandQueueFull means the leader has too many comment commands
@@ -133,7 +137,7 @@ func (l *Loop) EnqueueCommand(cmd webhook.Command) error {
 		return errNotLeading
 	}
 	select {
-	case l.gh.commands <- queuedCommand{cmd: cmd}:
+	case l.gh.commands <- queuedCommand{cmd: cmd, head: l.headAt(cmd.PR)}:
 		l.gh.wake()
 		return nil
 	default:

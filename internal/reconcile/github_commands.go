@@ -30,6 +30,9 @@ const helpText = "Commands (first line of a comment; write, maintain or admin pe
 // leader's); nothing else is retried (the user comments again).
 func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 	g, cmd := l.gh, q.cmd
+	if q.head == "" {
+		q.head = l.headAt(cmd.PR)
+	}
 	if !q.retry {
 		fresh, err := l.claimCommand(ctx, cmd)
 		if err != nil {
@@ -41,7 +44,7 @@ func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 			return
 		}
 	}
-	reply, err := l.command(ctx, cmd)
+	reply, err := l.command(ctx, q)
 	if err == nil && reply != "" {
 		_, err = g.cfg.Forge.Comment(ctx, cmd.PR, reply)
 	}
@@ -59,7 +62,7 @@ func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 			return
 		}
 		select {
-		case g.commands <- queuedCommand{cmd: cmd, retry: true}:
+		case g.commands <- queuedCommand{cmd: cmd, retry: true, head: q.head}:
 			g.wake()
 		default:
 			g.log.Warn("comment command queue full; retry dropped", "pull", cmd.PR, "verb", cmd.Verb)
@@ -67,8 +70,16 @@ func (l *Loop) runCommand(ctx context.Context, q queuedCommand) {
 	})
 }
 
-// command authorizes and runs cmd, and returns the reply to post.
-func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error) {
+// command authorizes and runs q's command, and returns the reply to post.
+func (l *Loop) command(ctx context.Context, q queuedCommand) (string, error) {
+	cmd := q.cmd
+	if why, err := l.verifyCommand(ctx, cmd); err != nil || why != "" {
+		if err == nil { // no reply: a forger must not make the bot comment anywhere
+			l.gh.log.Warn("comment command not found on GitHub as handed over; ignored",
+				"pull", cmd.PR, "user", cmd.User, "verb", cmd.Verb, "comment", cmd.CommentID, "why", why)
+		}
+		return "", err
+	}
 	perm, err := l.gh.cfg.Forge.Permission(ctx, cmd.User)
 	if err != nil {
 		return "", err
@@ -94,7 +105,7 @@ func (l *Loop) command(ctx context.Context, cmd webhook.Command) (string, error)
 	case webhook.VerbPreview:
 		return l.setPullPreview(ctx, cmd)
 	case webhook.VerbCommit:
-		return l.commitPull(ctx, cmd)
+		return l.commitPull(ctx, cmd, q.head)
 	}
 	return helpText, nil
 }
@@ -152,19 +163,27 @@ func (l *Loop) pullExperimentNames(n int) []string {
 	return out
 }
 
-// commitPull merges the pull request at the head commit its experiments
+// commitPull merges the pull request at seen, its head when the leader
+// received the command, which must still be the commit its experiments
 // were computed from (GitHub's merge API with sha). A head that moved
-// (409) or a pull request GitHub will not merge (405) changes nothing.
-func (l *Loop) commitPull(ctx context.Context, cmd webhook.Command) (string, error) {
+// since (a push during a rate-limit delay: refused here, or by GitHub's
+// 409) or a pull request GitHub will not merge (405) changes nothing.
+func (l *Loop) commitPull(ctx context.Context, cmd webhook.Command, seen string) (string, error) {
 	rec, ok := ReadPullRecords(l.cfg.Store.State())[cmd.PR]
-	if !ok {
+	if !ok || seen == "" {
 		return notTracked(cmd.PR), nil
+	}
+	if rec.HeadCommit != seen {
+		return headMoved(cmd, seen, rec.HeadCommit), nil
 	}
 	if !rec.Validation.Valid {
 		return "FAILED_PRECONDITION: the pull request's policies are invalid (see `reconciler/validate`); nothing was merged.", nil
 	}
 	sha, err := l.MergePullRequest(ctx, cmd.PR, rec.HeadCommit)
 	var perr *preview.Error
+	if errors.As(err, &perr) && perr.Code == preview.Aborted {
+		return headMoved(cmd, seen, "a newer commit"), nil
+	}
 	if errors.As(err, &perr) {
 		return fmt.Sprintf("%s: %s.", perr.Code, perr.Msg), nil
 	}

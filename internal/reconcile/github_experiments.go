@@ -38,6 +38,7 @@ func (l *Loop) wantedPullExperiments() (map[string]wantedExperiment, error) {
 		if err := l.wantSource(want, src, rec.MainCommit, rec.ChangedPolicies, liveTree); err != nil {
 			return nil, err
 		}
+		holdSuspended(want, rec)
 	}
 	return want, nil
 }

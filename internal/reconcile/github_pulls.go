@@ -73,6 +73,7 @@ func (l *Loop) syncPulls(ctx context.Context, t *term, refs *gitsource.Refs) err
 		}
 		want[p.Number] = rec
 	}
+	l.judgeAuthors(ctx, want)
 	return l.writePulls(ctx, want)
 }
 
@@ -87,7 +88,7 @@ func (l *Loop) writePulls(ctx context.Context, want map[int]PullRecord) error {
 	old := ReadPullRecords(st)
 	for n, prev := range old {
 		if rec, ok := want[n]; ok && prev.Preview != "" {
-			rec.Preview = prev.Preview
+			rec.Preview, rec.Writer = prev.Preview, prev.Writer
 			want[n] = rec
 		}
 	}
