@@ -20,6 +20,9 @@ type wantedExperiment struct {
 	// conflict, when set, is why the source cannot be merged into main:
 	// the experiment is listed, not previewed.
 	conflict string
+	// hold keeps the experiment from starting by itself: a pull request
+	// whose preview is SUSPENDED (a non-writer's, or stopped by command).
+	hold bool
 }
 
 // Change is what one branch or pull request changes, as the reconcile
@@ -28,6 +31,10 @@ type wantedExperiment struct {
 type Change struct {
 	Source   preview.Source
 	Policies []string
+	// Hold keeps its experiments from starting by themselves: a pull
+	// request whose preview is SUSPENDED (a non-writer's, or stopped by a
+	// command).
+	Hold bool
 	// Main is the live branch's commit the source is merged into.
 	Main string
 }
@@ -83,7 +90,7 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 				s.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, s.settings()), s.settings(), now)
+			next = s.autoStart(w, preview.SetConflict(e, w.conflict, exps, s.settings()), now)
 			exps = append(exps, next)
 		case cur.Source.Kind != kind:
 			continue // an experiment of another kind took the name first
@@ -93,13 +100,13 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 				s.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = preview.AutoStart(preview.SetConflict(e, w.conflict, exps, s.settings()), s.settings(), now)
+			next = s.autoStart(w, preview.SetConflict(e, w.conflict, exps, s.settings()), now)
 		case cur.Source.HeadCommit != head:
 			c := *cur // same policy, new head: keep the preview running
 			c.Source.HeadCommit, c.UpdateTime = head, now
 			next = preview.SetConflict(&c, w.conflict, exps, s.settings())
 		case cur.Conflict != w.conflict: // main moved: the merge (no longer) conflicts
-			next = preview.AutoStart(preview.SetConflict(cur, w.conflict, exps, s.settings()), s.settings(), now)
+			next = s.autoStart(w, preview.SetConflict(cur, w.conflict, exps, s.settings()), now)
 		default:
 			continue
 		}
@@ -130,6 +137,9 @@ func (s *Service) wanted(changes []Change, live map[string][]byte) (map[string]w
 	for _, c := range changes {
 		if err := s.wantSource(want, c.Source, c.Main, c.Policies, live); err != nil {
 			return nil, err
+		}
+		if c.Hold {
+			holdSource(want, c.Source)
 		}
 	}
 	return want, nil

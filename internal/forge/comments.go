@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-github/v60/github"
@@ -200,4 +202,41 @@ func fitComment(body string) string {
 	}
 	keep := maxCommentRunes - utf8.RuneCountInString(truncated)
 	return string([]rune(body)[:keep]) + truncated
+}
+
+// IssueComment is a pull request conversation comment as GitHub has it now.
+type IssueComment struct {
+	ID        int64
+	PR        int // the pull request (issue) number, from issue_url
+	User      string
+	Body      string
+	CreatedAt time.Time
+}
+
+// GetComment reads comment id as GitHub has it now: the leader checks a
+// comment command against it (webhook.Command is only what some node was
+// told). A deleted comment is ErrNotFound.
+func (c *Client) GetComment(ctx context.Context, id int64) (IssueComment, error) {
+	var cm *github.IssueComment
+	err := c.call(ctx, fmt.Sprintf("get comment %d", id), true, func(gh *github.Client) (*github.Response, error) {
+		got, resp, err := gh.Issues.GetComment(ctx, c.owner, c.name, id)
+		cm = got
+		return resp, err
+	})
+	if err != nil {
+		return IssueComment{}, err
+	}
+	return IssueComment{ID: cm.GetID(), PR: issueNumber(cm.GetIssueURL()), User: cm.GetUser().GetLogin(),
+		Body: cm.GetBody(), CreatedAt: cm.GetCreatedAt().Time}, nil
+}
+
+// issueNumber is the number ending an issue_url ("…/issues/12"), 0 when
+// there is none.
+func issueNumber(issueURL string) int {
+	i := strings.LastIndexByte(issueURL, '/')
+	n, err := strconv.Atoi(issueURL[i+1:])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }

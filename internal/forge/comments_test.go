@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -217,4 +218,38 @@ func TestSetStatus(t *testing.T) {
 	if got := e.repo.Statuses(sha("c"))[3]; got.Description != "invalid main" || got.TargetURL != "" {
 		t.Errorf("status = %+v", got)
 	}
+}
+
+// GetComment reads a comment as GitHub has it now: its author, body, pull
+// request and creation time; a deleted one is ErrNotFound.
+func TestGetComment(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	n := e.openPull()
+	id := e.repo.AddComment(n, "alice", "/reconciler commit")
+	got, err := e.c.GetComment(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != id || got.PR != n || got.User != "alice" || got.Body != "/reconciler commit" || got.CreatedAt.IsZero() {
+		t.Fatalf("GetComment = %+v; want #%d by alice", got, n)
+	}
+	e.repo.DeleteComment(id)
+	if _, err := e.c.GetComment(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted comment: %v, want ErrNotFound", err)
+	}
+}
+
+// issueNumber reads GitHub's issue_url: a positive number only when the
+// URL ends in "/<that number>", else 0; never a panic.
+func FuzzIssueNumber(f *testing.F) {
+	for _, s := range []string{"https://api.github.com/repos/o/r/issues/12", "", "/", "x/0", "x/-3", "x/9999999999999999999999", "12"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n := issueNumber(s)
+		if n < 0 || (n > 0 && !strings.HasSuffix(s, strconv.Itoa(n))) {
+			t.Fatalf("issueNumber(%q) = %d", s, n)
+		}
+	})
 }

@@ -30,6 +30,9 @@ const helpText = "Commands (first line of a comment; write, maintain or admin pe
 // leader's); nothing else is retried (the user comments again).
 func (g *Worker) runCommand(ctx context.Context, q queuedCommand) {
 	cmd := q.cmd
+	if q.head == "" {
+		q.head = g.headAt(cmd.PR)
+	}
 	if !q.retry {
 		fresh, err := g.claimCommand(ctx, cmd)
 		if err != nil {
@@ -41,7 +44,7 @@ func (g *Worker) runCommand(ctx context.Context, q queuedCommand) {
 			return
 		}
 	}
-	reply, err := g.command(ctx, cmd)
+	reply, err := g.command(ctx, q)
 	if err == nil && reply != "" {
 		_, err = g.cfg.Forge.Comment(ctx, cmd.PR, reply)
 	}
@@ -59,7 +62,7 @@ func (g *Worker) runCommand(ctx context.Context, q queuedCommand) {
 			return
 		}
 		select {
-		case g.commands <- queuedCommand{cmd: cmd, retry: true}:
+		case g.commands <- queuedCommand{cmd: cmd, retry: true, head: q.head}:
 			g.wake()
 		default:
 			g.log.Warn("comment command queue full; retry dropped", "pull", cmd.PR, "verb", cmd.Verb)
@@ -67,8 +70,16 @@ func (g *Worker) runCommand(ctx context.Context, q queuedCommand) {
 	})
 }
 
-// command authorizes and runs cmd, and returns the reply to post.
-func (g *Worker) command(ctx context.Context, cmd webhook.Command) (string, error) {
+// command authorizes and runs q's command, and returns the reply to post.
+func (g *Worker) command(ctx context.Context, q queuedCommand) (string, error) {
+	cmd := q.cmd
+	if why, err := g.verifyCommand(ctx, cmd); err != nil || why != "" {
+		if err == nil { // no reply: a forger must not make the bot comment anywhere
+			g.log.Warn("comment command not found on GitHub as handed over; ignored",
+				"pull", cmd.PR, "user", cmd.User, "verb", cmd.Verb, "comment", cmd.CommentID, "why", why)
+		}
+		return "", err
+	}
 	perm, err := g.cfg.Forge.Permission(ctx, cmd.User)
 	if err != nil {
 		return "", err
@@ -94,7 +105,7 @@ func (g *Worker) command(ctx context.Context, cmd webhook.Command) (string, erro
 	case webhook.VerbPreview:
 		return g.setPullPreview(ctx, cmd)
 	case webhook.VerbCommit:
-		return g.commitPull(ctx, cmd)
+		return g.commitPull(ctx, cmd, q.head)
 	}
 	return helpText, nil
 }
@@ -152,19 +163,27 @@ func (g *Worker) pullExperimentNames(n int) []string {
 	return out
 }
 
-// commitPull merges the pull request at the head commit its experiments
+// commitPull merges the pull request at seen, its head when the leader
+// received the command, which must still be the commit its experiments
 // were computed from (GitHub's merge API with sha). A head that moved
-// (409) or a pull request GitHub will not merge (405) changes nothing.
-func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command) (string, error) {
+// since (a push during a rate-limit delay: refused here, or by GitHub's
+// 409) or a pull request GitHub will not merge (405) changes nothing.
+func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command, seen string) (string, error) {
 	rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
-	if !ok {
+	if !ok || seen == "" {
 		return notTracked(cmd.PR), nil
+	}
+	if rec.HeadCommit != seen {
+		return headMoved(cmd, seen, rec.HeadCommit), nil
 	}
 	if !rec.Validation.Valid {
 		return "FAILED_PRECONDITION: the pull request's policies are invalid (see `reconciler/validate`); nothing was merged.", nil
 	}
 	sha, err := g.MergePullRequest(ctx, cmd.PR, rec.HeadCommit)
 	var perr *preview.Error
+	if errors.As(err, &perr) && perr.Code == preview.Aborted {
+		return headMoved(cmd, seen, "a newer commit"), nil
+	}
 	if errors.As(err, &perr) {
 		return fmt.Sprintf("%s: %s.", perr.Code, perr.Msg), nil
 	}

@@ -115,6 +115,9 @@ func (g *Worker) pullSummaries(rec PullRecord) []preview.Summary {
 		if e, ok := exps[name]; ok {
 			s := preview.Summarize(e, rec.LiveEtags[name], merged, g.cfg.Thresholds.For(name))
 			s.Source.URL = rec.URL
+			if !rec.Writer { // counts and rule names only: the author chose the rules
+				s.Stats.Samples = nil
+			}
 			out = append(out, s)
 			continue
 		}

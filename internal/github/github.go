@@ -68,6 +68,7 @@ type Forge interface {
 	Merge(ctx context.Context, pr int, sha, method string) (string, error)
 	Permission(ctx context.Context, user string) (string, error)
 	CreatePullRequest(ctx context.Context, head, base, title, body string) (forge.PullRequest, error)
+	GetComment(ctx context.Context, id int64) (forge.IssueComment, error)
 }
 
 var _ Forge = (*forge.Client)(nil)
@@ -112,6 +113,9 @@ const (
 type queuedCommand struct {
 	cmd   webhook.Command
 	retry bool
+	// head is the pull request's head commit recorded when the leader
+	// received the command: what /reconciler commit may merge (headAt).
+	head string
 }
 
 // ErrCommandQueueFull means the leader has too many comment commands
@@ -213,7 +217,7 @@ func (g *Worker) EnqueueCommand(cmd webhook.Command) error {
 		return errNotLeading
 	}
 	select {
-	case g.commands <- queuedCommand{cmd: cmd}:
+	case g.commands <- queuedCommand{cmd: cmd, head: g.headAt(cmd.PR)}:
 		g.wake()
 		return nil
 	default:

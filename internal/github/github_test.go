@@ -50,13 +50,35 @@ type fakeForge struct {
 	statuses map[string]string
 	// replyErrs fail the next Comment calls, one each.
 	replyErrs []error
+	// comments are the users' comments GetComment finds (say adds one).
+	comments map[int64]forge.IssueComment
 }
 
 var _ Forge = (*fakeForge)(nil)
 
 func newFakeForge() *fakeForge {
 	return &fakeForge{perms: map[string]string{"alice": forge.PermWrite, "bob": forge.PermRead},
-		statuses: map[string]string{}}
+		statuses: map[string]string{}, comments: map[int64]forge.IssueComment{}}
+}
+
+// say records user's comment id on pull request pr and returns the
+// command a webhook delivery of it carries.
+func (f *fakeForge) say(pr int, user string, id int64, body string) webhook.Command {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.comments[id] = forge.IssueComment{ID: id, PR: pr, User: user, Body: body, CreatedAt: time.Now()}
+	cmd, _ := webhook.ParseCommand(body)
+	cmd.PR, cmd.User, cmd.CommentID = pr, user, id
+	return cmd
+}
+
+func (f *fakeForge) GetComment(_ context.Context, id int64) (forge.IssueComment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.comments[id]; ok {
+		return c, nil
+	}
+	return forge.IssueComment{}, fmt.Errorf("%w: comment %d", forge.ErrNotFound, id)
 }
 
 func (f *fakeForge) OpenPullRequests(context.Context, string) ([]forge.PullRequest, error) {
@@ -132,10 +154,19 @@ type leader struct {
 // ghLoop is a leader with [github] on fg over store.
 func ghLoop(t *testing.T, store *fakeStore, repo *fakeRepo, fg *fakeForge, stats func() []preview.Stats) *leader {
 	t.Helper()
+	return ghLoopOn(t, store, repo, fg, stats, preview.Settings{})
+}
+
+// ghLoopOn is ghLoop on any Forge, with the [preview] settings set.
+func ghLoopOn(t *testing.T, store *fakeStore, repo *fakeRepo, fg interface {
+	Forge
+	reconcile.PullRequestOpener
+}, stats func() []preview.Stats, set preview.Settings) *leader {
+	t.Helper()
 	l := &leader{}
 	log := testlog.New(t)
 	lopts := policy.LoadOptions{MergeDefault: policy.StrategyFail}
-	l.exps = experiments.New(experiments.Config{Store: store, Leader: loopRef{l}, Pulls: workerRef{l},
+	l.exps = experiments.New(experiments.Config{Store: store, Leader: loopRef{l}, Pulls: workerRef{l}, Preview: set,
 		LoadOptions: lopts, EngineOptions: engine.DefaultOptions(), Logger: log})
 	w, err := New(Config{Forge: fg, Store: store, Examiner: loopRef{l}, Experiments: l.exps, Trigger: loopRef{l}.Trigger,
 		Summary: "@every 1h", RetryAfter: 10 * time.Millisecond, Stats: stats, Logger: log})
@@ -217,7 +248,7 @@ func TestCommandRunsOnceAcrossLeaders(t *testing.T) {
 	store, repo, fg := newFakeStore(), newFakeRepo(), newFakeForge()
 	head := strings.Repeat("h", 40)
 	putPull(t, store, 7, head)
-	cmd := webhook.Command{PR: 7, User: "alice", Verb: webhook.VerbCommit, CommentID: 4242}
+	cmd := fg.say(7, "alice", 4242, "/reconciler commit")
 	ctx := context.Background()
 
 	first := ghLoop(t, store, repo, fg, nil)
@@ -239,8 +270,9 @@ func TestCommandRunsOnceAcrossLeaders(t *testing.T) {
 	}
 
 	// Another comment is another command; a refusal is claimed as well.
-	second.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 7, User: "bob", Verb: webhook.VerbCommit, CommentID: 4243}})
-	first.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 7, User: "bob", Verb: webhook.VerbCommit, CommentID: 4243}})
+	byBob := fg.say(7, "bob", 4243, "/reconciler commit")
+	second.runCommand(ctx, queuedCommand{cmd: byBob})
+	first.runCommand(ctx, queuedCommand{cmd: byBob})
 	if merges, replies, _ = fg.calls(); len(merges) != 1 || len(replies) != 2 || !strings.Contains(replies[1], "@bob, sorry") {
 		t.Fatalf("after a reader's command: merges %v replies %q", merges, replies)
 	}
@@ -267,7 +299,7 @@ func TestCommandRetriedAfterRateLimit(t *testing.T) {
 			}
 		}
 	}()
-	l.commands <- queuedCommand{cmd: webhook.Command{PR: 3, User: "alice", Verb: webhook.VerbHelp, CommentID: 9}}
+	l.commands <- queuedCommand{cmd: fg.say(3, "alice", 9, "/reconciler help")}
 	eventually(t, "the reply after the rate limit", func() bool {
 		_, replies, _ := fg.calls()
 		return len(replies) == 1

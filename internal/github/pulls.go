@@ -86,14 +86,17 @@ func (g *Worker) SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[s
 		}
 		want[p.Number] = rec
 	}
+	g.judgeAuthors(ctx, want)
 	if err := g.writePulls(ctx, want); err != nil {
 		return nil, err
 	}
+	st := g.cfg.Store.State() // the records as written, preview state included
 	var changes []experiments.Change
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		if rec := want[n]; len(rec.ChangedPolicies) > 0 {
-			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies, Main: rec.MainCommit, Source: preview.Source{
-				Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}})
+			hold := st.Pulls[n].Preview == string(preview.Suspended)
+			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies, Main: rec.MainCommit, Hold: hold,
+				Source: preview.Source{Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}})
 		}
 	}
 	return changes, nil
@@ -110,7 +113,7 @@ func (g *Worker) writePulls(ctx context.Context, want map[int]PullRecord) error 
 	old := ReadPullRecords(st)
 	for n, prev := range old {
 		if rec, ok := want[n]; ok && prev.Preview != "" {
-			rec.Preview = prev.Preview
+			rec.Preview, rec.Writer = prev.Preview, prev.Writer
 			want[n] = rec
 		}
 	}

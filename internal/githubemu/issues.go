@@ -76,20 +76,46 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, rp *repo)
 	writeJSON(w, http.StatusCreated, o)
 }
 
-// updateComment serves issues/update-comment.
-func (s *Server) updateComment(w http.ResponseWriter, r *http.Request, rp *repo) {
+// issueGet serves issues/list-comments (".../issues/{number}/comments")
+// and issues/get-comment (".../issues/comments/{id}").
+func (s *Server) issueGet(w http.ResponseWriter, r *http.Request, rp *repo) {
+	switch {
+	case r.PathValue("number") == "comments":
+		r.SetPathValue("id", r.PathValue("sub"))
+		s.getComment(w, r, rp)
+	case r.PathValue("sub") == "comments":
+		s.listComments(w, r, rp)
+	default:
+		writeError(w, http.StatusNotFound, "Not Found")
+	}
+}
+
+// getComment serves issues/get-comment: a deleted or unknown id is 404.
+func (s *Server) getComment(w http.ResponseWriter, r *http.Request, rp *repo) {
+	if c, ok := commentFor(w, r, rp); ok {
+		writeJSON(w, http.StatusOK, s.commentObject(c, rp))
+	}
+}
+
+// commentFor finds the comment whose id is in the path, else answers 404.
+func commentFor(w http.ResponseWriter, r *http.Request, rp *repo) (*Comment, bool) {
 	id, ok := intPath(w, r, "id")
 	if !ok {
-		return
+		return nil, false
 	}
-	var c *Comment
 	for _, cm := range rp.comments {
 		if cm.ID == id {
-			c = cm
+			return cm, true
 		}
 	}
-	if c == nil {
-		writeError(w, http.StatusNotFound, "Not Found")
+	writeError(w, http.StatusNotFound, "Not Found")
+	return nil, false
+}
+
+// updateComment serves issues/update-comment.
+func (s *Server) updateComment(w http.ResponseWriter, r *http.Request, rp *repo) {
+	c, ok := commentFor(w, r, rp)
+	if !ok {
 		return
 	}
 	var b commentBody

@@ -15,7 +15,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.locked(s.getPull))
 	m.HandleFunc("PUT /repos/{owner}/{repo}/pulls/{number}/merge", s.mergePull) // locks itself
 	m.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.locked(s.listFiles))
-	m.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/comments", s.locked(s.listComments))
+	// One pattern for both GETs: ServeMux cannot order ".../issues/{number}/comments"
+	// against ".../issues/comments/{id}".
+	m.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/{sub}", s.locked(s.issueGet))
 	m.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.locked(s.createComment))
 	m.HandleFunc("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.locked(s.updateComment))
 	m.HandleFunc("POST /repos/{owner}/{repo}/statuses/{sha}", s.locked(s.createStatus))

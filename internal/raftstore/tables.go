@@ -91,8 +91,13 @@ type PullRecord struct {
 	Etags           map[string]string `json:"etags"`
 	LiveEtags       map[string]string `json:"liveEtags"`
 	Validation      Validation        `json:"validation"`
-	// Preview is ACTIVE or SUSPENDED (comment commands); ACTIVE at first.
+	// Preview is ACTIVE or SUSPENDED (comment commands); ACTIVE at first
+	// for a writer's pull request, SUSPENDED for others' (Writer).
 	Preview string `json:"preview"`
+	// Writer is whether GitHub said the author may write when the pull
+	// request was first recorded: only then does its preview start by
+	// itself and its comment show sample requests.
+	Writer bool `json:"writer,omitempty"`
 }
 
 // CommandClaim records that the leader ran a pull request comment command,
