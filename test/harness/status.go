@@ -136,17 +136,19 @@ func (c *Cluster) converged(nodes []*Node, min uint64) (*Status, error) {
 }
 
 // WaitActive waits up to timeout until every node of nodes (all when
-// empty) reports gen as its active generation.
+// empty) reports gen as its active generation and serves it.
 func (c *Cluster) WaitActive(gen uint64, timeout time.Duration, nodes ...*Node) {
 	c.T.Helper()
 	if len(nodes) == 0 {
 		nodes = c.Nodes
 	}
 	for _, n := range nodes {
-		WaitFor(c.T, timeout, fmt.Sprintf("%s active generation %d", n.ID, gen), func() error {
+		// Served too: a node records the activation in its raft state a
+		// moment before it swaps the bundle its decisions use.
+		WaitFor(c.T, timeout, fmt.Sprintf("%s active and serving generation %d", n.ID, gen), func() error {
 			s, err := c.Client.Status(n)
-			if err == nil && s.ActiveGeneration != gen {
-				err = fmt.Errorf("active %d", s.ActiveGeneration)
+			if err == nil && (s.ActiveGeneration != gen || s.ServedGeneration != gen) {
+				err = fmt.Errorf("active %d, serving %d", s.ActiveGeneration, s.ServedGeneration)
 			}
 			return err
 		})
