@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"time"
@@ -87,7 +86,10 @@ func (r Runner) run(files map[string][]byte, lopts policy.LoadOptions, eopts eng
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.Path, WorkerCommand, strconv.FormatUint(limit, 10))
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOTRACEBACK=none")
+	// The child needs nothing of the node's environment (which may hold
+	// credentials): one core, and no goroutine dump of the tree's data.
+	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}
+	cmd.WaitDelay = time.Second
 	cmd.Stdin = bytes.NewReader(in)
 	out := &capped{max: maxResponseBytes}
 	var stderr capped
@@ -115,11 +117,20 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 	if err := limitMemory(limit); err != nil {
 		return fmt.Errorf("limiting memory: %w", err)
 	}
-	var req request
-	if err := json.NewDecoder(io.LimitReader(stdin, maxRequestBytes)).Decode(&req); err != nil {
-		return fmt.Errorf("reading the tree: %w", err)
+	req, err := readRequest(stdin)
+	if err != nil {
+		return err
 	}
 	return json.NewEncoder(stdout).Encode(reconcile.Validate(req.Files, req.Load, req.Engine))
+}
+
+// readRequest decodes one request of at most maxRequestBytes.
+func readRequest(r io.Reader) (request, error) {
+	var req request
+	if err := json.NewDecoder(io.LimitReader(r, maxRequestBytes)).Decode(&req); err != nil {
+		return req, fmt.Errorf("reading the tree: %w", err)
+	}
+	return req, nil
 }
 
 // capped is a buffer that keeps at most max bytes and notes the rest.
