@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/engine"
@@ -72,19 +72,25 @@ func TestChildMatchesInProcess(t *testing.T) {
 
 // TestChildKilledByMemoryLimit: a tree that needs more memory than the
 // child may have is INVALID with a message naming the budget, and the
-// parent's own peak memory does not grow by what the child tried to use.
+// parent allocates only the tree's encoding, not what the child tried to
+// use (validating this tree in-process takes about 380 MiB).
 func TestChildKilledByMemoryLimit(t *testing.T) {
 	bin := harness.Binary(t)
 	files := heavyTree()
-	before := maxRSS(t)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	v := sandbox.Runner{Path: bin, MemoryLimit: 32 << 20}.Validate(files, policy.LoadOptions{}, engine.DefaultOptions())
-	grown := maxRSS(t) - before
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
 	if len(v.Problems) != 1 || !strings.HasPrefix(v.Problems[0], sandbox.BudgetMessage) || len(v.Etags) != 0 {
 		t.Fatalf("verdict = %+v, want one problem starting %q", v, sandbox.BudgetMessage)
 	}
-	t.Logf("problem: %s; parent peak RSS grew %d KiB", v.Problems[0], grown>>10)
-	if grown > 64<<20 {
-		t.Fatalf("parent's peak RSS grew by %d MiB while the child validated", grown>>20)
+	t.Logf("problem: %s; the parent allocated %d KiB", v.Problems[0], allocated>>10)
+	// The tree is 5.5 MB, its JSON 7.4 MB: the encoding and its buffers
+	// take 30 to 50 MiB (more with -race), a third of what validating
+	// would hold.
+	if allocated > 128<<20 {
+		t.Fatalf("the parent allocated %d MiB while the child validated", allocated>>20)
 	}
 	// The same tree is valid with the default budget: the limit, not the
 	// tree, made it invalid.
@@ -110,13 +116,4 @@ func TestNotAReconciler(t *testing.T) {
 	if len(v.Problems) != 1 || !strings.HasPrefix(v.Problems[0], sandbox.BudgetMessage) {
 		t.Fatalf("verdict = %+v", v)
 	}
-}
-
-// maxRSS is this process's peak resident set size in bytes.
-func maxRSS(t *testing.T) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return ru.Maxrss << 10
 }
