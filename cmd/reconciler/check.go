@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/sandbox"
 )
 
 // strategyFlag registers --merge-default, the conflict strategy when neither
@@ -160,4 +162,23 @@ func dirArg(fs *flag.FlagSet) string {
 		return "."
 	}
 	return fs.Arg(0)
+}
+
+// validateWorker implements the hidden `reconciler validate-worker LIMIT`:
+// the child of sandbox.Runner, limited to LIMIT more bytes of memory.
+func (a *app) validateWorker(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintf(a.stderr, "reconciler %s: want LIMIT (bytes)\n", sandbox.WorkerCommand)
+		return exitUsage
+	}
+	limit, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil || limit == 0 {
+		fmt.Fprintf(a.stderr, "reconciler %s: LIMIT %q must be a positive number of bytes\n", sandbox.WorkerCommand, args[0])
+		return exitUsage
+	}
+	if err := sandbox.Serve(a.stdin, a.stdout, limit); err != nil {
+		fmt.Fprintf(a.stderr, "reconciler %s: %v\n", sandbox.WorkerCommand, err)
+		return exitCheck
+	}
+	return exitOK
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"runtime"
 	"sort"
+
+	"github.com/policyrollout/reconciler/internal/sandbox"
 )
 
 // version and commit are set at build time:
@@ -29,7 +31,13 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	a := &app{ctx: context.Background(), stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	// Only the real binary can run itself as a validate-worker: tests call
+	// run, from a test binary, and validate in their own process.
+	if exe, err := os.Executable(); err == nil {
+		a.self = exe
+	}
+	os.Exit(a.run(os.Args[1:]))
 }
 
 // run executes one command line and returns the exit code.
@@ -44,6 +52,9 @@ type app struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// self is this reconciler binary, run as `validate-worker` to validate
+	// trees in a child process; "" validates in this process.
+	self string
 }
 
 // command is one subcommand.
@@ -79,6 +90,9 @@ func (a *app) run(args []string) int {
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "-help" {
 		name = "help"
+	}
+	if name == sandbox.WorkerCommand { // hidden: not in help
+		return a.validateWorker(args[1:])
 	}
 	for _, c := range commands() {
 		if c.name == name {

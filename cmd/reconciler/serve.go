@@ -13,6 +13,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/node"
+	"github.com/policyrollout/reconciler/internal/sandbox"
 )
 
 // serveFlags are the command-line overrides of config.toml's [node] keys.
@@ -96,6 +97,9 @@ func (a *app) serve(args []string) int {
 	defer stop()
 
 	m := &node.Main{Config: cfg, Logger: logger, Version: version}
+	if a.self != "" {
+		m.Validator = sandbox.Runner{Path: a.self}.Validate
+	}
 	if err := m.Run(ctx); err != nil {
 		logger.Error("node failed to start", "error", err)
 		return exitCheck

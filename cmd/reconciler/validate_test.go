@@ -10,6 +10,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/reconcile"
+	"github.com/policyrollout/reconciler/internal/sandbox"
 )
 
 // writeRules writes policy name under root with n trivial rules.
@@ -107,6 +108,21 @@ func TestEvalAndMergeStayInTheTree(t *testing.T) {
 		code, out, errOut := cli(t, `{"path":"/"}`, args...)
 		if code == exitOK || strings.Contains(out+errOut, "AWS_SECRET") {
 			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}
+
+// TestValidateWorkerIsHidden: the child of sandbox.Runner is not a
+// command people are shown, and it refuses a missing or bad limit before
+// reading anything.
+func TestValidateWorkerIsHidden(t *testing.T) {
+	if _, out, _ := cli(t, "", "help"); strings.Contains(out, sandbox.WorkerCommand) || !strings.Contains(out, "validate") {
+		t.Fatalf("help lists the worker, or nothing:\n%s", out)
+	}
+	for _, args := range [][]string{{}, {"0"}, {"lots"}, {"1", "2"}} {
+		code, _, errOut := cli(t, "{}", append([]string{sandbox.WorkerCommand}, args...)...)
+		if code != exitUsage || !strings.Contains(errOut, "LIMIT") {
+			t.Errorf("validate-worker %q = %d %q, want usage", args, code, errOut)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func (m *Main) wireLeader(src *reconcile.GitSource, lopts policy.LoadOptions, eo
 	lc := reconcile.Config{
 		Store: m.store, Members: m.cluster, Source: src, Verify: commitVerifier(src, cfg.Git), Poll: cfg.Git.Poll,
 		Branch: cfg.Git.Branch, URL: gitsource.Redact(cfg.Git.URL),
-		LoadOptions: lopts, EngineOptions: eopts, Experiments: m.experiments,
+		LoadOptions: lopts, EngineOptions: eopts, Validator: m.Validator, Experiments: m.experiments,
 		Registry: m.registry, Logger: m.Logger.Named(logging.Reconcile),
 	}
 	if gh != nil {

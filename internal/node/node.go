@@ -50,6 +50,10 @@ type Main struct {
 	ShutdownTimeout time.Duration
 	// Version is the build's version, reported in heartbeats; "" is "dev".
 	Version string
+	// Validator validates the trees the leader judges; nil validates in
+	// this process (tests of internal packages, which have no reconciler
+	// binary to run). `reconciler serve` sets a sandbox.Runner.
+	Validator reconcile.Validator
 
 	gens        generations
 	registry    *prometheus.Registry

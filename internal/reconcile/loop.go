@@ -118,6 +118,11 @@ type Config struct {
 	// must compile with the same ones.
 	LoadOptions   policy.LoadOptions
 	EngineOptions engine.Options
+	// Validator validates every tree the loop judges (main's commits,
+	// branches and pull requests, experiments' trees); nil is Validate in
+	// this process. A node uses sandbox.Runner, a child process with a
+	// memory limit and a deadline.
+	Validator Validator
 	// Registry receives the loop's metrics; nil registers nowhere.
 	Registry prometheus.Registerer
 	Logger   hclog.Logger

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,5 +419,33 @@ func TestBranchExperimentsWithinTreeBudget(t *testing.T) {
 	}
 	if len(names) != 2 || !slices.Contains(names, "policies/p0/experiments/branch-big") {
 		t.Errorf("experiments %v, want those of p0 and p1 only (80 rules; p2 would make 120)", names)
+	}
+}
+
+// TestLoopUsesItsValidator: the loop judges trees with Config.Validator
+// (a node's child process): a verdict it gives, such as a child killed by
+// its memory budget, marks the generation INVALID, and nothing is staged.
+func TestLoopUsesItsValidator(t *testing.T) {
+	store, repo := newFakeStore(), newFakeRepo()
+	repo.Commit("main", webPolicy("a"))
+	l := newLoop(t, store, repo, fixedMembers{"n1"})
+	var calls atomic.Int64
+	l.cfg.Validator = func(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) Validation {
+		calls.Add(1)
+		if len(files) == 0 || lopts != l.cfg.LoadOptions || eopts != l.cfg.EngineOptions {
+			t.Errorf("validator got %d files, %+v, %+v", len(files), lopts, eopts)
+		}
+		return Validation{Problems: []string{"validation exceeded its memory/time budget: killed"}}
+	}
+	runLoop(t, l)
+	eventually(t, "generation 1 invalid", func() bool {
+		g, ok := store.State().Generation(1)
+		return ok && g.State == raftstore.GenerationInvalid
+	})
+	if g := gen(t, store, 1); len(g.LeaderErrors) != 1 || !strings.Contains(g.LeaderErrors[0], "memory/time budget") || calls.Load() == 0 {
+		t.Errorf("errors = %q after %d calls", g.LeaderErrors, calls.Load())
+	}
+	if store.Count(raftstore.TypeStageGeneration) != 0 {
+		t.Error("a tree the validator refused was staged")
 	}
 }

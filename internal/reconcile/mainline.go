@@ -204,6 +204,9 @@ func (l *Loop) markInvalid(ctx context.Context, n uint64, commit string, problem
 // `reconciler validate` does: the tree budgets (policy.MaxTreeBytes is
 // raftstore.MaxGenerationBytes) and every policy valid.
 func (l *Loop) validate(files map[string][]byte) Validation {
+	if l.cfg.Validator != nil {
+		return l.cfg.Validator(files, l.cfg.LoadOptions, l.cfg.EngineOptions)
+	}
 	return Validate(files, l.cfg.LoadOptions, l.cfg.EngineOptions)
 }
 

@@ -30,6 +30,10 @@ func Compile(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Opt
 	return bundle, nil
 }
 
+// Validator validates a tree as Validate does, perhaps elsewhere (in a
+// child process with limits: package sandbox).
+type Validator func(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) Validation
+
 // Validate is engine.ValidateTree, the same function `reconciler validate`
 // calls: a tree is valid only if it is within every budget and every
 // policy loads, compiles and passes all its tests.

@@ -1,0 +1,161 @@
+// Package sandbox validates an untrusted policies tree in a child process
+// with an OS-enforced memory limit and a deadline, so that a tree which
+// slips past the parse budgets can kill only that child, never the leader
+// (as Argo CD's repo-server isolates manifest generation). The child is the
+// same binary run as `reconciler validate-worker`: Runner is the parent's
+// side, Serve the child's.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/reconcile"
+)
+
+// Budgets of one validation in the child.
+const (
+	// DefaultMemoryLimit is the address space the child may add to what
+	// it holds after start-up (RLIMIT_AS), and its Go memory limit.
+	DefaultMemoryLimit = 1 << 30
+	// DefaultTimeout is how long the child may run before it is killed.
+	DefaultTimeout = 30 * time.Second
+	// WorkerCommand is the hidden subcommand that runs Serve.
+	WorkerCommand = "validate-worker"
+	// maxRequestBytes bounds what the child reads: a tree within
+	// policy.MaxTreeBytes in base64 JSON, with room for the options.
+	maxRequestBytes = policy.MaxTreeBytes*4/3 + 1<<20
+	// maxResponseBytes bounds what the parent reads back.
+	maxResponseBytes = 16 << 20
+)
+
+// BudgetMessage starts the problem a killed or failed child gives.
+const BudgetMessage = "validation exceeded its memory/time budget"
+
+// request is what the parent writes to the child's stdin.
+type request struct {
+	Files  map[string][]byte
+	Load   policy.LoadOptions
+	Engine engine.Options
+}
+
+// Runner runs validations in child processes of Path.
+type Runner struct {
+	// Path is a reconciler binary (os.Executable of one).
+	Path string
+	// MemoryLimit is the child's memory budget in bytes; 0 means
+	// DefaultMemoryLimit.
+	MemoryLimit uint64
+	// Timeout is the child's deadline; 0 means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Validate is reconcile.Validate run in a child: a child killed by its
+// memory limit or deadline, or that fails in any other way, gives an
+// invalid verdict naming the budget.
+func (r Runner) Validate(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) reconcile.Validation {
+	v, err := r.run(files, lopts, eopts)
+	if err != nil {
+		return reconcile.Validation{Problems: []string{fmt.Sprintf("%s: %v", BudgetMessage, err)}}
+	}
+	return v
+}
+
+func (r Runner) run(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) (reconcile.Validation, error) {
+	var v reconcile.Validation
+	in, err := json.Marshal(request{Files: files, Load: lopts, Engine: eopts})
+	if err != nil {
+		return v, fmt.Errorf("encoding the tree: %w", err)
+	}
+	limit, timeout := r.MemoryLimit, r.Timeout
+	if limit == 0 {
+		limit = DefaultMemoryLimit
+	}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.Path, WorkerCommand, strconv.FormatUint(limit, 10))
+	// The child needs nothing of the node's environment (which may hold
+	// credentials): one core, and no goroutine dump of the tree's data.
+	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}
+	cmd.WaitDelay = time.Second
+	cmd.Stdin = bytes.NewReader(in)
+	out := &capped{max: maxResponseBytes}
+	var stderr capped
+	stderr.max = 4 << 10
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return v, fmt.Errorf("killed after %s", timeout)
+		}
+		return v, fmt.Errorf("child %w (limit %d MiB): %s", err, limit>>20, firstLine(stderr.b.Bytes()))
+	}
+	if out.over {
+		return v, errors.New("verdict too large")
+	}
+	if err := json.Unmarshal(out.b.Bytes(), &v); err != nil {
+		return v, fmt.Errorf("reading the verdict: %w", err)
+	}
+	return v, nil
+}
+
+// Serve is the child: it limits its own memory to limit bytes more than
+// it holds now, reads one request from stdin, validates it and writes the
+// verdict as JSON to stdout.
+func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
+	if err := limitMemory(limit); err != nil {
+		return fmt.Errorf("limiting memory: %w", err)
+	}
+	req, err := readRequest(stdin)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(reconcile.Validate(req.Files, req.Load, req.Engine))
+}
+
+// readRequest decodes one request of at most maxRequestBytes.
+func readRequest(r io.Reader) (request, error) {
+	var req request
+	if err := json.NewDecoder(io.LimitReader(r, maxRequestBytes)).Decode(&req); err != nil {
+		return req, fmt.Errorf("reading the tree: %w", err)
+	}
+	return req, nil
+}
+
+// capped is a buffer that keeps at most max bytes and notes the rest.
+type capped struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.b.Len(); len(p) > room {
+		c.over = true
+		c.b.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.b.Write(p)
+}
+
+// firstLine is the first line of the child's stderr, for the message.
+func firstLine(b []byte) string {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	if len(b) == 0 {
+		return "no output"
+	}
+	return string(b)
+}
