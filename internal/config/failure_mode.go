@@ -20,6 +20,12 @@ func (a *API) validateFailureModes(e *errs) {
 	}
 	if a.GRPCAddr != "" {
 		checkHostPort(e, "api.grpc_addr", a.GRPCAddr)
+		if a.DecisionRole != "" {
+			// The gRPC service carries no bearer token: serving it would
+			// answer decisions to callers the HTTP API turns away.
+			e.add("api.grpc_addr", "cannot be served with api.decision_role %q: the ext_authz gRPC service has no role check; "+
+				"leave decisions open or reach the gateway forms over HTTP", a.DecisionRole)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(a.FailureModes)) {
 		key := "api.failure_modes." + name

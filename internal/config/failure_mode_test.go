@@ -27,3 +27,15 @@ func TestFailureModes(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCRefusesDecisionRole: decisions closed by a role must not stay
+// open on the gRPC port, which checks no role.
+func TestGRPCRefusesDecisionRole(t *testing.T) {
+	_, err := Parse([]byte("[api]\ngrpc_addr = \"127.0.0.1:9191\"\ndecision_role = \"reader\"\n"), "/base")
+	if err == nil || !strings.Contains(err.Error(), "api.grpc_addr") || !strings.Contains(err.Error(), "decision_role") {
+		t.Fatalf("grpc_addr with decision_role: %v", err)
+	}
+	if _, err := Parse([]byte("[api]\ngrpc_addr = \"127.0.0.1:9191\"\n"), "/base"); err != nil {
+		t.Fatalf("grpc_addr alone: %v", err)
+	}
+}
