@@ -28,6 +28,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/lifecycle"
+	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -176,8 +177,10 @@ type Server struct {
 	undecidedTotal *prometheus.CounterVec
 	peerTLS        bool
 	states         NodeState
-	stats          *decisionStats
-	group          string
+	// unenforcedLog bounds the TEST decisions logged (nodes_state.go).
+	unenforcedLog *logging.Limiter
+	stats         *decisionStats
+	group         string
 }
 
 // New returns a Server for cfg.
@@ -198,18 +201,19 @@ func New(cfg Config) *Server {
 
 		rollbacker: cfg.Rollback,
 
-		experiments: cfg.Experiments,
-		preview:     cfg.Preview,
-		thresholds:  cfg.Thresholds,
-		webhook:     cfg.Webhook,
-		commands:    cfg.Commands,
-		parts:       cfg.Parts,
-		records:     cfg.Records,
-		failure:     cfg.FailureModes,
-		peerTLS:     cfg.PeerTLS,
-		states:      cfg.States,
-		stats:       &decisionStats{},
-		group:       cfg.Group,
+		experiments:   cfg.Experiments,
+		preview:       cfg.Preview,
+		thresholds:    cfg.Thresholds,
+		webhook:       cfg.Webhook,
+		commands:      cfg.Commands,
+		parts:         cfg.Parts,
+		records:       cfg.Records,
+		failure:       cfg.FailureModes,
+		peerTLS:       cfg.PeerTLS,
+		states:        cfg.States,
+		unenforcedLog: logging.NewLimiter(unenforcedLines, time.Second),
+		stats:         &decisionStats{},
+		group:         cfg.Group,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()

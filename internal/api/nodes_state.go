@@ -192,9 +192,19 @@ func (s *Server) writeUnenforced(w http.ResponseWriter, name string, d *engine.D
 	s.putBuf(buf)
 }
 
-// logUnenforced logs one TEST decision: an operator chose the mode to
-// watch these, so each is a line (no request content, only its outcome).
+// unenforcedLines bounds the TEST decisions logged a second: each is a
+// line an operator chose to watch, but traffic decides how many there are,
+// and the log shares its disk with raft.
+const unenforcedLines = 200
+
+// logUnenforced logs one TEST decision (no request content, only its
+// outcome), at most unenforcedLines a second; the next line let through
+// counts the ones held back.
 func (s *Server) logUnenforced(name string, d *engine.Decision, generation uint64) {
-	s.log.Info("decision not enforced (node in TEST)", "policy", name, "decision", d.Verdict, "rule", d.Rule,
+	ok, held := s.unenforcedLog.Allow()
+	if !ok {
+		return
+	}
+	s.log.Info("decision not enforced (node in TEST)", "policy", name, "decision", d.Verdict, "rule", d.Rule, "not_logged_before", held,
 		"generation", generation, "error", d.Error)
 }

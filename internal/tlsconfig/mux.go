@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/policyrollout/reconciler/internal/logging"
 )
 
 // The ALPN protocols of the node-to-node port. A connection says which
@@ -47,9 +49,7 @@ type Mux struct {
 	done chan struct{}
 	once sync.Once
 
-	logMu      sync.Mutex
-	lastLog    time.Time
-	suppressed int
+	refusals *logging.Limiter // one refusal line a second, with the count of the others
 }
 
 // NewMux starts accepting on ln with node's server config; Close stops it.
@@ -58,7 +58,8 @@ func NewMux(ln net.Listener, node *Node, logger hclog.Logger) *Mux {
 		logger = hclog.NewNullLogger()
 	}
 	m := &Mux{ln: ln, conf: node.ServerConfig(ProtoRaft, ProtoHTTP), log: logger,
-		subs: map[string]*subListener{}, sem: make(chan struct{}, maxHandshakes), done: make(chan struct{})}
+		subs: map[string]*subListener{}, sem: make(chan struct{}, maxHandshakes), done: make(chan struct{}),
+		refusals: logging.NewLimiter(1, time.Second)}
 	for _, p := range []string{ProtoRaft, ProtoHTTP} {
 		m.subs[p] = &subListener{m: m, ch: make(chan net.Conn), closed: make(chan struct{})}
 	}
@@ -146,15 +147,12 @@ func (m *Mux) handshake(raw net.Conn) {
 // refuse closes conn and logs why, rate limited.
 func (m *Mux) refuse(conn net.Conn, why error) {
 	_ = conn.Close()
-	m.logMu.Lock()
-	defer m.logMu.Unlock()
-	if time.Since(m.lastLog) < time.Second {
-		m.suppressed++
+	ok, others := m.refusals.Allow()
+	if !ok {
 		return
 	}
 	m.log.Warn("refused a node-to-node connection: only cluster nodes with a certificate from the cluster CA may connect",
-		"remote", conn.RemoteAddr().String(), "error", why, "others_refused", m.suppressed)
-	m.lastLog, m.suppressed = time.Now(), 0
+		"remote", conn.RemoteAddr().String(), "error", why, "others_refused", others)
 }
 
 // httpConn hides the *tls.Conn from net/http, which closes a TLS
