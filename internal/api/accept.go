@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/errs"
 )
 
@@ -33,16 +32,9 @@ func (s *Server) acceptHistory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
 	}
-	if !s.allow(w, r, http.MethodPost) {
-		return
-	}
-	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
-	if !ok {
-		return
-	}
 	var body acceptHistoryBody
-	if err := decodeStrict(raw, &body); err != nil {
-		s.fail(w, r, err)
+	raw, ok := s.adminPost(w, r, &body)
+	if !ok {
 		return
 	}
 	if len(body.Commit) != 40 {

@@ -139,6 +139,24 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, need auth.Role) b
 	return true
 }
 
+// adminPost is the prologue of the admin custom methods (rollback,
+// acceptHistory): POST only, the admin role, then the body decoded
+// strictly into into. On failure it answers and reports false; raw is the
+// body as read, for forwarding.
+func (s *Server) adminPost(w http.ResponseWriter, r *http.Request, into any) (raw []byte, ok bool) {
+	if !s.allow(w, r, http.MethodPost) {
+		return nil, false
+	}
+	if raw, ok = s.admitBody(w, r, auth.RoleAdmin); !ok {
+		return nil, false
+	}
+	if err := decodeStrict(raw, into); err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return raw, true
+}
+
 // admitBody is admit, then the request's body (read under the size
 // limit); on failure it answers and reports false.
 func (s *Server) admitBody(w http.ResponseWriter, r *http.Request, need auth.Role) ([]byte, bool) {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -91,16 +90,9 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
 	}
-	if !s.allow(w, r, http.MethodPost) {
-		return
-	}
-	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
-	if !ok {
-		return
-	}
 	var body rollbackBody
-	if err := decodeStrict(raw, &body); err != nil {
-		s.fail(w, r, err)
+	raw, ok := s.adminPost(w, r, &body)
+	if !ok {
 		return
 	}
 	req, err := body.request()
