@@ -56,7 +56,12 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, "") }
 // newEnvWith is newEnv with extra TOML appended to every node's config,
 // after its [preview] table: further tables such as
 // [preview.thresholds."*"], but no key of [preview] itself.
-func newEnvWith(t *testing.T, extra string) *env {
+func newEnvWith(t *testing.T, extra string) *env { return startEnv(t, extra, true) }
+
+// startEnv is newEnvWith, with nodes built with the race detector or not:
+// a test that measures the nodes' memory runs them without it, as
+// operators do.
+func startEnv(t *testing.T, extra string, race bool) *env {
 	if testing.Short() {
 		t.Skip("end to end: starts real processes; skipped by -short")
 	}
@@ -67,7 +72,7 @@ func newEnvWith(t *testing.T, extra string) *env {
 	// the processes die before the servers they talk to close.
 	e.cluster = harness.StartCluster(t, harness.ClusterOptions{
 		Size:      3,
-		Race:      true, // as when the nodes ran in process under -race
+		Race:      race, // as when the nodes ran in process under -race
 		Repo:      src,
 		GitHub:    gh,
 		APIToken:  apiToken,
