@@ -59,6 +59,8 @@ type NodeStatus struct {
 	// Reachable: the leader heard from the node recently and waits for
 	// its Ready before activating a generation.
 	Reachable bool `json:"reachable"`
+	// JoinTime is when the leader registered the node (raft's clock).
+	JoinTime time.Time `json:"joinTime"`
 }
 
 // Etags maps policy name to etag.

@@ -52,21 +52,26 @@ func TestPromotionRightAfterJoin(t *testing.T) {
 	c.WaitServing(1, c.Nodes, harness.PromoteTimeout)
 }
 
-// waitRegistered polls leader's status until it lists p, and returns when.
+// waitRegistered polls leader's status until it lists p, and returns when
+// the leader registered it, by the leader's clock: the test's own clock
+// would see it late on a loaded machine and blame the leader for it.
 func waitRegistered(t *testing.T, c *Cluster, leader, p *harness.Node) time.Time {
 	t.Helper()
+	var joined time.Time
 	err := harness.Eventually(harness.ReadyTimeout, func() error {
 		s, err := c.Client.Status(leader)
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(s.Nodes, func(n harness.NodeStatus) bool { return n.ID == p.ID }) {
+		i := slices.IndexFunc(s.Nodes, func(n harness.NodeStatus) bool { return n.ID == p.ID })
+		if i < 0 || s.Nodes[i].JoinTime.IsZero() {
 			return fmt.Errorf("%s not registered yet", p.ID)
 		}
+		joined = s.Nodes[i].JoinTime
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return time.Now()
+	return joined
 }
