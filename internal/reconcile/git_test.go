@@ -155,17 +155,15 @@ func TestGitRemoteDownOrSlow(t *testing.T) {
 		reason string
 	}{
 		{"stopped", r.srv.Down, "network"},
-		{"slow", func() { r.srv.Slow(5 * time.Second) }, "timeout"},
+		// The remote answers nothing for an hour: a PullError at all
+		// means the deadline ended the fetch (no clock is judged).
+		{"slow", func() { r.srv.Slow(time.Hour) }, "timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
 			tc.break_()
-			start := time.Now()
 			r.loop.Trigger()
 			eventually(t, "a PullError", func() bool { _, ok := ReadSourceRecord(r.store.State()); return ok })
-			if took := time.Since(start); took > timeout+time.Second {
-				t.Errorf("PullError after %v with a %v deadline", took, timeout)
-			}
 			if rec, _ := ReadSourceRecord(r.store.State()); rec.Reason != tc.reason || strings.Contains(rec.Error, testToken) {
 				t.Errorf("record = %+v", rec)
 			}
