@@ -35,9 +35,11 @@ func doneOperation(m preview.Method, target string, resp *preview.Experiment,
 }
 
 // checkInput compiles the policy of a create or update body for pol, off
-// expMu (compiling takes milliseconds), so that a policy that does not
-// compile is INVALID_ARGUMENT. A body naming another policy is left to
-// preview.Create/Update, which refuse it.
+// expMu (compiling takes milliseconds, in a child process tens of them),
+// with Config.CheckPolicy, so that a policy that does not compile is
+// INVALID_ARGUMENT and one too costly to compile RESOURCE_EXHAUSTED. A
+// body naming another policy is left to preview.Create/Update, which
+// refuse it.
 func (s *Service) checkInput(pol string, in preview.Input) error {
 	if in.Policy == nil {
 		return nil
@@ -49,7 +51,7 @@ func (s *Service) checkInput(pol string, in preview.Input) error {
 	if c.Name != pol {
 		return nil
 	}
-	return preview.CheckPolicy(&c, s.cfg.EngineOptions)
+	return s.cfg.CheckPolicy(&c, s.cfg.EngineOptions)
 }
 
 // CreateExperiment creates an API experiment under parent
