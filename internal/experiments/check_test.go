@@ -13,9 +13,15 @@ import (
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
-// leadingHere is a Leader whose loop runs here and that adds no
-// validation; its other methods are not used by create and update.
-type leadingHere struct{ Leader }
+// leadingHere is a Leader whose loop runs here, that adds no validation
+// and whose sources hold files; its other methods are not used by
+// create, update and the sync of branches.
+type leadingHere struct {
+	Leader
+	files map[string][]byte
+}
+
+func (l leadingHere) SourceFiles(_, _ string) (map[string][]byte, string, error) { return l.files, "", nil }
 
 func (leadingHere) Leading() bool { return true }
 
@@ -61,6 +67,40 @@ func TestAPIPolicyCheckedByConfiguredChecker(t *testing.T) {
 	}
 	if want := []string{"web", "web", "web"}; !slices.Equal(checked, want) {
 		t.Fatalf("checked %q, want %q", checked, want)
+	}
+}
+
+// TestBranchPolicyCheckedByConfiguredCheckerOnce (issue 16): the policy
+// a branch changes is checked by Config.CheckPolicy (the sandbox child)
+// before it becomes an experiment, not compiled here: a branch whose
+// policy exceeds the child's budget gets no experiment, and the next
+// passes do not run that child again for the same version; a new version
+// is checked anew.
+func TestBranchPolicyCheckedByConfiguredCheckerOnce(t *testing.T) {
+	store := leadertest.NewStore()
+	leader := leadingHere{files: map[string][]byte{"web/policy.toml": []byte(leadertest.WebPolicy("heavy")["web/policy.toml"])}}
+	checks := 0
+	verdict := error(&preview.Error{Code: preview.ResourceExhausted, Msg: "validation exceeded its memory/time budget"})
+	s := New(Config{Store: store, Leader: &leader, Logger: testlog.New(t), EngineOptions: engine.DefaultOptions(),
+		CheckPolicy: func(*policy.Policy, engine.Options) error { checks++; return verdict }})
+	change := []Change{{Policies: []string{"web"}, Main: "main-sha",
+		Source: preview.Source{Kind: preview.SourceBranch, Branch: "heavy", HeadCommit: "head-1"}}}
+	ctx := context.Background()
+	for range 3 {
+		if err := s.SyncBranches(ctx, change, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checks != 1 || len(s.List()) != 0 {
+		t.Fatalf("%d checks and %d experiments after three passes over a refused policy, want 1 and 0", checks, len(s.List()))
+	}
+	leader.files = map[string][]byte{"web/policy.toml": []byte(leadertest.WebPolicy("light")["web/policy.toml"])}
+	verdict = nil
+	if err := s.SyncBranches(ctx, change, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if checks != 2 || len(s.List()) != 1 {
+		t.Fatalf("%d checks and %d experiments after the branch's new version, want 2 and 1", checks, len(s.List()))
 	}
 }
 

@@ -96,7 +96,8 @@ type Config struct {
 	LoadOptions   policy.LoadOptions
 	EngineOptions engine.Options
 	// CheckPolicy compiles the policy of an experiment submitted through
-	// the API, as preview.CheckPolicy does, perhaps elsewhere:
+	// the API or read from a branch or pull request, as
+	// preview.CheckPolicy does, perhaps elsewhere:
 	// `reconciler serve` sets sandbox.Runner.CheckPolicy, a child process
 	// with a memory and time bound. nil checks in this process (tests of
 	// internal packages, which have no reconciler binary to run).
@@ -134,6 +135,8 @@ type Service struct {
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its branch experiment sync (Epoch).
 	commits atomic.Uint64
+	// checked keeps the verdicts on the sources' policies (check.go).
+	checked checkedPolicies
 }
 
 // New returns a Service.
