@@ -21,7 +21,9 @@ type leadingHere struct {
 	files map[string][]byte
 }
 
-func (l leadingHere) SourceFiles(_, _ string) (map[string][]byte, string, error) { return l.files, "", nil }
+func (l leadingHere) SourceFiles(_, _ string) (map[string][]byte, string, error) {
+	return l.files, "", nil
+}
 
 func (leadingHere) Leading() bool { return true }
 
