@@ -1,11 +1,61 @@
 package experiments
 
 import (
+	"context"
+	"fmt"
 	"sync"
 
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 )
+
+// maxAPIChecks bounds the API policy checks that run at once: each may be
+// a child using up to [validation] memory_limit_bytes, and requests come
+// in parallel, so without a bound a burst of heavy policies would add
+// their limits up. A check waits for a slot as long as its request lasts.
+const maxAPIChecks = 2
+
+// checkInput compiles the policy of a create or update body for pol, off
+// expMu (compiling takes milliseconds, in a child process tens of them),
+// with Config.CheckPolicy, at most maxAPIChecks at once, so that a
+// policy that does not compile is INVALID_ARGUMENT and one too costly to
+// compile RESOURCE_EXHAUSTED. A body naming another policy is left to
+// preview.Create/Update, which refuse it.
+func (s *Service) checkInput(ctx context.Context, pol string, in preview.Input) error {
+	if in.Policy == nil {
+		return nil
+	}
+	c := *in.Policy
+	if c.Name == "" {
+		c.Name = pol
+	}
+	if c.Name != pol {
+		return nil
+	}
+	if err := s.apiCheckSlot(ctx); err != nil {
+		return err
+	}
+	defer func() { <-s.apiChecks }()
+	return s.cfg.CheckPolicy(&c, s.cfg.EngineOptions)
+}
+
+// apiCheckSlot takes a slot of apiChecks, a free one even when ctx is
+// done, else waiting until ctx is: then the check is UNAVAILABLE.
+func (s *Service) apiCheckSlot(ctx context.Context) error {
+	select {
+	case s.apiChecks <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case s.apiChecks <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return errs.Coded(errs.Unavailable, fmt.Errorf("the leader is checking %d other policies; retry: %w",
+			maxAPIChecks, ctx.Err()))
+	}
+}
 
 // maxCheckedPolicies bounds the verdicts checkedPolicies keeps: a few per
 // tracked branch or pull request.

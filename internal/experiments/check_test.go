@@ -3,10 +3,13 @@ package experiments
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/leadertest"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/policy"
@@ -103,6 +106,53 @@ func TestBranchPolicyCheckedByConfiguredCheckerOnce(t *testing.T) {
 	}
 	if checks != 2 || len(s.List()) != 1 {
 		t.Fatalf("%d checks and %d experiments after the branch's new version, want 2 and 1", checks, len(s.List()))
+	}
+}
+
+// TestAPIPolicyChecksBounded (issue 16): at most maxAPIChecks policy
+// checks (children of up to [validation] memory_limit_bytes each) run at
+// once; one more waits for a slot while its request lasts, and a request
+// that ends first is UNAVAILABLE without running its check.
+func TestAPIPolicyChecksBounded(t *testing.T) {
+	var mu sync.Mutex
+	running, over := 0, false
+	release := make(chan struct{})
+	s := New(Config{Store: leadertest.NewStore(), Leader: leadingHere{}, Logger: testlog.New(t), EngineOptions: engine.DefaultOptions(),
+		CheckPolicy: func(*policy.Policy, engine.Options) error {
+			mu.Lock()
+			running++
+			past := running > maxAPIChecks
+			over = over || past
+			mu.Unlock()
+			if !past {
+				<-release
+			}
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil
+		}})
+	var wg sync.WaitGroup
+	for i := range maxAPIChecks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.CreateExperiment(context.Background(), "policies/web", fmt.Sprintf("e%d", i), preview.Input{Policy: apiPolicy()})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	leadertest.Eventually(t, "the first checks running", func() bool { mu.Lock(); defer mu.Unlock(); return running == maxAPIChecks })
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.CreateExperiment(gone, "policies/web", "late", preview.Input{Policy: apiPolicy()})
+	close(release)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if code, _ := errs.CodeOf(err); over || code != errs.Unavailable {
+		t.Fatalf("a check past the bound: ran %t, answered %v", over, err)
 	}
 }
 

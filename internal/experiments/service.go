@@ -135,8 +135,10 @@ type Service struct {
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its branch experiment sync (Epoch).
 	commits atomic.Uint64
-	// checked keeps the verdicts on the sources' policies (check.go).
-	checked checkedPolicies
+	// checked keeps the verdicts on the sources' policies, apiChecks
+	// holds a slot per API policy check running (check.go).
+	checked   checkedPolicies
+	apiChecks chan struct{}
 }
 
 // New returns a Service.
@@ -153,7 +155,7 @@ func New(cfg Config) *Service {
 	if cfg.CheckPolicy == nil {
 		cfg.CheckPolicy = preview.CheckPolicy
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}}
+	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}, apiChecks: make(chan struct{}, maxAPIChecks)}
 }
 
 // DefaultCommitWait bounds how long the leader waits, after pushing a
