@@ -98,7 +98,9 @@ func (a *app) serve(args []string) int {
 
 	m := &node.Main{Config: cfg, Logger: logger, Version: version}
 	if a.self != "" {
-		m.Validator = sandbox.Runner{Path: a.self}.Validate
+		r := sandbox.Runner{Path: a.self, MemoryLimit: uint64(cfg.Validation.MemoryLimitBytes),
+			Timeout: cfg.Validation.Timeout.Duration}
+		m.Validator, m.CheckPolicy = r.Validate, r.CheckPolicy
 	}
 	if err := m.Run(ctx); err != nil {
 		logger.Error("node failed to start", "error", err)

@@ -17,9 +17,16 @@ import (
 // base URL and the log; the node stops with the test.
 func startServe(t *testing.T, path string) (string, *testlog.Buffer) {
 	t.Helper()
+	return startServeWith(t, path, "")
+}
+
+// startServeWith is startServe with self as the reconciler binary serve
+// runs its validate-worker children from ("": it validates in-process).
+func startServeWith(t *testing.T, path, self string) (string, *testlog.Buffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut testlog.Buffer
-	a := &app{ctx: ctx, stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}
+	a := &app{ctx: ctx, stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, self: self}
 	done := make(chan int, 1)
 	go func() { done <- a.run([]string{"serve", "--config", path}) }()
 	t.Cleanup(func() {

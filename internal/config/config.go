@@ -24,9 +24,11 @@ type Config struct {
 	GitHub  GitHub  `toml:"github"`
 	Preview Preview `toml:"preview"`
 	Policy  Policy  `toml:"policy"`
-	API     API     `toml:"api"`
-	TLS     TLS     `toml:"tls"`
-	Log     Log     `toml:"log"`
+	// Validation bounds the child process the leader validates in.
+	Validation Validation `toml:"validation"`
+	API        API        `toml:"api"`
+	TLS        TLS        `toml:"tls"`
+	Log        Log        `toml:"log"`
 
 	// Path is the file the configuration was loaded from ("" for Default).
 	Path string `toml:"-"`
@@ -179,6 +181,19 @@ type Policy struct {
 	MergeDefault policy.Strategy `toml:"merge_default"`
 }
 
+// Validation is the [validation] section: the bounds of the child process
+// (`reconciler validate-worker`, internal/sandbox) in which the leader
+// validates every tree and compiles every policy submitted through the
+// API. A child over a bound is killed, and its tree or policy refused
+// naming the budget.
+type Validation struct {
+	// MemoryLimitBytes is the memory a child may use beyond what it holds
+	// after start-up: RLIMIT_AS on Linux, and the Go memory limit.
+	MemoryLimitBytes int64 `toml:"memory_limit_bytes"`
+	// Timeout is how long a child may run before it is killed.
+	Timeout Duration `toml:"timeout"`
+}
+
 // API is the [api] section: the HTTP API.
 type API struct {
 	// TokenEnv names the environment variable holding an admin token (the
@@ -260,6 +275,10 @@ const (
 	DefaultRaftAddr     = "127.0.0.1:8300"
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultGitTimeout   = 30 * time.Second
+	// DefaultValidationMemoryLimit and DefaultValidationTimeout are
+	// internal/sandbox's defaults (cmd/reconciler checks they agree).
+	DefaultValidationMemoryLimit = 1 << 30
+	DefaultValidationTimeout     = 30 * time.Second
 )
 
 // Default returns the configuration used for every key a file leaves out.
@@ -303,6 +322,8 @@ func Default() *Config {
 			RecordRequests:          10_000,
 		},
 		Policy: Policy{MergeDefault: policy.StrategyFail},
+		Validation: Validation{MemoryLimitBytes: DefaultValidationMemoryLimit,
+			Timeout: Duration{DefaultValidationTimeout}},
 		API: API{
 			TokenEnv:       "RECONCILER_TOKEN",
 			Tokens:         []APIToken{},

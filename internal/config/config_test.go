@@ -206,6 +206,12 @@ func TestBadValues(t *testing.T) {
 		{"[api]\ntrusted_proxies = [\"10.0.0.1\", \"example.com\"]", "api.trusted_proxies[1]"},
 		{"[api]\nmax_body_bytes = 0", "api.max_body_bytes"},
 		{"[api]\nmax_body_bytes = 1_000_000_000", "api.max_body_bytes"},
+		{"[validation]\nmemory_limit_bytes = 1048576", "validation.memory_limit_bytes"},
+		{"[validation]\nmemory_limit_bytes = 100_000_000_000", "validation.memory_limit_bytes"},
+		{"[validation]\nmemory_limit_bytes = \"1GiB\"", "validation.memory_limit_bytes"},
+		{"[validation]\ntimeout = \"0s\"", "validation.timeout"},
+		{"[validation]\ntimeout = \"11m\"", "validation.timeout"},
+		{"[validation]\ntimeout = 30", "validation.timeout"},
 		{"[log]\nlevel = \"loud\"", "log.level"},
 		{"[log]\nformat = \"xml\"", "log.format"},
 		// Wrong TOML types are decoding errors that name the key.
@@ -218,6 +224,21 @@ func TestBadValues(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.key) {
 			t.Errorf("%q: err = %v, want one naming %s", tc.in, err, tc.key)
 		}
+	}
+}
+
+// TestValidationLimits: [validation] sets the validation child's bounds;
+// a file without it keeps the defaults (1 GiB, 30 s).
+func TestValidationLimits(t *testing.T) {
+	c, err := Parse([]byte("[validation]\nmemory_limit_bytes = 268435456\ntimeout = \"1m\"\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Validation.MemoryLimitBytes != 256<<20 || c.Validation.Timeout.Duration != time.Minute {
+		t.Errorf("validation = %+v", c.Validation)
+	}
+	if d := Default().Validation; d.MemoryLimitBytes != 1<<30 || d.Timeout.Duration != 30*time.Second {
+		t.Errorf("default validation = %+v", d)
 	}
 }
 

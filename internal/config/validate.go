@@ -24,6 +24,13 @@ const (
 	// experiment (up to api.max_body_bytes of policy) is on every node.
 	maxExperimentsTotal = 10000
 	maxGitTimeout       = 10 * time.Minute
+	// A validation child's memory: 64 MiB compiles about 1,500 rules of
+	// twelve terms (sandbox tests), below that a value is more likely a
+	// missing digit than a choice; above 64 GiB it protects nothing.
+	minValidationMemory  = 64 << 20
+	maxValidationMemory  = 64 << 30
+	minValidationTimeout = time.Second
+	maxValidationTimeout = 10 * time.Minute
 )
 
 // Validate checks every value and returns one error listing all problems,
@@ -36,6 +43,7 @@ func (c *Config) Validate() error {
 	c.GitHub.validate(&e)
 	c.Preview.validate(&e)
 	c.Policy.validate(&e)
+	c.Validation.validate(&e)
 	c.API.validate(&e)
 	c.TLS.validate(&e)
 	c.Log.validate(&e)
@@ -201,6 +209,16 @@ func (p *Policy) validate(e *errs) {
 	case policy.StrategyFail, policy.StrategyOverride, policy.StrategyMaintain:
 	default:
 		e.add("policy.merge_default", "%q must be \"fail\", \"override\" or \"maintain\"", p.MergeDefault)
+	}
+}
+
+func (v *Validation) validate(e *errs) {
+	if m := v.MemoryLimitBytes; m < minValidationMemory || m > maxValidationMemory {
+		e.add("validation.memory_limit_bytes", "%d must be between %d (64 MiB) and %d (64 GiB)", m,
+			minValidationMemory, int64(maxValidationMemory))
+	}
+	if d := v.Timeout.Duration; d < minValidationTimeout || d > maxValidationTimeout {
+		e.add("validation.timeout", "%s must be between %s and %s", d, minValidationTimeout, maxValidationTimeout)
 	}
 }
 

@@ -34,24 +34,6 @@ func doneOperation(m preview.Method, target string, resp *preview.Experiment,
 	return done, p, err
 }
 
-// checkInput compiles the policy of a create or update body for pol, off
-// expMu (compiling takes milliseconds), so that a policy that does not
-// compile is INVALID_ARGUMENT. A body naming another policy is left to
-// preview.Create/Update, which refuse it.
-func (s *Service) checkInput(pol string, in preview.Input) error {
-	if in.Policy == nil {
-		return nil
-	}
-	c := *in.Policy
-	if c.Name == "" {
-		c.Name = pol
-	}
-	if c.Name != pol {
-		return nil
-	}
-	return preview.CheckPolicy(&c, s.cfg.EngineOptions)
-}
-
 // CreateExperiment creates an API experiment under parent
 // ("policies/{policy}") and, with auto_start, starts it. Problems with the
 // request are *preview.Error (INVALID_ARGUMENT, ALREADY_EXISTS,
@@ -60,7 +42,7 @@ func (s *Service) CreateExperiment(ctx context.Context, parent, id string, in pr
 	if err := s.leaderCheck(); err != nil {
 		return nil, err
 	}
-	if err := s.checkInput(strings.TrimPrefix(parent, "policies/"), in); err != nil {
+	if err := s.checkInput(ctx, strings.TrimPrefix(parent, "policies/"), in); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -87,7 +69,7 @@ func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.
 		if err != nil {
 			return nil, err
 		}
-		if err := s.checkInput(pol, in); err != nil {
+		if err := s.checkInput(ctx, pol, in); err != nil {
 			return nil, err
 		}
 	}

@@ -95,6 +95,13 @@ type Config struct {
 	// every node compiles with the same ones.
 	LoadOptions   policy.LoadOptions
 	EngineOptions engine.Options
+	// CheckPolicy compiles the policy of an experiment submitted through
+	// the API or read from a branch or pull request, as
+	// preview.CheckPolicy does, perhaps elsewhere:
+	// `reconciler serve` sets sandbox.Runner.CheckPolicy, a child process
+	// with a memory and time bound. nil checks in this process (tests of
+	// internal packages, which have no reconciler binary to run).
+	CheckPolicy PolicyChecker
 	// MaxSourceRules bounds the rules the experiments of one branch or
 	// pull request compile together; 0 means policy.MaxTreeRules, what a
 	// generation may have.
@@ -107,6 +114,11 @@ type Config struct {
 	Logger     hclog.Logger
 	Now        func() time.Time
 }
+
+// PolicyChecker answers whether a policy compiles: nil, INVALID_ARGUMENT
+// with the problems, or (in a child process) RESOURCE_EXHAUSTED when
+// compiling it exceeds the child's budget.
+type PolicyChecker func(p *policy.Policy, opts engine.Options) error
 
 // Service is the experiment service of the leader.
 type Service struct {
@@ -123,6 +135,10 @@ type Service struct {
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its branch experiment sync (Epoch).
 	commits atomic.Uint64
+	// checked keeps the verdicts on the sources' policies, apiChecks
+	// holds a slot per API policy check running (check.go).
+	checked   checkedPolicies
+	apiChecks chan struct{}
 }
 
 // New returns a Service.
@@ -136,7 +152,10 @@ func New(cfg Config) *Service {
 	if cfg.MaxSourceRules <= 0 {
 		cfg.MaxSourceRules = policy.MaxTreeRules
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}}
+	if cfg.CheckPolicy == nil {
+		cfg.CheckPolicy = preview.CheckPolicy
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}, apiChecks: make(chan struct{}, maxAPIChecks)}
 }
 
 // DefaultCommitWait bounds how long the leader waits, after pushing a

@@ -176,8 +176,10 @@ func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Sourc
 }
 
 // branchPolicy is the experiment policy of pol at a branch: the branch's
-// version when it loads and compiles, a NoOp of the live version when the
-// branch deletes it, nil when it cannot be previewed.
+// version when it loads and compiles (checkSourcePolicy: in the sandbox
+// child, since the source's tree may be INVALID precisely because it
+// killed one), a NoOp of the live version when the branch deletes it,
+// nil when it cannot be previewed.
 func (s *Service) branchPolicy(files, liveTree map[string][]byte, pol string) *policy.Policy {
 	if _, ok := files[path.Join(pol, "policy.toml")]; !ok {
 		var live *policy.Policy
@@ -190,7 +192,7 @@ func (s *Service) branchPolicy(files, liveTree map[string][]byte, pol string) *p
 		return preview.NoOp(live, pol)
 	}
 	p, err := policy.LoadPolicy(gitsource.FilesFS(files), pol, s.cfg.LoadOptions)
-	if err != nil || preview.CheckPolicy(p, s.cfg.EngineOptions) != nil {
+	if err != nil || s.checkSourcePolicy(p) != nil {
 		return nil
 	}
 	return p

@@ -35,7 +35,7 @@ func (m *Main) wireLeader(src *reconcile.GitSource, lopts policy.LoadOptions, eo
 	}
 	m.experiments = experiments.New(experiments.Config{
 		Store: m.store, Leader: loopRef{m}, Pulls: pulls,
-		LoadOptions: lopts, EngineOptions: eopts,
+		LoadOptions: lopts, EngineOptions: eopts, CheckPolicy: m.CheckPolicy,
 		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
 			MaxTotal: cfg.Preview.MaxExperiments},
 		Logger: m.Logger.Named(logging.Reconcile).Named(logging.Experiments),

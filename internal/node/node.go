@@ -54,6 +54,10 @@ type Main struct {
 	// this process (tests of internal packages, which have no reconciler
 	// binary to run). `reconciler serve` sets a sandbox.Runner.
 	Validator reconcile.Validator
+	// CheckPolicy compiles the policy of an experiment submitted through
+	// the API; nil compiles in this process. `reconciler serve` sets the
+	// same sandbox.Runner's.
+	CheckPolicy experiments.PolicyChecker
 
 	gens        generations
 	registry    *prometheus.Registry

@@ -19,6 +19,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -41,9 +42,11 @@ const (
 // BudgetMessage starts the problem a killed or failed child gives.
 const BudgetMessage = "validation exceeded its memory/time budget"
 
-// request is what the parent writes to the child's stdin.
+// request is what the parent writes to the child's stdin: a tree to
+// validate, or with Policy one policy to compile (CheckPolicy).
 type request struct {
 	Files  map[string][]byte
+	Policy *policy.Policy `json:",omitempty"`
 	Load   policy.LoadOptions
 	Engine engine.Options
 }
@@ -63,26 +66,28 @@ type Runner struct {
 // memory limit or deadline, or that fails in any other way, gives an
 // invalid verdict naming the budget.
 func (r Runner) Validate(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) reconcile.Validation {
-	v, err := r.run(files, lopts, eopts)
-	if err != nil {
+	var v reconcile.Validation
+	if err := r.call(request{Files: files, Load: lopts, Engine: eopts}, &v); err != nil {
 		return reconcile.Validation{Problems: []string{fmt.Sprintf("%s: %v", BudgetMessage, err)}}
 	}
 	return v
 }
 
-func (r Runner) run(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) (reconcile.Validation, error) {
-	var v reconcile.Validation
-	in, err := json.Marshal(request{Files: files, Load: lopts, Engine: eopts})
+// killedError is a child that ran and did not finish: killed at its
+// deadline, or ended by its memory limit (or any crash).
+type killedError struct{ msg string }
+
+func (e *killedError) Error() string { return e.msg }
+
+// call runs one child on req and decodes its answer into out. A child
+// that ran and did not finish is a *killedError; one that could not start
+// or answered nonsense is another error.
+func (r Runner) call(req request, out any) error {
+	in, err := json.Marshal(req)
 	if err != nil {
-		return v, fmt.Errorf("encoding the tree: %w", err)
+		return fmt.Errorf("encoding the request: %w", err)
 	}
-	limit, timeout := r.MemoryLimit, r.Timeout
-	if limit == 0 {
-		limit = DefaultMemoryLimit
-	}
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	limit, timeout := r.limits()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.Path, WorkerCommand, strconv.FormatUint(limit, 10))
@@ -91,28 +96,42 @@ func (r Runner) run(files map[string][]byte, lopts policy.LoadOptions, eopts eng
 	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}
 	cmd.WaitDelay = time.Second
 	cmd.Stdin = bytes.NewReader(in)
-	out := &capped{max: maxResponseBytes}
-	var stderr capped
-	stderr.max = 4 << 10
-	cmd.Stdout, cmd.Stderr = out, &stderr
+	stdout, stderr := &capped{max: maxResponseBytes}, &capped{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return v, fmt.Errorf("killed after %s", timeout)
+		var exit *exec.ExitError
+		switch {
+		case ctx.Err() != nil:
+			return &killedError{fmt.Sprintf("killed after %s", timeout)}
+		case errors.As(err, &exit):
+			return &killedError{fmt.Sprintf("child %v (limit %d MiB): %s", err, limit>>20, firstLine(stderr.b.Bytes()))}
 		}
-		return v, fmt.Errorf("child %w (limit %d MiB): %s", err, limit>>20, firstLine(stderr.b.Bytes()))
+		return fmt.Errorf("running the child: %w", err)
 	}
-	if out.over {
-		return v, errors.New("verdict too large")
+	if stdout.over {
+		return errors.New("verdict too large")
 	}
-	if err := json.Unmarshal(out.b.Bytes(), &v); err != nil {
-		return v, fmt.Errorf("reading the verdict: %w", err)
+	if err := json.Unmarshal(stdout.b.Bytes(), out); err != nil {
+		return fmt.Errorf("reading the verdict: %w", err)
 	}
-	return v, nil
+	return nil
+}
+
+// limits are the child's memory limit and deadline, defaults applied.
+func (r Runner) limits() (uint64, time.Duration) {
+	limit, timeout := r.MemoryLimit, r.Timeout
+	if limit == 0 {
+		limit = DefaultMemoryLimit
+	}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	return limit, timeout
 }
 
 // Serve is the child: it limits its own memory to limit bytes more than
-// it holds now, reads one request from stdin, validates it and writes the
-// verdict as JSON to stdout.
+// it holds now, reads one request from stdin, validates the tree (or
+// checks the policy) and writes the verdict as JSON to stdout.
 func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 	if err := limitMemory(limit); err != nil {
 		return fmt.Errorf("limiting memory: %w", err)
@@ -120,6 +139,9 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 	req, err := readRequest(stdin)
 	if err != nil {
 		return err
+	}
+	if req.Policy != nil {
+		return json.NewEncoder(stdout).Encode(verdictOf(preview.CheckPolicy(req.Policy, req.Engine)))
 	}
 	return json.NewEncoder(stdout).Encode(reconcile.Validate(req.Files, req.Load, req.Engine))
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/sandbox"
+	"github.com/policyrollout/reconciler/test/harness"
+)
+
+// heavyExperiment is the body of an experiment of policy web whose
+// policy compiles to about 160 MiB: 4,000 rules of 12 prefix tests
+// (2 MB of JSON, within a 4 MiB body limit).
+func heavyExperiment() string {
+	rules := make([]map[string]any, 4000)
+	for r := range rules {
+		terms := make([]string, 12)
+		for k := range terms {
+			terms[k] = fmt.Sprintf("request.path.startsWith('/r%d/x%d')", r, k)
+		}
+		rules[r] = map[string]any{"name": fmt.Sprintf("r%d", r), "priority": r + 1, "action": "deny",
+			"match": strings.Join(terms, " || ")}
+	}
+	b, _ := json.Marshal(map[string]any{"policy": map[string]any{"default_action": "allow", "rules": rules}})
+	return string(b)
+}
+
+// TestAPIPolicyValidatedInTheChild (issue 16): `serve` compiles the
+// policy of an experiment POSTed to the API in the validate-worker child
+// with [validation]'s limits. A policy that needs more than the 64 MiB
+// configured gets RESOURCE_EXHAUSTED naming the budget (an AIP-193 body),
+// the node allocating only the request, not what compiling takes; the
+// node then still decides and accepts a small experiment.
+func TestAPIPolicyValidatedInTheChild(t *testing.T) {
+	path := writeServeConfig(t, "127.0.0.1:0", "json")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(f, "\n[validation]\nmemory_limit_bytes = 67108864\ntimeout = \"20s\"\n\n[api]\nmax_body_bytes = 4194304\n")
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := startServeWith(t, path, harness.Binary(t))
+	decide(t, base)
+
+	body := heavyExperiment()
+	cl := harness.NewClient(harness.ReadyTimeout, 0)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, answer, err := cl.Do(http.MethodPost, base+"/v1/policies/web/experiments?experimentId=heavy", body)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aip struct {
+		Error struct {
+			Status, Message string
+		}
+	}
+	if json.Unmarshal(answer, &aip) != nil || code != http.StatusTooManyRequests || aip.Error.Status != "RESOURCE_EXHAUSTED" ||
+		!strings.Contains(aip.Error.Message, sandbox.BudgetMessage) {
+		t.Fatalf("heavy experiment: %d %s", code, answer)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes of policy: %d %s; the node allocated %d MiB", len(body), code, answer, allocated>>20)
+	if allocated > 96<<20 {
+		t.Fatalf("the node allocated %d MiB while the child compiled", allocated>>20)
+	}
+
+	decide(t, base)
+	code, answer, err = cl.Do(http.MethodPost, base+"/v1/policies/web/experiments?experimentId=light",
+		`{"policy":{"default_action":"deny","rules":[{"name":"a","priority":1,"action":"allow","match":"request.path == '/a'"}]}}`)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("a small experiment after the heavy one: %d %s %v", code, answer, err)
+	}
+}
+
+// TestValidationDefaultsAreTheSandboxes: [validation]'s defaults are the
+// limits sandbox.Runner applies when given none.
+func TestValidationDefaultsAreTheSandboxes(t *testing.T) {
+	v := config.Default().Validation
+	if v.MemoryLimitBytes != sandbox.DefaultMemoryLimit || v.Timeout.Duration != sandbox.DefaultTimeout {
+		t.Fatalf("[validation] defaults %+v, sandbox's %d and %s", v, sandbox.DefaultMemoryLimit, sandbox.DefaultTimeout)
+	}
+}
