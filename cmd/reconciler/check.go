@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/sandbox"
@@ -33,7 +35,12 @@ func parseStrategy(s string) (policy.Strategy, error) {
 // validates it with engine.ValidateTree, the function the leader calls,
 // printing every problem to w as file:line: message. ok is false when dir
 // could not be read; v then holds no policy.
-func checkTree(w io.Writer, dir string, strategy policy.Strategy) (v engine.Validation, ok bool) {
+//
+// With a bounded child (the binary itself as validate-worker, under the
+// default [validation] limits) the tree is first validated as the leader
+// validates it, so a tree that would kill the leader's child fails here
+// too, without this process spending what the child may not.
+func checkTree(w io.Writer, dir string, strategy policy.Strategy, child *sandbox.Runner) (v engine.Validation, ok bool) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		fmt.Fprintf(w, "%s: %v\n", dir, err)
@@ -45,7 +52,16 @@ func checkTree(w io.Writer, dir string, strategy policy.Strategy) (v engine.Vali
 		fmt.Fprintf(w, "%s: %v\n", dir, err)
 		return v, false
 	}
-	v = engine.ValidateTree(files, policy.LoadOptions{MergeDefault: strategy}, engine.DefaultOptions())
+	lopts := policy.LoadOptions{MergeDefault: strategy}
+	if child != nil {
+		for _, p := range child.Validate(files, lopts, engine.DefaultOptions()).Problems {
+			if strings.HasPrefix(p, sandbox.BudgetMessage) {
+				fmt.Fprintf(w, "%s: %s\n", dir, p)
+				return v, false
+			}
+		}
+	}
+	v = engine.ValidateTree(files, lopts, engine.DefaultOptions())
 	for _, e := range v.Problems {
 		fmt.Fprintln(w, relocate(dir, e).Error())
 	}
@@ -91,8 +107,9 @@ func relocate(dir string, e *policy.Error) *policy.Error {
 
 // validate implements `reconciler validate [DIR]`.
 func (a *app) validate(args []string) int {
-	fs := a.flagSet("validate", "[DIR]")
+	fs := a.flagSet("validate", "[--config FILE] [DIR]")
 	strategy := strategyFlag(fs, "merge-default")
+	cfgPath := fs.String("config", "", "a node's config `FILE`: its [policy] merge_default and [validation] limits apply")
 	if code, ok := a.parse(fs, args, 0, 1); !ok {
 		return code
 	}
@@ -101,8 +118,25 @@ func (a *app) validate(args []string) int {
 		fmt.Fprintf(a.stderr, "reconciler validate: --merge-default: %v\n", err)
 		return exitUsage
 	}
+	var child *sandbox.Runner
+	if a.self != "" {
+		child = &sandbox.Runner{Path: a.self}
+	}
+	if *cfgPath != "" {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "reconciler validate: %v\n", err)
+			return exitUsage
+		}
+		if !flagSet(fs, "merge-default") {
+			st = cfg.Policy.MergeDefault
+		}
+		if child != nil {
+			child.MemoryLimit, child.Timeout = uint64(cfg.Validation.MemoryLimitBytes), cfg.Validation.Timeout.Duration
+		}
+	}
 	dir := dirArg(fs)
-	v, ok := checkTree(a.stderr, dir, st)
+	v, ok := checkTree(a.stderr, dir, st, child)
 	passed := 0
 	for _, r := range v.Tests {
 		if r.Passed {
@@ -130,7 +164,7 @@ func (a *app) test(args []string) int {
 		return exitUsage
 	}
 	dir := dirArg(fs)
-	v, ok := checkTree(a.stderr, dir, st)
+	v, ok := checkTree(a.stderr, dir, st, nil)
 	passed, failed := 0, 0
 	for _, r := range v.Tests {
 		if r.Passed {
@@ -181,4 +215,11 @@ func (a *app) validateWorker(args []string) int {
 		return exitCheck
 	}
 	return exitOK
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

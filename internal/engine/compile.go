@@ -53,6 +53,9 @@ type compiledRule struct {
 	// exact: the rule's match is exactly its index constraints (see
 	// constraint.exact), so the index alone decides it.
 	exact bool
+	// regexInsts is the compiled size of the match's regexes, charged
+	// against the regex budgets (regexbudget.go).
+	regexInsts int
 }
 
 // Name returns the policy's name (the directory name, not the resource name).
@@ -81,6 +84,12 @@ func Compile(p *policy.Policy, opts Options) (*CompiledPolicy, error) {
 // checked (action, duplicates), and the result decides exactly as
 // Compile's would (TestCompileBesideEquivalence).
 func CompileBeside(p *policy.Policy, opts Options, base *CompiledPolicy) (*CompiledPolicy, error) {
+	return compilePolicy(p, opts, base, nil)
+}
+
+// compilePolicy is CompileBeside, charging the policy's regexes to tree
+// too when it is set (a tree's policies share MaxTreeRegexInsts).
+func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, tree *regexTally) (*CompiledPolicy, error) {
 	opts = opts.withDefaults()
 	env, err := celEnv()
 	if err != nil {
@@ -93,10 +102,14 @@ func CompileBeside(p *policy.Policy, opts Options, base *CompiledPolicy) (*Compi
 	errs = append(errs, duplicateRules(rules)...)
 	cons := make([][]constraint, len(rules))
 	shared := sharedPrograms(base, opts)
+	budget := &regexBudget{policyName: p.Name, tree: tree}
 	for i := range rules {
-		cr, c, err := shared.compileRule(env, &rules[i], opts)
+		cr, c, err := shared.compileRule(env, &rules[i], opts, budget)
 		if err != nil {
 			errs = append(errs, err)
+			if budget.over {
+				break // the rules after it would only cost more
+			}
 			continue
 		}
 		cp.rules = append(cp.rules, cr)
@@ -170,7 +183,7 @@ func duplicateRules(rules []policy.Rule) policy.ErrorList {
 
 // compileRule turns one rule into a program and its index constraints,
 // taking them from reuse when it has the rule's match.
-func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options) (compiledRule, []constraint, *policy.Error) {
+func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options, budget *regexBudget) (compiledRule, []constraint, *policy.Error) {
 	v, ok := verdictOf(r.Action)
 	if !ok {
 		return compiledRule{}, nil, ruleError(r, `action must be "allow" or "deny", not %q`, r.Action)
@@ -179,6 +192,10 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options) (com
 		return compiledRule{}, nil, ruleError(r, "match must not be empty")
 	}
 	if cr, cons, ok := reuse.lookup(r.Match); ok {
+		// Charged as if compiled: Compile and CompileBeside agree.
+		if err := budget.charge(r, cr.regexInsts); err != nil {
+			return compiledRule{}, nil, err
+		}
 		cr.name, cr.verdict, cr.priority = r.Name, v, r.Priority
 		return cr, cons, nil
 	}
@@ -193,7 +210,10 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options) (com
 	if err != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
 	}
-	cr := compiledRule{name: r.Name, verdict: v, priority: r.Priority, match: r.Match}
+	cr := compiledRule{name: r.Name, verdict: v, priority: r.Priority, match: r.Match, regexInsts: matchRegexInsts(a)}
+	if err := budget.charge(r, cr.regexInsts); err != nil {
+		return compiledRule{}, nil, err
+	}
 	var sh shape
 	hoisted := a
 	// A rule that may legitimately reach the run-time limit is evaluated

@@ -80,8 +80,9 @@ func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options
 	if repo == nil {
 		return v
 	}
+	var tree regexTally
 	for _, p := range repo.Policies {
-		cp, err := Compile(p, opts)
+		cp, err := compilePolicy(p, opts, nil, &tree)
 		if err != nil {
 			v.Problems = appendErrors(v.Problems, err)
 			continue

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// regexBomb is the attack that passed every byte budget: rules of twelve
+// patterns each, 626 KB for 1,000 rules, which took a validating process
+// past 1 GiB and allocated 7.3 GB.
+func regexBomb(rules int) string {
+	var b strings.Builder
+	b.WriteString("default_action = \"allow\"\n")
+	for i := range rules {
+		var m []string
+		for j := range 12 {
+			m = append(m, fmt.Sprintf("request.path.matches('^/%d[a-z]{40,200}K%d')", i, j))
+		}
+		fmt.Fprintf(&b, "[[rules]]\nname = \"r%d\"\npriority = %d\naction = \"deny\"\nmatch = '''%s'''\n", i, i+1, strings.Join(m, " || "))
+	}
+	return b.String()
+}
+
+// TestRegexBudgetStopsTheBomb: the bomb is refused with the policy's
+// file, the rule that crossed the budget and the budget named, and the
+// refusal allocates a bounded amount (bytes allocated do not depend on
+// the machine's speed).
+func TestRegexBudgetStopsTheBomb(t *testing.T) {
+	if n := regexInsts("^/1[a-z]{40,200}K1"); n < 200 {
+		t.Fatalf("the bomb's pattern compiles to %d instructions; the test assumes hundreds", n)
+	}
+	files := map[string][]byte{"web/policy.toml": []byte(regexBomb(1_000))}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	v := ValidateTree(files, policy.LoadOptions{}, DefaultOptions())
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes of policy: %d MiB allocated", len(files["web/policy.toml"]), alloc>>20)
+	if v.Valid() || len(v.Problems) != 1 {
+		t.Fatalf("problems %v", v.Problems)
+	}
+	e := v.Problems[0]
+	if e.File != "web/policy.toml" || e.Rule == "" || !strings.Contains(e.Msg, "more than 100000 instructions") {
+		t.Fatalf("problem %#v", e)
+	}
+	if alloc > 1<<30 {
+		t.Errorf("refusing the bomb allocated %d MiB", alloc>>20)
+	}
+}
+
+// TestRegexBudgetCoversTheTree: policies each within their budget are
+// refused together once the tree's sum is over its own.
+func TestRegexBudgetCoversTheTree(t *testing.T) {
+	per := regexInsts("^/1[a-z]{40,200}K1")
+	rules := MaxPolicyRegexInsts / (12 * per) // just under a policy's budget
+	files := map[string][]byte{}
+	policies := MaxTreeRegexInsts/(rules*12*per) + 1
+	for i := range policies {
+		files[fmt.Sprintf("p%d/policy.toml", i)] = []byte(regexBomb(rules))
+	}
+	one := ValidateTree(map[string][]byte{"p0/policy.toml": files["p0/policy.toml"]}, policy.LoadOptions{}, DefaultOptions())
+	if !one.Valid() {
+		t.Fatalf("one policy under its budget: %v", one.Problems)
+	}
+	v := ValidateTree(files, policy.LoadOptions{}, DefaultOptions())
+	if v.Valid() || !strings.Contains(v.Problems.Error(), "the regexes of the whole tree compile to more than 400000 instructions") {
+		t.Fatalf("%d policies of %d rules: %v", policies, rules, v.Problems)
+	}
+	// A policy compiled alone (an API experiment) has only its own budget.
+	if _, err := Compile(one.Policies[0].Source(), DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRegexBudgetBesideAgrees: a rule reused from the live policy is
+// charged as if compiled, so Compile and CompileBeside refuse alike.
+func TestRegexBudgetBesideAgrees(t *testing.T) {
+	live, err := policy.LoadPolicy(policy.TreeFS(map[string][]byte{"web/policy.toml": []byte(regexBomb(15))}), "web", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := mustCompile(t, live, DefaultOptions())
+	exp, err := policy.LoadPolicy(policy.TreeFS(map[string][]byte{"web/policy.toml": []byte(regexBomb(100))}), "web", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, alone := Compile(exp, DefaultOptions())
+	_, beside := CompileBeside(exp, DefaultOptions(), base)
+	var l1, l2 policy.ErrorList
+	if !errors.As(alone, &l1) || !errors.As(beside, &l2) || l1.Error() != l2.Error() {
+		t.Fatalf("alone: %v\nbeside: %v", alone, beside)
+	}
+}
+
+// TestExampleTreeWithinRegexBudgets logs how far the example tree is from
+// the budgets, which the documentation quotes.
+func TestExampleTreeWithinRegexBudgets(t *testing.T) {
+	files := map[string][]byte{}
+	root := "../../policies.example"
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(root, path)
+		files[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ValidateTree(files, policy.LoadOptions{}, DefaultOptions())
+	if !v.Valid() {
+		t.Fatal(v.Problems)
+	}
+	total := 0
+	for _, cp := range v.Policies {
+		for _, r := range cp.rules {
+			total += r.regexInsts
+		}
+	}
+	t.Logf("the example tree's regexes compile to %d instructions (budgets: %d a policy, %d a tree)",
+		total, MaxPolicyRegexInsts, MaxTreeRegexInsts)
+	if total == 0 {
+		t.Fatal("the example's matches() patterns were not counted")
+	}
+}
