@@ -174,4 +174,3 @@ func TestNodeThatCannotCompileIsLeftBehind(t *testing.T) {
 		return nil
 	})
 }
-
