@@ -138,3 +138,48 @@ func TestOldNodesFailureReportIsRelabelled(t *testing.T) {
 		t.Fatalf("logged at version %d", v)
 	}
 }
+
+// TestFailedAndLateNodesTogether: a node that failed is left behind at
+// once, one that does not answer only past the staging timeout and only
+// while the Ready nodes are a majority of all the serving ones (the
+// failed one included).
+func TestFailedAndLateNodesTogether(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	store := newFakeStore(true, "L")
+	c, err := cluster.New(cluster.Config{NodeID: "L", Store: store, Now: clock, StagingTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.State()
+	for _, id := range []string{"L", "A", "B", "F", "H"} {
+		st.Nodes[id] = raftstore.Node{ID: id, State: raftstore.NodeActive}
+	}
+	st.Staged = 2
+	g := raftstore.Generation{Number: 2, State: raftstore.GenerationStaged, CreateTime: now,
+		ReadyNodes: map[string]time.Time{"A": now, "B": now}, NodeErrors: map[string][]string{"F": {"boom"}}}
+	st.Generations[2] = g
+	c.ResetLeadership()
+	if got := c.Required(st); strings.Join(got, ",") != "A,B,H,L" {
+		t.Fatalf("within the timeout: %v", got)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	for _, id := range []string{"A", "B", "F", "H"} { // all alive
+		if _, err := c.Heartbeat(context.Background(), cluster.Heartbeat{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Required(st); strings.Join(got, ",") != "A,B,H,L" {
+		t.Fatalf("2 of 5 Ready past the timeout: %v, want H still waited for", got)
+	}
+	g.ReadyNodes["L"] = now
+	if got := c.Required(st); strings.Join(got, ",") != "A,B,L" {
+		t.Fatalf("3 of 5 Ready past the timeout: %v, want F and H left behind", got)
+	}
+	if u := c.Unloadable(st); u != nil {
+		t.Fatalf("unloadable %v", u)
+	}
+}
