@@ -68,6 +68,10 @@ type statusView struct {
 				Failed   uint64 `json:"policyExecutedFailCount"`
 			} `json:"statistics"`
 		} `json:"status"`
+		LoadFailures []struct {
+			Generation uint64   `json:"generation"`
+			Errors     []string `json:"errors"`
+		} `json:"loadFailures"`
 	} `json:"nodes"`
 }
 
@@ -335,6 +339,14 @@ func printNodes(w io.Writer, v *statusView, now time.Time) {
 			orDash(n.Group)+"/"+orDash(n.Subgroup), orDash(n.State), role, numOrDash(n.Generation), decisions, hb)
 	}
 	tw.Flush()
+	for _, n := range v.Nodes {
+		for _, f := range n.LoadFailures {
+			if len(f.Errors) > 0 {
+				fmt.Fprintf(w, "  %s cannot load generation %d (left behind, out of rotation): %s\n", n.ID, f.Generation,
+					firstLine(f.Errors[0]))
+			}
+		}
+	}
 }
 
 func generationLabel(n uint64, commit string) string {

@@ -29,7 +29,7 @@ const statusFixture = `{"nodeId":"n2","leader":"n1","raftState":"Follower","acti
 "experiments":[],
 "nodes":[
  {"id":"n1","raftAddr":"127.0.0.1:8300","httpAddr":"127.0.0.1:8181","group":"default","subgroup":"default","state":"ACTIVE","voter":true,"leader":true,"reachable":true,"lastHeartbeat":"2026-01-02T15:04:09.5Z","generation":2,"joinTime":"2026-01-02T15:00:00Z","status":{"statistics":{"policyExecutedCount":12,"policyExecutedFailCount":1}}},
- {"id":"n4","raftAddr":"127.0.0.1:8303","httpAddr":"127.0.0.1:8184","group":"default","subgroup":"default","state":"ACTIVE","voter":false,"leader":false,"reachable":false,"generation":1,"joinTime":"2026-01-02T15:00:00Z"}]}`
+ {"id":"n4","raftAddr":"127.0.0.1:8303","httpAddr":"127.0.0.1:8184","group":"default","subgroup":"default","state":"ACTIVE","voter":false,"leader":false,"reachable":false,"generation":1,"joinTime":"2026-01-02T15:00:00Z","loadFailures":[{"generation":2,"errors":["web/policy.toml:9: rule \"r\" is already defined\nat line 9","second"]}]}]}`
 
 func TestStatusExperimentsTable(t *testing.T) {
 	exps := []json.RawMessage{
@@ -86,6 +86,7 @@ Nodes
   ID  RAFT ADDRESS    HTTP ADDRESS    GROUP            STATE   ROLE       GENERATION  DECISIONS (FAILED)  LAST HEARTBEAT
   n1  127.0.0.1:8300  127.0.0.1:8181  default/default  ACTIVE  leader     2           12 (1)              2026-01-02T15:04:09Z (500ms ago)
   n4  127.0.0.1:8303  127.0.0.1:8184  default/default  ACTIVE  non-voter  1           -                   -
+  n4 cannot load generation 2 (left behind, out of rotation): web/policy.toml:9: rule "r" is already defined (+1 more lines)
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)

@@ -122,6 +122,11 @@ type nodeResource struct {
 	// HeldReasons say how a PASSIVE node's settings differ from the
 	// leader's (nodes_state.go).
 	HeldReasons []string `json:"heldReasons,omitempty"`
+	// LoadFailures are the active or staged generations, newer than the
+	// one it serves, that the node reported it cannot load, with its
+	// errors: the leader promotes without it and it is out of rotation
+	// until it loads a later generation (nodes_state.go).
+	LoadFailures []loadFailure `json:"loadFailures,omitempty"`
 }
 
 type listNodesResponse struct {
@@ -145,6 +150,7 @@ func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.V
 			res.Generation = cur.Generation
 		}
 	}
+	res.LoadFailures = loadFailures(st, n.ID, res.Generation)
 	return res
 }
 

@@ -88,11 +88,39 @@ func (s *Server) outOfRotation(snap *Snapshot) error {
 	if s.cluster == nil || mode == raftstore.NodeSafe {
 		return nil
 	}
-	if active := s.cluster.State().Active; active > snap.Generation {
-		return errorf(errs.Unavailable, "this node serves generation %d but generation %d is active: out of rotation until it loads it",
-			snap.Generation, active)
+	st := s.cluster.State()
+	if st.Active <= snap.Generation {
+		return nil
 	}
-	return nil
+	for _, f := range loadFailures(st, s.cluster.NodeID(), snap.Generation) {
+		if f.Generation == st.Active {
+			return errorf(errs.Unavailable, "this node serves generation %d but generation %d is active, which it cannot load (%s): out of rotation until it loads a later one",
+				snap.Generation, st.Active, f.Errors[0])
+		}
+	}
+	return errorf(errs.Unavailable, "this node serves generation %d but generation %d is active: out of rotation until it loads it",
+		snap.Generation, st.Active)
+}
+
+// loadFailure is a generation a node reported it cannot load.
+type loadFailure struct {
+	Generation uint64   `json:"generation"`
+	Errors     []string `json:"errors"`
+}
+
+// loadFailures are the active and staged generations newer than served
+// that node id reported it cannot load, with its errors: why the node is
+// behind, left out of rotation by the leader rather than holding the
+// others back. A node that loads a later generation has none.
+func loadFailures(st *raftstore.State, id string, served uint64) []loadFailure {
+	var out []loadFailure
+	for _, n := range []uint64{st.Active, st.Staged} {
+		g, ok := st.Generation(n)
+		if errs := g.NodeErrors[id]; ok && n > served && len(errs) > 0 {
+			out = append(out, loadFailure{Generation: n, Errors: errs})
+		}
+	}
+	return out
 }
 
 // sumStatistics adds up the last statistics of the registered nodes (per

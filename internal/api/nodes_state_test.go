@@ -189,3 +189,31 @@ func TestStatusSumsStatistics(t *testing.T) {
 		t.Fatalf("statistics = %+v %v", s.Statistics, err)
 	}
 }
+
+// TestLeftBehindNodeSaysWhy: a node that reported the active generation
+// failed (the leader promoted without it) fails /readyz with its error,
+// and GET /v1/nodes/{id} shows the generation and its errors.
+func TestLeftBehindNodeSaysWhy(t *testing.T) {
+	st := clusterState() // the env (n2) serves 7
+	g := st.Generations[8]
+	g.State, g.Files, g.Etags = raftstore.GenerationActive, map[string][]byte{}, map[string]string{"web": "etag-8"}
+	g.NodeErrors = map[string][]string{"n2": {`web/policy.toml:9: rule "r" is already defined`, "second"}}
+	st.Generations[8] = g
+	st.Active, st.Staged = 8, 0
+	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}})
+	a := e.do(http.MethodGet, "/readyz", nil, nil)
+	if a.code != 503 || !strings.Contains(string(a.body), `generation 8 is active, which it cannot load (web/policy.toml:9: rule \"r\" is already defined)`) {
+		t.Fatalf("readyz: %d %s", a.code, a.body)
+	}
+	var n struct {
+		LoadFailures []loadFailure `json:"loadFailures"`
+	}
+	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/nodes/n2", nil, nil).body, &n); err != nil ||
+		len(n.LoadFailures) != 1 || n.LoadFailures[0].Generation != 8 || len(n.LoadFailures[0].Errors) != 2 {
+		t.Fatalf("n2 = %+v %v", n, err)
+	}
+	n.LoadFailures = nil
+	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/nodes/n1", nil, nil).body, &n); err != nil || n.LoadFailures != nil {
+		t.Fatalf("n1 = %+v %v", n, err)
+	}
+}

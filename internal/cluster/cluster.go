@@ -134,8 +134,7 @@ type Cluster struct {
 	mergeAt  time.Time
 	mergeVal json.RawMessage
 
-	behindGen uint64 // guarded by mergeMu: the last nodes left behind, logged once
-	behindIDs []string
+	behindKey string // guarded by mergeMu: the last nodes left behind, logged once
 }
 
 // New returns a Cluster for cfg.
@@ -243,6 +242,13 @@ func (c *Cluster) ProposeCommand(ctx context.Context, cmd raftstore.Command) (ra
 	}
 	if err := c.checkSpeaker(ctx, id, "report", false); err != nil {
 		return raftstore.Result{}, err
+	}
+	if cmd.Type == raftstore.TypeReportFailed && cmd.Version < raftstore.ReportFailedVersion {
+		// A node of an older build (a rolling upgrade) writes version 1,
+		// which would make the generation INVALID for everyone; the
+		// payload is the same, and whether one node's failure stops a
+		// rollout is the leader's rule, not the reporting node's.
+		cmd.Version = raftstore.ReportFailedVersion
 	}
 	var res raftstore.Result
 	var answer ProposeResponse

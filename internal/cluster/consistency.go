@@ -14,8 +14,9 @@ const maxSettings = 32
 
 // Settings are a node's settings that change its decisions (merge default,
 // engine limits), by name. Nodes that differ would compile one generation
-// into different policies: the loader's etag check would fail it for the
-// whole cluster, or worse, two nodes would answer differently.
+// into different policies: the loader's etag check would leave the node
+// behind on every generation (staging.go), or worse, two nodes would
+// answer differently.
 type Settings map[string]string
 
 // Diff names every setting where s differs from ref ("" when equal).

@@ -162,15 +162,22 @@ func (c *Cluster) View() View {
 }
 
 // Required returns the nodes whose Ready the leader waits for before it
-// activates a staged generation: itself, every registered node it heard
-// from within the reachability window, and every node registered (joined
-// or rejoined) within the window, which may not have sent a heartbeat yet.
-// Until this leader has led for one window every registered node is
-// required, since a live node may not have found the new leader yet.
-// SAFE and PASSIVE nodes, and nodes whose last heartbeat said TERMINATED,
-// are never waited for (states.go), nor, past the staging timeout, nodes
-// that have not reported Ready while the others have (staging.go).
+// activates a staged generation: the serving nodes, less those left
+// behind (staging.go): the ones that reported they cannot load it, and,
+// past the staging timeout, the ones that have not reported Ready while
+// most others have.
 func (c *Cluster) Required(st *raftstore.State) []string {
+	return c.dropLeftBehind(st, c.serving(st)) // staging.go
+}
+
+// serving returns the nodes whose loading of a staged generation counts:
+// itself, every registered node it heard from within the reachability
+// window, and every node registered (joined or rejoined) within the
+// window, which may not have sent a heartbeat yet. Until this leader has
+// led for one window every registered node counts, since a live node may
+// not have found the new leader yet. SAFE and PASSIVE nodes, and nodes
+// whose last heartbeat said TERMINATED, never count (states.go).
+func (c *Cluster) serving(st *raftstore.State) []string {
 	settled := c.hb.settled()
 	now := c.cfg.Now()
 	ids := []string{c.cfg.NodeID}
@@ -183,7 +190,7 @@ func (c *Cluster) Required(st *raftstore.State) []string {
 		}
 	}
 	slices.Sort(ids)
-	return c.dropLeftBehind(st, ids) // staging.go
+	return ids
 }
 
 // RunHeartbeats sends a heartbeat every interval until ctx ends. served

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -11,43 +13,149 @@ import (
 // before it leaves the node behind and promotes without it.
 const DefaultStagingTimeout = 60 * time.Second
 
-// dropLeftBehind removes from ids (the nodes the leader would wait for)
-// those that have not reported Ready for the staged generation within the
-// staging timeout, as Kubewarden takes a replica out of rotation instead
-// of stopping the rollout: a node whose compile hangs no longer holds every
-// promotion. It keeps them all when those left would not be a majority of
-// ids, since then it is the generation, not the nodes, that is in doubt;
-// the generation then waits (or is superseded).
-func (c *Cluster) dropLeftBehind(st *raftstore.State, ids []string) []string {
-	g, ok := st.StagedGeneration()
-	if !ok || c.cfg.Now().Sub(g.CreateTime) < c.cfg.StagingTimeout {
-		return ids
-	}
-	kept := make([]string, 0, len(ids))
-	var behind []string
-	for _, id := range ids {
-		if _, ready := g.ReadyNodes[id]; ready || id == c.cfg.NodeID {
-			kept = append(kept, id)
-		} else {
-			behind = append(behind, id)
-		}
-	}
-	if len(behind) == 0 || 2*len(kept) <= len(ids) {
-		return ids
-	}
-	c.logLeftBehind(g.Number, behind)
-	return kept
+// maxLoggedErrorBytes bounds the error of each node in the left-behind log
+// line: the full list is in the generation's record.
+const maxLoggedErrorBytes = 512
+
+// verdict is how the serving nodes stand on the staged generation.
+type verdict struct {
+	// wait are the nodes whose Ready the leader waits for.
+	wait []string
+	// failed reported that they cannot load it: left behind at once.
+	failed []string
+	// late have not reported Ready within the staging timeout while most
+	// others have: left behind.
+	late []string
+	// unloadable: the failed nodes leave no majority of the serving nodes
+	// able to load it. The generation, not the nodes, is at fault.
+	unloadable bool
 }
 
-// logLeftBehind logs once per generation which nodes the leader promotes
-// without.
-func (c *Cluster) logLeftBehind(gen uint64, behind []string) {
-	c.mergeMu.Lock()
-	defer c.mergeMu.Unlock()
-	if c.behindGen == gen && slices.Equal(c.behindIDs, behind) {
+// judge applies the rules of a node that cannot follow, as Kubewarden
+// takes a replica out of rotation instead of stopping the rollout:
+//
+//   - A serving node that reported the generation failed (a build or a
+//     setting of its own) is not waited for: the others promote, and it
+//     stays out of rotation until it loads a later generation.
+//   - When the failed nodes leave no majority of the serving nodes (ids)
+//     able to load it, the generation is what is wrong: unloadable, and
+//     every node stays required, so it is never activated.
+//   - Past the staging timeout, a node that has not reported Ready (a
+//     compile that hangs, a paused process that still counts as
+//     reachable) is left behind when the Ready nodes are a majority;
+//     otherwise the generation is in doubt and waits (or is superseded).
+//     The leader itself is always waited for.
+func (c *Cluster) judge(g raftstore.Generation, ids []string) verdict {
+	var v verdict
+	var pending []string
+	for _, id := range ids {
+		_, ready := g.ReadyNodes[id]
+		_, failed := g.NodeErrors[id]
+		switch {
+		case ready:
+			v.wait = append(v.wait, id)
+		case failed:
+			v.failed = append(v.failed, id)
+		default:
+			pending = append(pending, id)
+		}
+	}
+	if 2*(len(ids)-len(v.failed)) <= len(ids) {
+		return verdict{wait: ids, failed: v.failed, unloadable: true}
+	}
+	// v.wait holds the Ready nodes so far.
+	leaveLate := c.cfg.Now().Sub(g.CreateTime) >= c.cfg.StagingTimeout && 2*len(v.wait) > len(ids)
+	for _, id := range pending {
+		if leaveLate && id != c.cfg.NodeID {
+			v.late = append(v.late, id)
+		} else {
+			v.wait = append(v.wait, id)
+		}
+	}
+	slices.Sort(v.wait)
+	return v
+}
+
+// dropLeftBehind removes from ids (the serving nodes) those the staged
+// generation does not wait for (judge), and logs them once.
+func (c *Cluster) dropLeftBehind(st *raftstore.State, ids []string) []string {
+	g, ok := st.StagedGeneration()
+	if !ok {
+		return ids
+	}
+	v := c.judge(g, ids)
+	if !v.unloadable {
+		c.logLeftBehind(g, v)
+	}
+	return v.wait
+}
+
+// Unloadable returns why the staged generation must be marked INVALID:
+// the nodes that reported it failed leave no majority of the serving
+// nodes able to load it. It names those nodes with their first error (the
+// generation's record keeps all of them). Nil when there is no staged
+// generation or a majority can load it.
+func (c *Cluster) Unloadable(st *raftstore.State) []string {
+	g, ok := st.StagedGeneration()
+	if !ok {
+		return nil
+	}
+	ids := c.serving(st)
+	v := c.judge(g, ids)
+	if !v.unloadable {
+		return nil
+	}
+	out := []string{fmt.Sprintf("generation %d cannot be loaded by a majority of the serving nodes: %d of %d (%s) failed to load it",
+		g.Number, len(v.failed), len(ids), strings.Join(v.failed, ", "))}
+	for _, id := range v.failed {
+		out = append(out, "node "+id+": "+firstError(g.NodeErrors[id]))
+	}
+	return out
+}
+
+// firstError is a node's first error, with how many it left out.
+func firstError(errs []string) string {
+	if len(errs) == 0 {
+		return "failed"
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return fmt.Sprintf("%s (and %d more)", errs[0], len(errs)-1)
+}
+
+// logLeftBehind logs once per generation and set of nodes which nodes
+// the leader promotes without, and why.
+func (c *Cluster) logLeftBehind(g raftstore.Generation, v verdict) {
+	if len(v.failed) == 0 && len(v.late) == 0 {
 		return
 	}
-	c.behindGen, c.behindIDs = gen, slices.Clone(behind)
-	c.log.Warn("nodes not Ready within the staging timeout: promoting without them; they leave rotation until they catch up",
-		"generation", gen, "nodes", behind, "staging_timeout", c.cfg.StagingTimeout)
+	key := fmt.Sprint(g.Number, v.failed, v.late)
+	c.mergeMu.Lock()
+	seen := c.behindKey == key
+	c.behindKey = key
+	c.mergeMu.Unlock()
+	if seen {
+		return
+	}
+	if len(v.failed) > 0 {
+		errs := make(map[string]string, len(v.failed))
+		for _, id := range v.failed {
+			errs[id] = clip(firstError(g.NodeErrors[id]), maxLoggedErrorBytes)
+		}
+		c.log.Warn("nodes cannot load the staged generation: promoting without them; they leave rotation until they load a later one",
+			"generation", g.Number, "nodes", v.failed, "errors", errs)
+	}
+	if len(v.late) > 0 {
+		c.log.Warn("nodes not Ready within the staging timeout: promoting without them; they leave rotation until they catch up",
+			"generation", g.Number, "nodes", v.late, "staging_timeout", c.cfg.StagingTimeout)
+	}
+}
+
+// clip cuts s to at most n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

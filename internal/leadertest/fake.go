@@ -105,6 +105,9 @@ type FixedMembers []string
 
 func (m FixedMembers) Required(*raftstore.State) []string { return m }
 
+// Unloadable never finds a generation unloadable.
+func (m FixedMembers) Unloadable(*raftstore.State) []string { return nil }
+
 // Repo is an in-memory repository with git's shape: commits with a
 // first parent and a whole tree each, and branches pointing at them. It
 // implements Source.

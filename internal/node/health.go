@@ -83,6 +83,9 @@ func (m *Main) syncReasons(leaderIndex uint64) []string {
 	switch {
 	case cur == nil || cur.Bundle == nil:
 		out = append(out, fmt.Sprintf("no generation loaded; generation %d is active", g.Number))
+	case cur.Generation != g.Number && m.state.NodeState() != raftstore.NodeSafe && len(g.NodeErrors[m.Config.Node.ID]) > 0:
+		out = append(out, fmt.Sprintf("serves generation %d; generation %d is active and does not load here: %s",
+			cur.Generation, g.Number, g.NodeErrors[m.Config.Node.ID][0]))
 	case cur.Generation != g.Number && m.state.NodeState() != raftstore.NodeSafe:
 		out = append(out, fmt.Sprintf("serves generation %d; generation %d is active", cur.Generation, g.Number))
 	case cur.Generation == g.Number && !maps.Equal(cur.Bundle.Etags(), g.Etags):

@@ -79,8 +79,8 @@ func (l *loader) followState(st *raftstore.State) {
 
 // passive reports whether this node is PASSIVE: out of service, so a
 // generation it cannot compile is its own problem, not the cluster's (a
-// node held PASSIVE at join for a differing merge_default must not fail
-// every generation for the others).
+// node held PASSIVE at join for a differing merge_default would otherwise
+// put its errors on every generation; the leader does not count it).
 func (l *loader) passive() bool {
 	return l.state != nil && l.state.NodeState() == raftstore.NodePassive
 }

@@ -27,14 +27,17 @@ type handler struct {
 	version uint8
 	// check decodes and validates a payload without touching any state.
 	check func(raw json.RawMessage) error
-	apply func(s *State, raw json.RawMessage) error
+	// apply applies a payload of the given version (1..version): a
+	// version may change what a command means, and an old entry keeps the
+	// meaning it had when it was written.
+	apply func(s *State, version uint8, raw json.RawMessage) error
 }
 
 // handlers is the dispatch table: one row per command type.
 var handlers = map[CommandType]handler{
 	TypeStageGeneration:    row(1, applyStage),
 	TypeReportReady:        row(1, applyReady),
-	TypeReportFailed:       row(1, applyFailed),
+	TypeReportFailed:       versionedRow(ReportFailedVersion, applyFailed),
 	TypeActivateGeneration: row(1, applyActivate),
 	TypeMarkInvalid:        row(1, applyMarkInvalid),
 	TypeUpsertNode:         row(1, applyUpsertNode),
@@ -53,22 +56,36 @@ func init() {
 }
 
 // row turns a typed handler into a table row: decode strictly, validate,
-// then apply.
+// then apply. Every version up to version means the same.
 func row[P Payload](version uint8, fn func(*State, P) error) handler {
+	return versionedRow(version, func(s *State, _ uint8, p P) error { return fn(s, p) })
+}
+
+// versionedRow is row for a handler whose meaning depends on the
+// entry's version.
+func versionedRow[P Payload](version uint8, fn func(*State, uint8, P) error) handler {
 	return handler{
 		version: version,
 		check: func(raw json.RawMessage) error {
 			_, err := decodeValid[P](raw)
 			return err
 		},
-		apply: func(s *State, raw json.RawMessage) error {
+		apply: func(s *State, v uint8, raw json.RawMessage) error {
 			p, err := decodeValid[P](raw)
 			if err != nil {
 				return err
 			}
-			return fn(s, p)
+			return fn(s, v, p)
 		},
 	}
+}
+
+// newestVersion is the payload version this build writes for t.
+func newestVersion(t CommandType) uint8 {
+	if h, ok := handlers[t]; ok {
+		return h.version
+	}
+	return CommandVersion
 }
 
 func decodeValid[P Payload](raw json.RawMessage) (P, error) {
@@ -118,7 +135,7 @@ func (a *Applier) Apply(cmd Command) error {
 	if cmd.Type == TypeTxn {
 		err = a.applyTxn(cmd.Payload)
 	} else {
-		err = handlers[cmd.Type].apply(a.State, cmd.Payload)
+		err = handlers[cmd.Type].apply(a.State, cmd.Version, cmd.Payload)
 	}
 	if err != nil && !errors.Is(err, ErrRejected) {
 		err = fmt.Errorf("%w: %s: %w", ErrRejected, cmd.Type, err)
@@ -165,18 +182,28 @@ func applyReady(s *State, p ReportReady) error {
 	return nil
 }
 
-func applyFailed(s *State, p ReportFailed) error {
+// applyFailed records a node's compile errors and drops its Ready. What
+// it does to a STAGED generation depends on the entry's version:
+//
+//   - version 1 (builds before node failures were left behind) made it
+//     INVALID for the whole cluster: one misconfigured node failed every
+//     generation. Old entries keep that meaning when a log is replayed.
+//   - version 2 leaves it STAGED: the leader promotes without the nodes
+//     that failed while a majority of the serving nodes can load it, and
+//     proposes MarkInvalid when none can (internal/cluster/staging.go).
+//
+// An ACTIVE generation stays active either way: the failing node keeps
+// serving its old bundle, out of rotation, with its errors on record.
+func applyFailed(s *State, version uint8, p ReportFailed) error {
 	g, ok := s.Generations[p.Generation]
 	if !ok {
 		return reject(ErrUnknownGeneration, "generation %d", p.Generation)
 	}
 	g.NodeErrors[p.NodeID] = p.Errors
 	delete(g.ReadyNodes, p.NodeID)
-	if g.State == GenerationStaged {
+	if g.State == GenerationStaged && version == 1 {
 		invalidate(s, &g, p.Time)
 	}
-	// An ACTIVE generation stays active: the failing node keeps serving
-	// its old bundle and the errors are on record for the operator.
 	s.Generations[p.Generation] = g
 	return nil
 }

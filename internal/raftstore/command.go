@@ -89,9 +89,12 @@ func (t CommandType) String() string {
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
 
-// CommandVersion is the payload version this build writes. A payload gains
-// a field only together with a version bump, so that a node never silently
-// drops a field it does not know (payloads are decoded strictly).
+// CommandVersion is the first payload version of every command type.
+// NewCommand writes each type's newest version (its row in the dispatch
+// table). A payload gains a field, or a command a new meaning, only
+// together with a version bump, so that a node never silently drops a
+// field it does not know (payloads are decoded strictly) and an old log
+// entry keeps the meaning it was written with.
 const CommandVersion uint8 = 1
 
 // Size limits, checked before a command reaches the log and again in Apply.
@@ -122,7 +125,7 @@ const (
 type Command struct {
 	// Type selects the handler in the dispatch table.
 	Type CommandType `json:"type"`
-	// Version is the payload version, 1..CommandVersion.
+	// Version is the payload version, 1 to the type's newest.
 	Version uint8 `json:"version"`
 	// Payload is the JSON encoding of the payload struct of Type.
 	Payload json.RawMessage `json:"payload"`
@@ -151,7 +154,7 @@ func NewCommand(p Payload) (Command, error) {
 		return Command{}, fmt.Errorf("%s: %w", p.CommandType(),
 			invalid("payload is %d bytes, limit %d", len(raw), max))
 	}
-	return Command{Type: p.CommandType(), Version: CommandVersion, Payload: raw}, nil
+	return Command{Type: p.CommandType(), Version: newestVersion(p.CommandType()), Payload: raw}, nil
 }
 
 // Marshal encodes the envelope for a raft log entry.

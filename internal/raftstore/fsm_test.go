@@ -55,11 +55,16 @@ func TestFSMGenerationLifecycle(t *testing.T) {
 	}
 }
 
+// TestFSMFailureInvalidatesStaged: a version 1 ReportFailed (an old
+// build's log entry) makes the staged generation INVALID.
 func TestFSMFailureInvalidatesStaged(t *testing.T) {
 	h := newHarness(t, false)
 	h.mustApply(stage(1, 1))
 	h.mustApply(&ReportReady{Generation: 1, NodeID: "a", Time: at(2)})
-	h.mustApply(&ReportFailed{Generation: 1, NodeID: "a", Errors: []string{"web.yaml:3: no such field"}, Time: at(3)})
+	if err := h.applyCmd(rawCmd(t, TypeReportFailed, 1, ReportFailed{Generation: 1, NodeID: "a",
+		Errors: []string{"web.yaml:3: no such field"}, Time: at(3)})); err != nil {
+		t.Fatal(err)
+	}
 	s := h.fsm.State()
 	g, _ := s.Generation(1)
 	if g.State != GenerationInvalid || g.Files != nil || s.Staged != 0 || len(g.ReadyNodes) != 0 {

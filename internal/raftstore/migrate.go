@@ -43,7 +43,7 @@ func applyPayload(s *State, p Payload) error {
 	if err != nil {
 		return err
 	}
-	return handlers[c.Type].apply(s, c.Payload)
+	return handlers[c.Type].apply(s, c.Version, c.Payload)
 }
 
 // legacyPut turns an old document into the put of its table. The

@@ -30,14 +30,22 @@ type ReportReady struct {
 	Time       time.Time `json:"time"`
 }
 
-// ReportFailed says a node could not compile a generation. A STAGED
-// generation becomes INVALID and is never activated.
+// ReportFailed says a node could not compile a generation. Written at
+// version 2, it records the node's errors and leaves a STAGED generation
+// STAGED: the node is left behind, not the generation (version 1 made it
+// INVALID; applyFailed keeps that for old entries).
 type ReportFailed struct {
 	Generation uint64    `json:"generation"`
 	NodeID     string    `json:"nodeId"`
 	Errors     []string  `json:"errors"`
 	Time       time.Time `json:"time"`
 }
+
+// ReportFailedVersion is the ReportFailed version this build writes (see
+// ReportFailed). The payload is the same in both versions, only its
+// meaning changed, so a leader may relabel an older node's report
+// (cluster.ProposeCommand).
+const ReportFailedVersion uint8 = 2
 
 // ActivateGeneration switches the cluster to a STAGED generation; every
 // node swaps at the log index of this command.

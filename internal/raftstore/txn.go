@@ -87,7 +87,7 @@ func (a *Applier) applyTxn(raw []byte) error {
 	}
 	scratch := a.State.Clone()
 	for i, op := range t.Ops {
-		if err := handlers[op.Type].apply(scratch, op.Payload); err != nil {
+		if err := handlers[op.Type].apply(scratch, op.Version, op.Payload); err != nil {
 			return fmt.Errorf("op %d (%s): %w", i, op.Type, err)
 		}
 	}

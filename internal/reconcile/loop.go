@@ -29,11 +29,17 @@ type Store interface {
 	Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error)
 }
 
-// Members tells the loop whose Ready a staged generation waits for.
+// Members tells the loop whose Ready a staged generation waits for
+// (cluster.Cluster).
 type Members interface {
 	// Required returns the ids of the nodes that must have reported Ready
-	// before the staged generation is activated: the reachable ones.
+	// before the staged generation is activated: the reachable serving
+	// ones, less those left behind (nodes that cannot load it).
 	Required(st *raftstore.State) []string
+	// Unloadable returns, when the nodes that cannot load the staged
+	// generation leave no majority of the serving nodes able to, why:
+	// the errors of the MarkInvalid that ends it. Nil otherwise.
+	Unloadable(st *raftstore.State) []string
 }
 
 // Experiments is what a pass needs of the experiment service
@@ -404,12 +410,21 @@ func (l *Loop) retry(ctx context.Context, result, msg string, err error) {
 }
 
 // promote activates the staged generation once every required node has
-// reported Ready. A node's ReportFailed makes the generation INVALID in
-// the state machine, so it is no longer staged and never activated.
+// reported Ready. A node that reports it failed is left behind (not
+// required); when too many do for a majority of the serving nodes to load
+// it, the generation is marked INVALID instead: besides the leader's own
+// validation, the only way a staged generation becomes INVALID.
 func (l *Loop) promote(ctx context.Context) {
 	st := l.cfg.Store.State()
 	g, ok := st.StagedGeneration()
 	if !ok {
+		return
+	}
+	if problems := l.cfg.Members.Unloadable(st); problems != nil {
+		err := l.markInvalid(ctx, g.Number, g.Commit, problems)
+		if err != nil && !errors.Is(err, raftstore.ErrRejected) && ctx.Err() == nil {
+			l.log.Warn("cannot mark the generation invalid; retrying", "generation", g.Number, "error", err)
+		}
 		return
 	}
 	var missing []string

@@ -22,6 +22,9 @@ type Config struct {
 	APIExtra string
 
 	Group, Subgroup string // node.group, node.subgroup; omitted if empty
+	// NodeExtra is TOML appended verbatim to the [node] section, e.g.
+	// staging_timeout.
+	NodeExtra string
 
 	// Extra is TOML appended verbatim, e.g. a [preview] section.
 	Extra string
@@ -37,12 +40,12 @@ http_addr = %q
 raft_addr = %q
 bootstrap = %t
 join = [%s]
-%s
+%s%s
 [git]
 url = %q
 init_from = ""
 poll = %q
-`, c.ID, c.DataDir, c.HTTPAddr, c.RaftAddr, c.Bootstrap, quoteList(c.Join), c.groups(), c.GitURL, c.Poll)
+`, c.ID, c.DataDir, c.HTTPAddr, c.RaftAddr, c.Bootstrap, quoteList(c.Join), c.groups(), c.NodeExtra, c.GitURL, c.Poll)
 	if c.Timeout != "" {
 		fmt.Fprintf(&b, "timeout = %q\n", c.Timeout)
 	}

@@ -36,7 +36,10 @@ type env struct {
 }
 
 // start runs n1..n3 in group default and n4 in edge/eu.
-func start(t *testing.T) *env {
+func start(t *testing.T) *env { return startWith(t, nil) }
+
+// startWith is start with each node's config completed by configure.
+func startWith(t *testing.T, configure func(*harness.Config)) *env {
 	srv := gittest.NewServer(t, gittest.Options{})
 	files := harness.ExampleFiles(t)
 	files["edge-only/policy.toml"] = edgeOnly
@@ -47,6 +50,9 @@ func start(t *testing.T) *env {
 			cfg.GitURL, cfg.Poll = srv.URL("policies"), "@every 1h"
 			if cfg.ID == "n4" {
 				cfg.Group, cfg.Subgroup = "edge", "eu"
+			}
+			if configure != nil {
+				configure(cfg)
 			}
 		},
 	})
