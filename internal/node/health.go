@@ -85,7 +85,7 @@ func (m *Main) syncReasons(leaderIndex uint64) []string {
 		out = append(out, fmt.Sprintf("no generation loaded; generation %d is active", g.Number))
 	case cur.Generation != g.Number && m.state.NodeState() != raftstore.NodeSafe:
 		out = append(out, fmt.Sprintf("serves generation %d; generation %d is active", cur.Generation, g.Number))
-	case cur.Generation == g.Number && !maps.Equal(cur.Bundle.Etags(), g.Etags):
+	case cur.Generation == g.Number && !maps.Equal(cur.Bundle.Etags(), servedEtags(g.Etags, cur.Bundle)):
 		out = append(out, fmt.Sprintf("generation %d is loaded with etags other than the active ones", g.Number))
 	}
 	return out

@@ -131,9 +131,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		nodeID:  cfg.Node.ID,
 		store:   m.store,
 		propose: m.cluster.Propose,
-		compile: func(files map[string][]byte) (*engine.Bundle, []string) {
-			return reconcile.Compile(files, lopts, eopts)
-		},
+		compile: compileFor(cfg.Node.Group, lopts, eopts),
 		gens:    &m.gens,
 		log:     m.Logger.Named(logging.Node),
 		metrics: newNodeMetrics(m.registry),
