@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -183,5 +185,41 @@ func TestServedExperiments(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "edge/edge,fresh/edge" {
 		t.Fatalf("previewed %v", got)
+	}
+}
+
+// TestSubgroupCheckedAtJoin: a node joining in a subgroup its group does
+// not declare ([groups.<name>] subgroups) is held PASSIVE with the
+// subgroup named in heldReasons; a declared one, and any group's
+// "default", join ACTIVE. A declared group needs no policy.
+func TestSubgroupCheckedAtJoin(t *testing.T) {
+	c := newTestCluster(t)
+	declare := func(cfg *config.Config) { cfg.Groups = map[string]config.GroupDecl{"edge": {Subgroups: []string{"eu"}}} }
+	c.start("n1", declare)
+	c.allServe(1, "n1")
+	in := func(group, subgroup string) func(*config.Config) {
+		return func(cfg *config.Config) { declare(cfg); cfg.Node.Group, cfg.Node.Subgroup = group, subgroup }
+	}
+	c.start("n2", in("edge", "eu"))
+	c.start("n3", in("edge", "ue"))
+	c.start("n4", in("default", "default"))
+	type node struct {
+		State       string
+		HeldReasons []string
+	}
+	want := map[string]string{"n2": "ACTIVE", "n3": "PASSIVE", "n4": "ACTIVE"}
+	for id, state := range want {
+		eventually(t, waitTimeout, id+" "+state, func() error {
+			var n node
+			if code := call(t, http.MethodGet, c.base("n1")+"/v1/nodes/"+id, "", &n); code != 200 || n.State != state {
+				return fmt.Errorf("%s: %d %+v", id, code, n)
+			}
+			return nil
+		})
+	}
+	var n3 node
+	call(t, http.MethodGet, c.base("n1")+"/v1/nodes/n3", "", &n3)
+	if len(n3.HeldReasons) != 1 || !strings.Contains(n3.HeldReasons[0], `subgroup "ue" of group "edge"`) {
+		t.Fatalf("n3 held for %q", n3.HeldReasons)
 	}
 }

@@ -70,6 +70,7 @@ func (m *Main) wire(ctx context.Context) error {
 		SelfCheck:        m.selfCheck,
 		Settings:         m.settings(),
 		KnownGroups:      m.knownGroups,
+		Groups:           cfg.DeclaredSubgroups(),
 	})
 	if err != nil {
 		return err
