@@ -194,7 +194,9 @@ func TestServedExperiments(t *testing.T) {
 // "default", join ACTIVE. A declared group needs no policy.
 func TestSubgroupCheckedAtJoin(t *testing.T) {
 	c := newTestCluster(t)
-	declare := func(cfg *config.Config) { cfg.Groups = map[string]config.GroupDecl{"edge": {Subgroups: []string{"eu"}}} }
+	declare := func(cfg *config.Config) {
+		cfg.Groups = map[string]config.GroupDecl{"edge": {Subgroups: []string{"eu"}}}
+	}
 	c.start("n1", declare)
 	c.allServe(1, "n1")
 	in := func(group, subgroup string) func(*config.Config) {
