@@ -45,6 +45,7 @@ func start(t *testing.T) *env {
 		Size: 4, Race: true,
 		Configure: func(cfg *harness.Config) {
 			cfg.GitURL, cfg.Poll = srv.URL("policies"), "@every 1h"
+			cfg.Extra = edgeSubgroups
 			if cfg.ID == "n4" {
 				cfg.Group, cfg.Subgroup = "edge", "eu"
 			}
@@ -290,6 +291,10 @@ func TestSafeFreezesWhileOthersPromote(t *testing.T) {
 	})
 }
 
+// edgeSubgroups declares edge's subgroups: a node joining in another one
+// is held PASSIVE.
+const edgeSubgroups = "[groups.edge]\nsubgroups = [\"eu\", \"us\"]"
+
 // edgeOnly is a policy of group edge: only n4 serves it.
 const edgeOnly = "group = \"edge\"\ndefault_action = \"allow\"\n[[rules]]\nname = \"no-x\"\npriority = 1\naction = \"deny\"\nmatch = 'request.method == \"X\"'\n"
 
@@ -308,6 +313,27 @@ func TestGroupsDecideWhatANodeServes(t *testing.T) {
 	if code := e.post(n1, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, &d); code != 404 || d.Error.Status != "NOT_FOUND" {
 		t.Fatalf("n1 answered an edge policy: %d %+v", code, d)
 	}
+	// n4 compiled only its group's policies: it lists only those, and
+	// sends only their etags in its heartbeats.
+	var list struct{ Policies []struct{ Name string } }
+	if err := client.GetJSON(n4.Base()+"/v1/policies", &list); err != nil || len(list.Policies) != 1 ||
+		list.Policies[0].Name != "policies/edge-only" {
+		t.Fatalf("n4 holds %+v %v", list, err)
+	}
+	code, body, err := client.Get(n4.Base() + "/v1/policies/edge-firewall")
+	if err != nil || code != 404 || !strings.Contains(string(body), `group \"default\"`) {
+		t.Fatalf("GET edge-firewall on n4: %d %s %v", code, body, err)
+	}
+	e.eventually("n4's etags on n1", func() error {
+		var n struct {
+			Status *struct{ Etags map[string]string }
+		}
+		err := client.GetJSON(n1.Base()+"/v1/nodes/n4", &n)
+		if err == nil && (n.Status == nil || len(n.Status.Etags) != 1 || n.Status.Etags["edge-only"] == "") {
+			err = fmt.Errorf("n4 status %+v", n.Status)
+		}
+		return err
+	})
 }
 
 func TestGroupChangeOnlyWhilePassive(t *testing.T) {
