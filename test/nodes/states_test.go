@@ -408,3 +408,43 @@ func TestTerminatedOnSIGTERM(t *testing.T) {
 	}
 	e.waitState(n1, "n3", "TERMINATED")
 }
+
+// TestGroupChangeRecompiles: n4 moved (while PASSIVE) from edge to the
+// default group compiles the generation again for its new group: it then
+// serves the default policies and no longer the edge one.
+func TestGroupChangeRecompiles(t *testing.T) {
+	e := start(t)
+	n1, n4 := e.node("n1"), e.node("n4")
+	e.changeState(n1, `{"state":"PASSIVE","name":"n4"}`)
+	e.waitState(n4, "n4", "PASSIVE")
+	path := filepath.Join(n4.Dir, "config.toml")
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.NewReplacer(`group = "edge"`, `group = "default"`, `subgroup = "eu"`, `subgroup = "default"`).Replace(string(cfg))
+	if err := os.WriteFile(path, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n4.Kill()
+	if err := n4.Start(e.c.Bin); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("n4 registered in default", func() error {
+		n, err := e.nodeInfo(n1, "n4")
+		if err == nil && (n.Group != "default" || n.State != "PASSIVE") {
+			err = fmt.Errorf("n4 is %+v", n)
+		}
+		return err
+	})
+	e.changeState(n1, `{"state":"ACTIVE","name":"n4"}`)
+	e.eventually("n4 serves the default group", func() error {
+		if code, d := e.evaluate(n4, denied); code != 200 || d.Decision != "DENY" {
+			return fmt.Errorf("edge-firewall on n4: %d %+v", code, d)
+		}
+		return nil
+	})
+	if code := e.post(n4, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, nil); code != 404 {
+		t.Fatalf("n4 still answers the edge policy: %d", code)
+	}
+}
