@@ -205,9 +205,9 @@ func (l *loader) flush(ctx context.Context) bool {
 
 // compiled returns generation g compiled, from the cache or now (this
 // node's group's policies: groups.go). A bundle whose etags differ from
-// the leader's is refused: the node would serve
-// something else than the cluster validated (a different build or a
-// different [policy] merge_default).
+// the leader's is refused: the node would serve something else than the
+// cluster validated (a different build or a different [policy]
+// merge_default).
 func (l *loader) compiled(g raftstore.Generation) compiled {
 	if c, ok := l.cache[g.Number]; ok {
 		return c
