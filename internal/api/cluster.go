@@ -36,6 +36,7 @@ type Cluster interface {
 	ChangeState(ctx context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error)
 	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
+	HeldReasons(n raftstore.Node, v cluster.View) []string
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -206,14 +207,14 @@ func TestStatusResource(t *testing.T) {
 func TestStatusPullErrorAndRevert(t *testing.T) {
 	st := clusterState()
 	fc := &fakeCluster{state: st, view: cluster.View{Source: cluster.SourceStatus{Error: "no such directory", Time: ts}}}
-	s := conditions(st, fc.view)
+	s := conditions(st, fc.view, nil)
 	last := s[0].Conditions[len(s[0].Conditions)-1]
 	if last.Type != condPullError || last.Message != "no such directory" {
 		t.Errorf("last condition = %+v", last)
 	}
 	// The source is back at the active commit: the invalid tree is history.
 	fc.view = cluster.View{Source: cluster.SourceStatus{Commit: "c6"}}
-	for _, c := range conditions(st, fc.view)[0].Conditions {
+	for _, c := range conditions(st, fc.view, nil)[0].Conditions {
 		if c.Type == condInvalid {
 			t.Errorf("Invalid shown after a revert: %+v", c)
 		}
@@ -363,5 +364,32 @@ func TestRemoteErrorsKeepTheirStatus(t *testing.T) {
 		if code, status := v.http, v.code.String(); code != tc.code || status != tc.status {
 			t.Errorf("%v: %d %s, want %d %s", tc.err, code, status, tc.code, tc.status)
 		}
+	}
+}
+
+// TestReadyOnlyFromTheServingGroup: a node compiles only its group's
+// policies, so a policy's Ready conditions name only the nodes of the
+// group that serves it (a policy whose group is unknown here: every node).
+func TestReadyOnlyFromTheServingGroup(t *testing.T) {
+	st := raftstore.NewState()
+	g := raftstore.Generation{Number: 1, State: raftstore.GenerationActive, Commit: "c1", CreateTime: ts,
+		Etags:      map[string]string{"web": "e1", "edge-only": "e2", "fresh": "e3"},
+		ReadyNodes: map[string]time.Time{"n1": ts, "n4": ts}}
+	st.Generations[1], st.Active, st.Highest = g, 1, 1
+	st.Nodes["n1"] = raftstore.Node{ID: "n1", Group: "default"}
+	st.Nodes["n4"] = raftstore.Node{ID: "n4", Group: "edge"}
+	groups := map[string]string{"web": "default", "edge-only": "edge"}
+	groupOf := func(name string) (string, bool) { g, ok := groups[name]; return g, ok }
+	got := map[string][]string{}
+	for _, p := range conditions(st, cluster.View{}, groupOf) {
+		for _, c := range p.Conditions {
+			if c.Type == condReady {
+				got[p.Name] = append(got[p.Name], c.NodeID)
+			}
+		}
+	}
+	want := map[string][]string{"policies/web": {"n1"}, "policies/edge-only": {"n4"}, "policies/fresh": {"n1", "n4"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ready %v, want %v", got, want)
 	}
 }

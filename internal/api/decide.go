@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -18,6 +19,10 @@ func lookup(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
 	}
 	cp, ok := snap.Bundle.Policy(name)
 	if !ok {
+		if g, other := snap.Bundle.ServedElsewhere(name); other {
+			return nil, errorf(errs.NotFound, "policy %q is served by the nodes of group %q; this node holds only its own group's policies",
+				"policies/"+name, g)
+		}
 		return nil, errUnknownPolicy(name)
 	}
 	return cp, nil

@@ -119,8 +119,9 @@ type nodeResource struct {
 	JoinTime   time.Time `json:"joinTime"`
 	// Status is the node's last PDP_STATUS as the leader received it.
 	Status *cluster.NodeStatus `json:"status,omitempty"`
-	// HeldReasons say how a PASSIVE node's settings differ from the
-	// leader's (nodes_state.go).
+	// HeldReasons say why a PASSIVE node is held: how its settings differ
+	// from the leader's, a group or subgroup the cluster does not know
+	// (cluster.HeldReasons).
 	HeldReasons []string `json:"heldReasons,omitempty"`
 	// LoadFailures are the active or staged generations, newer than the
 	// one it serves, that the node reported it cannot load, with its
@@ -139,7 +140,7 @@ func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.V
 		ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Group: n.Group, Subgroup: n.Subgroup,
 		State: string(n.State), Voter: n.Voter, Leader: n.ID == s.cluster.Leader(),
 		Reachable: hb.Reachable, LastHeartbeat: hb.LastHeartbeat, Generation: hb.Generation, JoinTime: n.JoinTime,
-		Status: hb.Status, HeldReasons: heldReasons(n, v),
+		Status: hb.Status, HeldReasons: s.cluster.HeldReasons(n, v),
 	}
 	if hb.Status != nil && hb.Status.State == raftstore.NodeTerminated {
 		res.State = string(raftstore.NodeTerminated) // it said so in its last heartbeat

@@ -61,20 +61,6 @@ func (s *Server) lookupServed(snap *Snapshot, name string) (*engine.CompiledPoli
 // defaultGroup is the group of a policy without a group key.
 const defaultGroup = "default"
 
-// heldReasons names how a PASSIVE node's settings differ from the
-// leader's, from both nodes' last PDP_STATUS (nil when they agree or are
-// not known): why it was held PASSIVE at join.
-func heldReasons(n raftstore.Node, v cluster.View) []string {
-	if n.State != raftstore.NodePassive {
-		return nil
-	}
-	own, lead := v.Nodes[n.ID].Status, v.Nodes[v.Leader].Status
-	if own == nil || lead == nil || own.Settings == nil || lead.Settings == nil {
-		return nil
-	}
-	return own.Settings.Diff(lead.Settings)
-}
-
 // outOfRotation says why /readyz must fail although a generation is
 // loaded: the node is PASSIVE, or it serves an older generation than the
 // active one (it could not load it, or was left behind by the leader) and

@@ -40,6 +40,8 @@ func (f *fakeCluster) SelfCheck(context.Context, cluster.SelfCheckRequest) (clus
 	return cluster.HealthReport{}, nil
 }
 
+func (f *fakeCluster) HeldReasons(raftstore.Node, cluster.View) []string { return nil }
+
 // fixedState is an api.NodeState that answers what it holds.
 type fixedState struct{ v atomic.Value }
 

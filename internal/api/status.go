@@ -76,7 +76,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	res := statusResource{
 		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
 		ActiveGeneration: st.Active, Source: v.Source,
-		Policies: conditions(st, v), Experiments: append(s.branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
+		Policies: conditions(st, v, policyGroups(s.gens.Current())), Experiments: append(s.branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
 	}
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit = g.Commit
@@ -191,17 +191,18 @@ func (pc policyConditions) get(name string) *policyStatus {
 }
 
 // conditions derives every policy's conditions from the replicated state
-// and the leader's view, in name order.
-func conditions(st *raftstore.State, v cluster.View) []policyStatus {
+// and the leader's view, in name order. groupOf (nil: unknown) names the
+// group serving a policy, so that Ready lists only the nodes of that group.
+func conditions(st *raftstore.State, v cluster.View, groupOf groupOfFunc) []policyStatus {
 	pc := policyConditions{}
 	if g, ok := st.ActiveGeneration(); ok {
 		for name, etag := range g.Etags {
 			pc.get(name).Etag = etag
 		}
-		generationConditions(pc, g, len(st.Nodes))
+		generationConditions(pc, g, st.Nodes, groupOf)
 	}
 	if g, ok := st.StagedGeneration(); ok {
-		generationConditions(pc, g, len(st.Nodes))
+		generationConditions(pc, g, st.Nodes, groupOf)
 	}
 	if g, ok := st.Generation(st.Highest); ok && g.State == raftstore.GenerationInvalid && !backToActive(st, v) {
 		invalidConditions(pc, g)
@@ -227,13 +228,17 @@ func backToActive(st *raftstore.State, v cluster.View) bool {
 }
 
 // generationConditions adds, for each policy of an active or staged
-// generation: Valid (the leader validated it), Ready per node, then Active
+// generation: Valid (the leader validated it), Ready per node of the group
+// that serves it (a node compiles only its group's policies), then Active
 // or Pending.
-func generationConditions(pc policyConditions, g raftstore.Generation, nodes int) {
+func generationConditions(pc policyConditions, g raftstore.Generation, nodes map[string]raftstore.Node, groupOf groupOfFunc) {
 	ready := slices.Sorted(maps.Keys(g.ReadyNodes))
 	for name := range g.Etags {
 		pc.add(name, condition{Type: condValid, Generation: g.Number, LastTransitionTime: g.CreateTime})
 		for _, id := range ready {
+			if !groupOf.serves(nodes[id], name) {
+				continue
+			}
 			pc.add(name, condition{Type: condReady, NodeID: id, Generation: g.Number,
 				LastTransitionTime: g.ReadyNodes[id]})
 		}
@@ -241,7 +246,7 @@ func generationConditions(pc policyConditions, g raftstore.Generation, nodes int
 			pc.add(name, condition{Type: condActive, Generation: g.Number, LastTransitionTime: g.ActivateTime})
 		} else {
 			pc.add(name, condition{Type: condPending, Generation: g.Number, LastTransitionTime: g.CreateTime,
-				Message: fmt.Sprintf("staged; %d of %d nodes ready", len(ready), nodes)})
+				Message: fmt.Sprintf("staged; %d of %d nodes ready", len(ready), len(nodes))})
 		}
 	}
 }
@@ -281,4 +286,38 @@ func policyOfError(e string) (string, bool) {
 		return "", false
 	}
 	return dir, true
+}
+
+// groupOfFunc names the group that serves a policy, false when unknown.
+type groupOfFunc func(policy string) (string, bool)
+
+// policyGroups is the groupOfFunc of the generation this node serves: the
+// groups of the policies it compiled and of those it left to other groups.
+func policyGroups(snap *Snapshot) groupOfFunc {
+	if snap == nil || snap.Bundle == nil {
+		return nil
+	}
+	return func(name string) (string, bool) {
+		if cp, ok := snap.Bundle.Policy(name); ok {
+			return cp.Source().Group, true
+		}
+		return snap.Bundle.ServedElsewhere(name)
+	}
+}
+
+// serves reports whether node n serves policy name: true when the
+// policy's group is unknown (a policy new in a staged generation).
+func (f groupOfFunc) serves(n raftstore.Node, name string) bool {
+	if f == nil {
+		return true
+	}
+	g, ok := f(name)
+	if !ok {
+		return true
+	}
+	group := n.Group
+	if group == "" {
+		group = defaultGroup
+	}
+	return group == g
 }

@@ -85,6 +85,11 @@ type Config struct {
 	// (consistency.go). Nil checks nothing.
 	Settings    Settings
 	KnownGroups func() []string
+	// Groups are the declared groups and their subgroups, "default"
+	// included ([groups] of the config): a group declared here is known
+	// without a policy, and a joining node's subgroup must be declared for
+	// its group. Checked only with KnownGroups.
+	Groups map[string][]string
 	// Client sends forwarded requests; nil means a client with no overall
 	// timeout (each call has its own deadline). With PeerTLS it must
 	// present the node certificate (tlsconfig.Node.HTTPTransport).

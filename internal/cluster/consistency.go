@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
+
+// defaultSubgroup is the subgroup every group has, declared or not.
+const defaultSubgroup = "default"
 
 // maxSettings bounds the settings a join request may carry.
 const maxSettings = 32
@@ -38,8 +43,8 @@ func (s Settings) Diff(ref Settings) []string {
 }
 
 // holdReasons says why a joining node must start PASSIVE: settings that
-// differ from the leader's, or a group no policy of the active generation
-// names (ONAP locks a PDP of an unknown group until the PAP knows it).
+// differ from the leader's, or a group or subgroup the cluster does not
+// know.
 func (c *Cluster) holdReasons(req JoinRequest) []string {
 	if req.ID == c.cfg.NodeID {
 		return nil // the leader is the reference
@@ -48,13 +53,56 @@ func (c *Cluster) holdReasons(req JoinRequest) []string {
 	if req.Settings != nil && c.cfg.Settings != nil {
 		out = Settings(req.Settings).Diff(c.cfg.Settings)
 	}
+	return append(out, c.groupReasons(req.Group, req.Subgroup)...)
+}
+
+// groupReasons names what this node's configuration does not know of a
+// group and subgroup: a group that no policy of the active generation
+// names and [groups] does not declare, a subgroup [groups] does not
+// declare for its group (ONAP locks a PDP of an unknown group or subgroup
+// until the PAP knows it). "default" needs no declaration.
+func (c *Cluster) groupReasons(group, subgroup string) []string {
 	if c.cfg.KnownGroups == nil {
-		return out
+		return nil
 	}
-	if groups := c.cfg.KnownGroups(); groups != nil && !slices.Contains(groups, req.Group) {
-		out = append(out, fmt.Sprintf("group %q serves no policy of the active generation", req.Group))
+	var out []string
+	subgroups, declared := c.cfg.Groups[group]
+	if groups := c.cfg.KnownGroups(); groups != nil && !declared && !slices.Contains(groups, group) {
+		out = append(out, fmt.Sprintf("group %q serves no policy of the active generation and [groups] does not declare it", group))
+	}
+	if subgroup != defaultSubgroup && !slices.Contains(subgroups, subgroup) {
+		out = append(out, fmt.Sprintf("subgroup %q of group %q is not declared: add it to [groups.%s] subgroups (declared: %s)",
+			subgroup, group, group, quoted(subgroups)))
 	}
 	return out
+}
+
+// HeldReasons says why a PASSIVE node is held: how its settings differ
+// from the leader's (both from their last PDP_STATUS in v), and what this
+// node's configuration does not know of its group and subgroup. Nil for a
+// node that is not PASSIVE, or has nothing to fix.
+func (c *Cluster) HeldReasons(n raftstore.Node, v View) []string {
+	if n.State != raftstore.NodePassive {
+		return nil
+	}
+	var out []string
+	own, lead := v.Nodes[n.ID].Status, v.Nodes[v.Leader].Status
+	if own != nil && lead != nil && own.Settings != nil && lead.Settings != nil {
+		out = own.Settings.Diff(lead.Settings)
+	}
+	return append(out, c.groupReasons(n.Group, n.Subgroup)...)
+}
+
+// quoted lists ss quoted, or says there are none.
+func quoted(ss []string) string {
+	if len(ss) == 0 {
+		return "none"
+	}
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // holdNewNode registers a new node that must be held and sets it PASSIVE

@@ -86,7 +86,7 @@ func withDefaultGroups(req JoinRequest) JoinRequest {
 		req.Group = "default"
 	}
 	if req.Subgroup == "" {
-		req.Subgroup = "default"
+		req.Subgroup = defaultSubgroup
 	}
 	return req
 }

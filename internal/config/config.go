@@ -29,6 +29,13 @@ type Config struct {
 	API        API        `toml:"api"`
 	TLS        TLS        `toml:"tls"`
 	Log        Log        `toml:"log"`
+	// Groups declares node groups and their subgroups ([groups.<name>],
+	// ONAP's PDP groups as the PAP knows them): a node joining in a
+	// subgroup other than "default" that its group does not declare is
+	// held PASSIVE, and so is one of a group that neither this table nor a
+	// policy of the active generation names. The leader's table decides at
+	// join; give every node the same.
+	Groups map[string]GroupDecl `toml:"groups"`
 
 	// Path is the file the configuration was loaded from ("" for Default).
 	Path string `toml:"-"`
@@ -69,6 +76,27 @@ type Node struct {
 	// up). Zero means 60 s.
 	StagingTimeout Duration `toml:"staging_timeout"`
 }
+
+// GroupDecl is one [groups.<name>] table.
+type GroupDecl struct {
+	// Subgroups are the group's subgroups besides "default", which every
+	// group has.
+	Subgroups []string `toml:"subgroups"`
+}
+
+// DeclaredSubgroups maps each declared group to its subgroups, "default"
+// first.
+func (c *Config) DeclaredSubgroups() map[string][]string {
+	out := make(map[string][]string, len(c.Groups))
+	for name, g := range c.Groups {
+		out[name] = append([]string{DefaultSubgroup}, g.Subgroups...)
+	}
+	return out
+}
+
+// DefaultSubgroup is the subgroup of every group that needs no
+// declaration (node.subgroup's default).
+const DefaultSubgroup = "default"
 
 // Git is the [git] section: where the policy repository lives.
 type Git struct {

@@ -218,6 +218,11 @@ func TestBadValues(t *testing.T) {
 		{"[node]\nbootstrap = \"yes\"", "node.bootstrap"},
 		{"[api]\nmax_body_bytes = \"1MiB\"", "api.max_body_bytes"},
 		{"[node]\njoin = \"a:1\"", "node.join"},
+		{"[groups.\"a b\"]\nsubgroups = []", "groups.a b"},
+		{"[groups.edge]\nsubgroups = [\"eu\", \"eu\"]", "groups.edge.subgroups"},
+		{"[groups.edge]\nsubgroups = [\"default\"]", "groups.edge.subgroups"},
+		{"[groups.edge]\nsubgroups = [\"\"]", "groups.edge.subgroups"},
+		{"[groups.edge]\nsubgroup = [\"eu\"]", "groups.edge.subgroup"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.in), "")
@@ -239,6 +244,17 @@ func TestValidationLimits(t *testing.T) {
 	}
 	if d := Default().Validation; d.MemoryLimitBytes != 1<<30 || d.Timeout.Duration != 30*time.Second {
 		t.Errorf("default validation = %+v", d)
+	}
+}
+
+func TestGroupsDeclareSubgroups(t *testing.T) {
+	c, err := Parse([]byte("[groups.edge]\nsubgroups = [\"eu\", \"us\"]\n[groups.core]\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"edge": {"default", "eu", "us"}, "core": {"default"}}
+	if got := c.DeclaredSubgroups(); !reflect.DeepEqual(got, want) {
+		t.Errorf("declared %v, want %v", got, want)
 	}
 }
 

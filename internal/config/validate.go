@@ -47,7 +47,25 @@ func (c *Config) Validate() error {
 	c.API.validate(&e)
 	c.TLS.validate(&e)
 	c.Log.validate(&e)
+	validateGroups(&e, c.Groups)
 	return e.err()
+}
+
+// validateGroups checks [groups.<name>]: names as node.group's, no
+// subgroup twice.
+func validateGroups(e *errs, groups map[string]GroupDecl) {
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		key := "groups." + name
+		checkName(e, key, name)
+		seen := map[string]bool{DefaultSubgroup: true}
+		for _, sub := range groups[name].Subgroups {
+			checkName(e, key+".subgroups", sub)
+			if seen[sub] {
+				e.add(key+".subgroups", "%q is listed twice (or is \"default\", which every group has)", sub)
+			}
+			seen[sub] = true
+		}
+	}
 }
 
 func (n *Node) validate(e *errs) {

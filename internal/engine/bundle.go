@@ -21,6 +21,9 @@ type Bundle struct {
 	byName map[string]*CompiledPolicy
 	names  []string
 	etags  map[string]string
+	// elsewhere: the tree's policies of other node groups, by name: their
+	// group (CompileTree with policy.LoadOptions.Group).
+	elsewhere map[string]string
 }
 
 // NewBundle compiles every policy. Problems of all policies are collected
@@ -77,3 +80,14 @@ func (b *Bundle) Names() []string { return slices.Clone(b.names) }
 
 // Etags returns each policy's etag by name. The map is the caller's.
 func (b *Bundle) Etags() map[string]string { return maps.Clone(b.etags) }
+
+// ServedElsewhere returns the node group that serves a policy of the tree
+// this bundle left out because it holds only its own group's policies.
+func (b *Bundle) ServedElsewhere(name string) (group string, ok bool) {
+	group, ok = b.elsewhere[name]
+	return group, ok
+}
+
+// Elsewhere returns every policy left to other node groups and its group.
+// The map is the caller's.
+func (b *Bundle) Elsewhere() map[string]string { return maps.Clone(b.elsewhere) }

@@ -22,6 +22,9 @@ type Validation struct {
 	// Problems are every reason the tree is invalid (budgets, loading,
 	// compiling, failed tests), each naming a file relative to the root.
 	Problems policy.ErrorList
+	// Elsewhere are the policies left to other node groups, by name: their
+	// group (policy.LoadOptions.Group).
+	Elsewhere map[string]string
 }
 
 // Valid reports whether the tree can become a generation.
@@ -64,7 +67,9 @@ func CompileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options
 	if !v.Valid() {
 		return nil, v.Problems
 	}
-	return bundleOf(v.Policies), nil
+	b := bundleOf(v.Policies)
+	b.elsewhere = v.Elsewhere
+	return b, nil
 }
 
 func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options) Validation {
@@ -81,6 +86,7 @@ func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options
 		return v
 	}
 	var tree regexTally
+	v.Elsewhere = repo.Elsewhere
 	for _, p := range repo.Policies {
 		cp, err := compilePolicy(p, opts, nil, &tree)
 		if err != nil {

@@ -88,7 +88,7 @@ func (m *Main) syncReasons(leaderIndex uint64) []string {
 			cur.Generation, g.Number, g.NodeErrors[m.Config.Node.ID][0]))
 	case cur.Generation != g.Number && m.state.NodeState() != raftstore.NodeSafe:
 		out = append(out, fmt.Sprintf("serves generation %d; generation %d is active", cur.Generation, g.Number))
-	case cur.Generation == g.Number && !maps.Equal(cur.Bundle.Etags(), g.Etags):
+	case cur.Generation == g.Number && !maps.Equal(cur.Bundle.Etags(), servedEtags(g.Etags, cur.Bundle)):
 		out = append(out, fmt.Sprintf("generation %d is loaded with etags other than the active ones", g.Number))
 	}
 	return out

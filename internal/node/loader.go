@@ -203,10 +203,11 @@ func (l *loader) flush(ctx context.Context) bool {
 	return ok
 }
 
-// compiled returns generation g compiled, from the cache or now. A bundle
-// whose etags differ from the leader's is refused: the node would serve
-// something else than the cluster validated (a different build or a
-// different [policy] merge_default).
+// compiled returns generation g compiled, from the cache or now (this
+// node's group's policies: groups.go). A bundle whose etags differ from
+// the leader's is refused: the node would serve something else than the
+// cluster validated (a different build or a different [policy]
+// merge_default).
 func (l *loader) compiled(g raftstore.Generation) compiled {
 	if c, ok := l.cache[g.Number]; ok {
 		return c
@@ -214,7 +215,7 @@ func (l *loader) compiled(g raftstore.Generation) compiled {
 	start := time.Now()
 	b, problems := l.compile(g.Files)
 	if b != nil {
-		problems = etagMismatch(b.Etags(), g.Etags)
+		problems = etagMismatch(b.Etags(), servedEtags(g.Etags, b))
 		if problems != nil {
 			b = nil
 		}

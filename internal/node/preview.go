@@ -38,6 +38,7 @@ const (
 // cluster's stats of an experiment.
 type previewRuntime struct {
 	nodeID   string
+	group    string // the node's group: it previews only what it serves (groups.go)
 	store    *raftstore.Store
 	gens     *generations
 	shadow   *preview.Shadow
@@ -81,7 +82,7 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 	})
 	registerPreviewLogMetrics(m.registry, sh)
 	return &previewRuntime{
-		nodeID: m.Config.Node.ID, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
+		nodeID: m.Config.Node.ID, group: m.Config.Node.Group, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
 		compiler: preview.NewCompiler(eopts), log: log, seed: maphash.MakeSeed(),
 	}, nil
 }
@@ -165,6 +166,7 @@ func (p *previewRuntime) sync() {
 	for _, err := range errs {
 		p.log.Warn("skipping an experiment that does not decode", "error", err)
 	}
+	exps = servedExperiments(exps, p.live, snap, p.group)
 	p.compileMu.Lock()
 	compiled, cerrs := p.compiler.CompileAll(exps, p.live)
 	p.compileMu.Unlock()

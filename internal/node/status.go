@@ -1,7 +1,6 @@
 package node
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
@@ -54,21 +53,4 @@ func (m *Main) settings() cluster.Settings {
 		"engine.max_rule_cost":      strconv.FormatUint(o.MaxRuleCost, 10),
 		"engine.runtime_cost_limit": strconv.FormatUint(o.RuntimeCostLimit, 10),
 	}
-}
-
-// knownGroups are the groups the served generation's policies name, and
-// the default group; nil before a generation is served (nothing to check
-// against yet).
-func (m *Main) knownGroups() []string {
-	cur := m.gens.Current()
-	if cur == nil || cur.Bundle == nil {
-		return nil
-	}
-	groups := []string{"default"}
-	for _, name := range cur.Bundle.Names() {
-		if cp, ok := cur.Bundle.Policy(name); ok && !slices.Contains(groups, cp.Source().Group) {
-			groups = append(groups, cp.Source().Group)
-		}
-	}
-	return groups
 }

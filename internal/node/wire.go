@@ -70,6 +70,7 @@ func (m *Main) wire(ctx context.Context) error {
 		SelfCheck:        m.selfCheck,
 		Settings:         m.settings(),
 		KnownGroups:      m.knownGroups,
+		Groups:           cfg.DeclaredSubgroups(),
 	})
 	if err != nil {
 		return err
@@ -131,9 +132,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		nodeID:  cfg.Node.ID,
 		store:   m.store,
 		propose: m.cluster.Propose,
-		compile: func(files map[string][]byte) (*engine.Bundle, []string) {
-			return reconcile.Compile(files, lopts, eopts)
-		},
+		compile: compileFor(cfg.Node.Group, lopts, eopts),
 		gens:    &m.gens,
 		log:     m.Logger.Named(logging.Node),
 		metrics: newNodeMetrics(m.registry),

@@ -129,3 +129,27 @@ func allUTF8(ss ...string) bool {
 	}
 	return true
 }
+
+// FuzzLoadGroup: loading one group (a node's loader) agrees with loading
+// everything (the leader): a policy of that group loads to the same etag,
+// and a policy left out is named with the group the full load gives it.
+func FuzzLoadGroup(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Add([]byte("group = \"edge\"\ndefault_action = \"deny\"\n"), []byte(""))
+	f.Fuzz(func(t *testing.T, policy, fragment []byte) {
+		fsys := fstest.MapFS{"p/policy.toml": {Data: policy}, "p/more.toml": {Data: fragment}}
+		all, _ := Load(fsys, LoadOptions{})
+		edge, _ := Load(fsys, LoadOptions{Group: "edge"})
+		full, one := all.Get("p"), edge.Get("p")
+		switch {
+		case one != nil && one.Group != "edge":
+			t.Fatalf("loaded a policy of group %q as edge", one.Group)
+		case full != nil && full.Group == "edge" && (one == nil || one.Etag() != full.Etag()):
+			t.Fatalf("an edge policy did not load the same for group edge: %+v", one)
+		case full != nil && full.Group != "edge" && edge.Elsewhere["p"] != full.Group:
+			t.Fatalf("a %q policy left out as %q", full.Group, edge.Elsewhere["p"])
+		}
+	})
+}

@@ -24,6 +24,12 @@ type LoadOptions struct {
 	// MergeDefault is the conflict strategy when neither a file nor its
 	// policy sets merge (config `[policy] merge_default`); "" means fail.
 	MergeDefault Strategy
+	// Group, when set, loads only the policies of that node group (a
+	// node holds only what it serves): Load reads every policy.toml to
+	// learn its group, and lists each policy of another group in
+	// Repository.Elsewhere without merging its files. "" loads every
+	// policy (the leader's validation, `reconciler validate`).
+	Group string
 }
 
 func (o LoadOptions) validate() error {
@@ -42,6 +48,9 @@ type Repository struct {
 	// failed, so that status can mark it Invalid with its own errors
 	// while the others stay usable.
 	Invalid map[string]ErrorList
+	// Elsewhere holds, by policy name, the group of each policy left out
+	// because LoadOptions.Group names another one.
+	Elsewhere map[string]string
 }
 
 // Get returns the policy with the given name, or nil.
@@ -72,7 +81,7 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: reading the policies root: %w", err)
 	}
-	repo := &Repository{Invalid: map[string]ErrorList{}}
+	repo := &Repository{Invalid: map[string]ErrorList{}, Elsewhere: map[string]string{}}
 	var all ErrorList
 	budget := &loadBudget{}
 	for _, e := range entries {
@@ -89,7 +98,11 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 			all = append(all, over)
 			continue
 		}
-		p, errs := loadPolicy(fsys, name, opts, budget)
+		p, other, errs := loadPolicy(fsys, name, opts, budget)
+		if other != "" {
+			repo.Elsewhere[name] = other
+			continue
+		}
 		if len(errs) == 0 && budget.rules > MaxTreeRules {
 			errs = ErrorList{{File: path.Join(name, policyFile),
 				Msg: fmt.Sprintf("with this policy the tree has %d rules, over the limit of %d for a tree", budget.rules, MaxTreeRules)}}
@@ -113,7 +126,8 @@ func LoadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	p, errs := loadPolicy(fsys, path.Clean(dir), opts, &loadBudget{})
+	opts.Group = "" // one policy is read whatever its group
+	p, _, errs := loadPolicy(fsys, path.Clean(dir), opts, &loadBudget{})
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -122,7 +136,10 @@ func LoadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, error) {
 
 // loadPolicy reads and merges one policy: included files in the order
 // listed, then policy.toml, then the other fragments in lexical path order.
-func loadPolicy(fsys fs.FS, dir string, opts LoadOptions, budget *loadBudget) (*Policy, ErrorList) {
+// A policy of another group than opts.Group is not merged: its group comes
+// back in other instead, so that its problems (a merge conflict under this
+// node's merge_default) are not this node's.
+func loadPolicy(fsys fs.FS, dir string, opts LoadOptions, budget *loadBudget) (p *Policy, other string, _ ErrorList) {
 	var sink errorSink
 	name, main := path.Base(dir), path.Join(dir, policyFile)
 	if !validName(name) {
@@ -131,9 +148,12 @@ func loadPolicy(fsys fs.FS, dir string, opts LoadOptions, budget *loadBudget) (*
 	data, err := fs.ReadFile(fsys, main)
 	if err != nil {
 		sink.add(main, 0, "", "%s", readError(err))
-		return nil, sink.errs
+		return nil, "", sink.errs
 	}
 	pf, errs := budget.decode(main, data, kindPolicy)
+	if g, ok := groupOf(pf); ok && opts.Group != "" && g != opts.Group {
+		return nil, g, nil
+	}
 	sink.addAll(errs)
 	included, errs := readIncludes(fsys, dir, pf, budget)
 	sink.addAll(errs)
@@ -148,7 +168,7 @@ func loadPolicy(fsys fs.FS, dir string, opts LoadOptions, budget *loadBudget) (*
 	for _, f := range fragments {
 		c.merge(f)
 	}
-	p := c.finish(name, main)
+	p = c.finish(name, main)
 	sink.addAll(c.errs)
 	if len(sink.errs) == 0 {
 		if e := checkPolicySize(p, main); e != nil {
@@ -157,9 +177,22 @@ func loadPolicy(fsys fs.FS, dir string, opts LoadOptions, budget *loadBudget) (*
 		budget.rules += len(p.Rules)
 	}
 	if len(sink.errs) > 0 {
-		return nil, sink.errs
+		return nil, "", sink.errs
 	}
-	return p, nil
+	return p, "", nil
+}
+
+// groupOf is the group a decoded policy.toml names, false when it cannot
+// be told (the file does not parse, or its group is not a string): such a
+// policy is loaded, and its problems reported, whatever the node's group.
+func groupOf(pf *parsedFile) (string, bool) {
+	if s, ok := pf.settings["group"]; ok {
+		return s.value, true
+	}
+	if pf.broken || pf.present["group"] {
+		return "", false
+	}
+	return DefaultGroup, true
 }
 
 // readIncludes reads policy.toml's includes, in the order listed. Paths

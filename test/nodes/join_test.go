@@ -19,7 +19,7 @@ func (e *env) addNode(id string, configure func(*harness.Config)) *harness.Node 
 	n := &harness.Node{ID: id, HTTPAddr: addrs[0], RaftAddr: addrs[1], Dir: dir, Log: filepath.Join(dir, "node.log"),
 		Env: harness.ChildEnv()}
 	cfg := harness.Config{ID: id, DataDir: filepath.Join(dir, "data"), HTTPAddr: n.HTTPAddr, RaftAddr: n.RaftAddr,
-		Join: []string{e.node("n1").HTTPAddr}, GitURL: e.git.URL("policies"), Poll: "@every 1h"}
+		Join: []string{e.node("n1").HTTPAddr}, GitURL: e.git.URL("policies"), Poll: "@every 1h", Extra: edgeSubgroups}
 	configure(&cfg)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		e.t.Fatal(err)
@@ -36,24 +36,27 @@ func (e *env) addNode(id string, configure func(*harness.Config)) *harness.Node 
 	return n
 }
 
-// TestInconsistentNodesJoinPassive: a node with another merge_default,
-// and a node of a group no policy names, join PASSIVE (the first with the
-// difference named), and the others keep promoting.
+// TestInconsistentNodesJoinPassive: a node with another merge_default, a
+// node of a group no policy names and a node of an undeclared subgroup
+// join PASSIVE, each with its reason named, and the others keep promoting.
 func TestInconsistentNodesJoinPassive(t *testing.T) {
 	e := start(t)
 	n1 := e.node("n1")
 	e.addNode("n5", func(c *harness.Config) { c.Extra = "[policy]\nmerge_default = \"override\"" })
 	e.addNode("n6", func(c *harness.Config) { c.Group = "nowhere" })
-	e.waitState(n1, "n5", "PASSIVE")
-	e.waitState(n1, "n6", "PASSIVE")
-	e.eventually("n5's difference named", func() error {
-		var n struct{ HeldReasons []string }
-		err := client.GetJSON(n1.Base()+"/v1/nodes/n5", &n)
-		if err == nil && !strings.Contains(strings.Join(n.HeldReasons, ";"), "policy.merge_default") {
-			err = fmt.Errorf("heldReasons %v", n.HeldReasons)
-		}
-		return err
-	})
+	e.addNode("n7", func(c *harness.Config) { c.Group, c.Subgroup = "edge", "ue" })
+	for id, reason := range map[string]string{"n5": "policy.merge_default", "n6": `group "nowhere"`,
+		"n7": `subgroup "ue" of group "edge"`} {
+		e.waitState(n1, id, "PASSIVE")
+		e.eventually(id+"'s reason named", func() error {
+			var n struct{ HeldReasons []string }
+			err := client.GetJSON(n1.Base()+"/v1/nodes/"+id, &n)
+			if err == nil && !strings.Contains(strings.Join(n.HeldReasons, ";"), reason) {
+				err = fmt.Errorf("heldReasons %v", n.HeldReasons)
+			}
+			return err
+		})
+	}
 
 	_, before := e.evaluate(n1, denied)
 	changed := strings.Replace(e.files["edge-firewall/policy.toml"], embargo, "['CU', 'IR', 'KP', 'SY', 'BR']", 1)

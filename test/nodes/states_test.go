@@ -48,6 +48,7 @@ func startWith(t *testing.T, configure func(*harness.Config)) *env {
 		Size: 4, Race: true,
 		Configure: func(cfg *harness.Config) {
 			cfg.GitURL, cfg.Poll = srv.URL("policies"), "@every 1h"
+			cfg.Extra = edgeSubgroups
 			if cfg.ID == "n4" {
 				cfg.Group, cfg.Subgroup = "edge", "eu"
 			}
@@ -296,6 +297,10 @@ func TestSafeFreezesWhileOthersPromote(t *testing.T) {
 	})
 }
 
+// edgeSubgroups declares edge's subgroups: a node joining in another one
+// is held PASSIVE.
+const edgeSubgroups = "[groups.edge]\nsubgroups = [\"eu\", \"us\"]"
+
 // edgeOnly is a policy of group edge: only n4 serves it.
 const edgeOnly = "group = \"edge\"\ndefault_action = \"allow\"\n[[rules]]\nname = \"no-x\"\npriority = 1\naction = \"deny\"\nmatch = 'request.method == \"X\"'\n"
 
@@ -314,6 +319,27 @@ func TestGroupsDecideWhatANodeServes(t *testing.T) {
 	if code := e.post(n1, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, &d); code != 404 || d.Error.Status != "NOT_FOUND" {
 		t.Fatalf("n1 answered an edge policy: %d %+v", code, d)
 	}
+	// n4 compiled only its group's policies: it lists only those, and
+	// sends only their etags in its heartbeats.
+	var list struct{ Policies []struct{ Name string } }
+	if err := client.GetJSON(n4.Base()+"/v1/policies", &list); err != nil || len(list.Policies) != 1 ||
+		list.Policies[0].Name != "policies/edge-only" {
+		t.Fatalf("n4 holds %+v %v", list, err)
+	}
+	code, body, err := client.Get(n4.Base() + "/v1/policies/edge-firewall")
+	if err != nil || code != 404 || !strings.Contains(string(body), `group \"default\"`) {
+		t.Fatalf("GET edge-firewall on n4: %d %s %v", code, body, err)
+	}
+	e.eventually("n4's etags on n1", func() error {
+		var n struct {
+			Status *struct{ Etags map[string]string }
+		}
+		err := client.GetJSON(n1.Base()+"/v1/nodes/n4", &n)
+		if err == nil && (n.Status == nil || len(n.Status.Etags) != 1 || n.Status.Etags["edge-only"] == "") {
+			err = fmt.Errorf("n4 status %+v", n.Status)
+		}
+		return err
+	})
 }
 
 func TestGroupChangeOnlyWhilePassive(t *testing.T) {
@@ -387,4 +413,44 @@ func TestTerminatedOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(n1, "n3", "TERMINATED")
+}
+
+// TestGroupChangeRecompiles: n4 moved (while PASSIVE) from edge to the
+// default group compiles the generation again for its new group: it then
+// serves the default policies and no longer the edge one.
+func TestGroupChangeRecompiles(t *testing.T) {
+	e := start(t)
+	n1, n4 := e.node("n1"), e.node("n4")
+	e.changeState(n1, `{"state":"PASSIVE","name":"n4"}`)
+	e.waitState(n4, "n4", "PASSIVE")
+	path := filepath.Join(n4.Dir, "config.toml")
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.NewReplacer(`group = "edge"`, `group = "default"`, `subgroup = "eu"`, `subgroup = "default"`).Replace(string(cfg))
+	if err := os.WriteFile(path, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n4.Kill()
+	if err := n4.Start(e.c.Bin); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("n4 registered in default", func() error {
+		n, err := e.nodeInfo(n1, "n4")
+		if err == nil && (n.Group != "default" || n.State != "PASSIVE") {
+			err = fmt.Errorf("n4 is %+v", n)
+		}
+		return err
+	})
+	e.changeState(n1, `{"state":"ACTIVE","name":"n4"}`)
+	e.eventually("n4 serves the default group", func() error {
+		if code, d := e.evaluate(n4, denied); code != 200 || d.Decision != "DENY" {
+			return fmt.Errorf("edge-firewall on n4: %d %+v", code, d)
+		}
+		return nil
+	})
+	if code := e.post(n4, "/v1/policies/edge-only:evaluate", `{"method":"GET"}`, nil); code != 404 {
+		t.Fatalf("n4 still answers the edge policy: %d", code)
+	}
 }
