@@ -66,11 +66,15 @@ func TestNodeThatCannotLoadIsLeftBehind(t *testing.T) {
 	if err := serves(c.base(bad), 1); err != nil {
 		t.Errorf("the node left behind must keep answering from generation 1: %v", err)
 	}
-	code, data, err := tryCall(http.MethodGet, c.base(bad)+"/readyz", "")
-	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(data), "which it cannot load") ||
-		!strings.Contains(string(data), "already defined") {
-		t.Errorf("readyz of %s = %d %s %v", bad, code, data, err)
-	}
+	// The node learns of the activation when it applies it: wait for that.
+	eventually(t, waitTimeout, bad+" out of rotation", func() error {
+		code, data, err := tryCall(http.MethodGet, c.base(bad)+"/readyz", "")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(data), "which it cannot load") ||
+			!strings.Contains(string(data), "already defined") {
+			return fmt.Errorf("readyz of %s = %d %s %v", bad, code, data, err)
+		}
+		return nil
+	})
 	var n struct {
 		LoadFailures []struct {
 			Generation uint64   `json:"generation"`
