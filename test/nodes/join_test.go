@@ -42,7 +42,7 @@ func (e *env) addNode(id string, configure func(*harness.Config)) *harness.Node 
 func TestInconsistentNodesJoinPassive(t *testing.T) {
 	e := start(t)
 	n1 := e.node("n1")
-	e.addNode("n5", func(c *harness.Config) { c.Extra = "[policy]\nmerge_default = \"override\"" })
+	e.addNode("n5", func(c *harness.Config) { c.Extra += "\n[policy]\nmerge_default = \"override\"" })
 	e.addNode("n6", func(c *harness.Config) { c.Group = "nowhere" })
 	e.addNode("n7", func(c *harness.Config) { c.Group, c.Subgroup = "edge", "ue" })
 	for id, reason := range map[string]string{"n5": "policy.merge_default", "n6": `group "nowhere"`,

@@ -102,7 +102,7 @@ request.headers['cf-ipcountry'] in ['CU', 'IR', 'KP', 'SY', 'BY']
 // rotation with the compile error in /readyz and GET /v1/nodes/n3, and
 // rejoins rotation when a later generation loads there.
 func TestNodeThatCannotCompileIsLeftBehind(t *testing.T) {
-	e := startWith(t, func(c *harness.Config) { c.Extra = "[policy]\nmerge_default = \"override\"" })
+	e := startWith(t, func(c *harness.Config) { c.Extra += "\n[policy]\nmerge_default = \"override\"" })
 	n1, n3 := e.node("n1"), e.node("n3")
 	if err := n3.Terminate(30 * time.Second); err != nil {
 		t.Fatal(err)
