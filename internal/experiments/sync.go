@@ -102,9 +102,9 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 			}
 			next = s.autoStart(w, preview.SetConflict(e, w.conflict, exps, s.settings()), now)
 		case cur.Source.HeadCommit != head:
-			c := *cur // same policy, new head: keep the preview running
+			c := *cur // same policy, new head: keep the preview running, unless held
 			c.Source.HeadCommit, c.UpdateTime = head, now
-			next = preview.SetConflict(&c, w.conflict, exps, s.settings())
+			next = stopHeld(w, preview.SetConflict(&c, w.conflict, exps, s.settings()), now)
 		case cur.Conflict != w.conflict: // main moved: the merge (no longer) conflicts
 			next = s.autoStart(w, preview.SetConflict(cur, w.conflict, exps, s.settings()), now)
 		default:

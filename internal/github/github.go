@@ -55,6 +55,10 @@ type Experiments interface {
 	List() []*preview.Experiment
 	StartPreview(ctx context.Context, name string) (*preview.Operation, error)
 	StopPreview(ctx context.Context, name string) (*preview.Operation, error)
+	// StartPreviewAt starts an experiment only while its source is at
+	// head (ABORTED otherwise): a writer's approval of one head of a
+	// non-writer's pull request.
+	StartPreviewAt(ctx context.Context, name, head string) (*preview.Operation, error)
 }
 
 // Forge is what the leader needs of GitHub (forge.Client). Every call may
