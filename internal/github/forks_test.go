@@ -45,14 +45,20 @@ type forkEnv struct {
 const forkToken = "emu-token"
 
 func newForkEnv(t *testing.T, stats func() []preview.Stats) *forkEnv {
+	return newForkEnvOf(t, stats, webPolicy("v1"), webPolicy("v2"))
+}
+
+// newForkEnvOf is newForkEnv with main and the fork's head at the given
+// files.
+func newForkEnvOf(t *testing.T, stats func() []preview.Stats, main, fork map[string]string) *forkEnv {
 	f := &forkEnv{t: t, store: newFakeStore(), repo: newFakeRepo(), clock: &ghClock{}, stats: stats}
 	f.emu = githubemu.New(githubemu.Options{Token: forkToken, Now: f.clock.Now})
 	t.Cleanup(f.emu.Close)
 	f.gh = f.emu.AddRepo("o/r", "main")
 	f.gh.SetPermission("alice", forge.PermWrite)
 	f.gh.SetPermission("mallory", forge.PermRead)
-	f.gh.SetRef("main", f.repo.Commit("main", webPolicy("v1")))
-	f.head = f.repo.Commit("fork", webPolicy("v2"))
+	f.gh.SetRef("main", f.repo.Commit("main", main))
+	f.head = f.repo.Commit("fork", fork)
 	f.n = f.gh.OpenPull(githubemu.Pull{HeadRef: "fork", HeadRepo: "mallory/r", HeadSHA: f.head, BaseRef: "main", Author: "mallory"})
 	f.repo.Pulls = map[int]string{f.n: f.head}
 	f.name = fmt.Sprintf("policies/web/experiments/pr-%d", f.n)

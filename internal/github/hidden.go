@@ -2,20 +2,52 @@ package github
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"unicode"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
-// maxNoticeReads bounds the hidden request values a hold notice names;
-// the record holds at most raftstore.MaxHiddenReads.
-const maxNoticeReads = 16
+// hiddenReads are the request values hidden from samples
+// (Redactor.Hidden) that matches read (engine.ValueReads), sorted, for the
+// pull request's record: at most raftstore.MaxHiddenReads, the last then
+// saying how many more, each at most raftstore.MaxKeyBytes. A match that
+// does not parse does not compile either, and is never previewed.
+func (g *Worker) hiddenReads(matches []string) []string {
+	set := map[string]bool{}
+	for _, m := range matches {
+		reads, err := engine.ValueReads(m)
+		if err != nil {
+			continue
+		}
+		for _, r := range reads {
+			if g.cfg.Redactor.Hidden(r) {
+				set[raftstore.ClipText(r, raftstore.MaxKeyBytes)] = true
+			}
+		}
+	}
+	out := slices.Sorted(maps.Keys(set))
+	if len(out) > raftstore.MaxHiddenReads {
+		more := fmt.Sprintf("%s %d more", moreReads, len(out)-raftstore.MaxHiddenReads+1)
+		out = append(out[:raftstore.MaxHiddenReads-1], more)
+	}
+	return out
+}
+
+// moreReads begins the last of a record's HiddenReads when there were
+// more than it holds.
+const moreReads = "… and"
 
 // hiddenReadsNotice tells the writer who would approve a held pull
 // request which hidden request values (not in [preview] show) its added
 // or changed rules read: the per-rule counts the comment shows once the
 // preview runs depend on them, so approving reveals something of them
 // (docs/security.md). The names come from the pull request (attacker
-// text): each is shown as inline code with its backticks replaced, in a
-// bounded list.
+// text): each is shown as inline code with its backticks and line breaks
+// replaced and its length cut, at most raftstore.MaxHiddenReads of them.
 func hiddenReadsNotice(reads []string) string {
 	if len(reads) == 0 {
 		return ""
@@ -23,9 +55,12 @@ func hiddenReadsNotice(reads []string) string {
 	var b strings.Builder
 	b.WriteString("\nApproving reveals per-rule counts that depend on request values hidden from samples. The changed rules read:\n\n")
 	for i, r := range reads {
-		if i == maxNoticeReads {
-			fmt.Fprintf(&b, "- … and %d more\n", len(reads)-i)
-			break
+		if i == raftstore.MaxHiddenReads {
+			break // a record holds no more
+		}
+		if strings.HasPrefix(r, moreReads) { // the count hiddenReads wrote
+			fmt.Fprintf(&b, "- %s\n", codeText(r))
+			continue
 		}
 		fmt.Fprintf(&b, "- `%s`\n", codeText(r))
 	}
@@ -43,8 +78,8 @@ func codeText(s string) string {
 		switch {
 		case r == '`':
 			return '\''
-		case r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029':
-			return ' '
+		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+			return ' ' // line breaks, and bidi or zero-width marks that would disguise a name
 		}
 		return r
 	}, s)
