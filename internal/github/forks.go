@@ -55,6 +55,17 @@ func held(rec PullRecord) bool {
 	return rec.Preview == string(preview.Suspended) || !rec.Writer && rec.ApprovedHead != rec.HeadCommit
 }
 
+// PullUnapproved reports whether pull request n is a non-writer's whose
+// head no writer approved (experiments.PullRequests), read from the
+// replicated record as it is now, so that the experiment service decides
+// on the approval current when it holds its lock: a pass computed before
+// an approval does not stop the preview the approval started. A pull
+// request not recorded (past raftstore's bounds) counts as unapproved.
+func (g *Worker) PullUnapproved(n int, head string) bool {
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[n]
+	return !ok || !rec.Writer && rec.ApprovedHead != head
+}
+
 // carried is rec, just computed, with what only the replicated record
 // prev knows: the preview state and author judgement (commands,
 // judgeAuthors), the approval, and since when its head is recorded. A

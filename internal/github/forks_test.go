@@ -13,6 +13,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
 	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -290,4 +291,49 @@ func TestForkApprovalBoundToWrittenHead(t *testing.T) {
 	}
 	f.assertHeld(head3, "a delayed approval")
 	f.approve()
+}
+
+// Only a writer's approval starts a fork's preview: the API's
+// :startPreview is refused while the head is unapproved, and a record
+// approved before approvals were bound to a head (no approvedHead) stops
+// its running experiment at the first pass after the upgrade, though
+// nothing moved.
+func TestForkPreviewRunsOnlyApproved(t *testing.T) {
+	f := newForkEnv(t, nil)
+	ctx := context.Background()
+	_, err := f.l.exps.StartPreview(ctx, f.name)
+	if code, _ := preview.CodeOf(err); code != preview.FailedPrecondition || f.find().IsActive() {
+		t.Fatalf("the API started an unapproved fork's preview: %v", err)
+	}
+	f.approve()
+
+	old := f.record() // as a node before this change recorded an approval
+	old.ApprovedHead, old.ApprovedBy, old.Preview = "", "", string(preview.Active)
+	if _, err := f.store.Propose(ctx, &raftstore.PutPull{Record: old}); err != nil {
+		t.Fatal(err)
+	}
+	f.start() // the upgrade restarts the nodes: a new term's first pass
+	eventually(t, "the unapproved experiment stopped", func() bool { return !f.find().IsActive() })
+	f.assertHeld(f.head, "a record without an approved head")
+}
+
+// A new leader's first pass, before its worker could list the open pull
+// requests, leaves their experiments as they are: it used to delete them
+// (as if every pull request had closed) and create them again, so an
+// approved fork's preview, or any preview started by command, was lost
+// without auto_start.
+func TestLeaderChangeKeepsPullExperiments(t *testing.T) {
+	f := newForkEnv(t, nil)
+	f.approve()
+	before := f.find()
+	f.stop()
+	f.stop = nil
+	f.emu.Inject(githubemu.Fault{Kind: githubemu.ServerError, Method: "GET", Path: "/pulls", Times: 1 << 30})
+	mark := f.repo.Fetches()
+	f.start()
+	eventually(t, "two passes of the new leader", func() bool { f.l.loop.Trigger(); return f.repo.Fetches() >= mark+2 })
+	after := f.find()
+	if after == nil || !after.CreateTime.Equal(before.CreateTime) || !after.IsActive() {
+		t.Fatalf("the approved experiment after a leader change: %+v (was created %v)", after, before.CreateTime)
+	}
 }

@@ -64,7 +64,7 @@ func openListKey(open []forge.PullRequest) string {
 // deletes the records of pull requests no longer open, and returns what
 // each open one changes, for its experiments (reconcile.Pulls). live holds
 // the etags main stands for. Before the worker listed the pull requests
-// once, it does nothing.
+// once, it does nothing and returns nil changes (reconcile.Pulls).
 func (g *Worker) SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[string]string) ([]experiments.Change, error) {
 	open, listed := g.openPulls()
 	if !listed {
@@ -90,8 +90,8 @@ func (g *Worker) SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[s
 	if err := g.writePulls(ctx, want); err != nil {
 		return nil, err
 	}
-	st := g.cfg.Store.State() // the records as written, preview state included
-	var changes []experiments.Change
+	st := g.cfg.Store.State()         // the records as written, preview state included
+	changes := []experiments.Change{} // not nil: the open pull requests are known
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		if rec := want[n]; len(rec.ChangedPolicies) > 0 {
 			written, ok := st.Pulls[n]
