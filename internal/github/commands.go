@@ -106,7 +106,7 @@ func (g *Worker) command(ctx context.Context, q queuedCommand) (string, error) {
 	case webhook.VerbPreview:
 		return g.setPullPreview(ctx, q, cm.CreatedAt)
 	case webhook.VerbCommit:
-		return g.commitPull(ctx, cmd, q.head)
+		return g.commitPull(ctx, cmd, q.head, cm.CreatedAt)
 	}
 	return helpText, nil
 }
@@ -182,16 +182,22 @@ func (g *Worker) pullExperimentNames(n int) []string {
 
 // commitPull merges the pull request at seen, its head when the leader
 // received the command, which must still be the commit its experiments
-// were computed from (GitHub's merge API with sha). A head that moved
-// since (a push during a rate-limit delay: refused here, or by GitHub's
-// 409) or a pull request GitHub will not merge (405) changes nothing.
-func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command, seen string) (string, error) {
+// were computed from (GitHub's merge API with sha), and which the leader
+// had recorded before the comment was written (GitHub's created_at, as
+// for an approval: writtenBefore). A head that moved since (a push during
+// a rate-limit delay: refused here, or by GitHub's 409), a comment
+// delivered late, or a pull request GitHub will not merge (405) changes
+// nothing.
+func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command, seen string, written time.Time) (string, error) {
 	rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
 	if !ok || seen == "" {
 		return notTracked(cmd.PR), nil
 	}
 	if rec.HeadCommit != seen {
 		return headMoved(cmd, seen, rec.HeadCommit), nil
+	}
+	if writtenBefore(written, rec) {
+		return beforeHead(cmd, rec, "merged"), nil
 	}
 	if !rec.Validation.Valid {
 		return "FAILED_PRECONDITION: the pull request's policies are invalid (see `reconciler/validate`); nothing was merged.", nil

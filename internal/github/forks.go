@@ -118,14 +118,31 @@ func (g *Worker) recordApproval(ctx context.Context, cmd webhook.Command, head s
 	case rec.HeadCommit != head:
 		return fmt.Sprintf("ABORTED: @%s, the head of #%d moved from %s to %s after your `/reconciler preview start`; nothing was started. Review %s and comment `/reconciler preview start` again.",
 			cmd.User, cmd.PR, short(head), short(rec.HeadCommit), short(rec.HeadCommit)), nil
-	case !written.After(rec.HeadSince.Add(commentClockSkew)):
-		return fmt.Sprintf("ABORTED: @%s, your `/reconciler preview start` was written before this node saw the head %s of #%d (recorded %s); nothing was started. Review %s and comment `/reconciler preview start` again.",
-			cmd.User, short(head), cmd.PR, rec.HeadSince.Format(time.RFC3339), short(head)), nil
+	case writtenBefore(written, rec):
+		return beforeHead(cmd, rec, "started"), nil
 	}
 	rec.Preview, rec.ApprovedHead = string(preview.Active), head
 	rec.ApprovedBy = raftstore.ClipText(cmd.User, raftstore.MaxKeyBytes)
 	_, err := g.cfg.Store.Propose(ctx, &raftstore.PutPull{Record: rec})
 	return "", err
+}
+
+// writtenBefore reports whether a comment GitHub dates written may have
+// been written before the leader recorded rec's head (within
+// commentClockSkew): its author cannot have seen that head.
+func writtenBefore(written time.Time, rec PullRecord) bool {
+	return !written.After(rec.HeadSince.Add(commentClockSkew))
+}
+
+// beforeHead is the reply to a command written before the leader recorded
+// rec's head (writtenBefore); nothing was done ("started", "merged").
+func beforeHead(cmd webhook.Command, rec PullRecord, done string) string {
+	verb := "`/reconciler " + cmd.Verb + "`"
+	if cmd.Verb == webhook.VerbPreview {
+		verb = "`/reconciler preview start`"
+	}
+	return fmt.Sprintf("ABORTED: @%s, your %s was written before this node saw the head %s of #%d (recorded %s); nothing was %s. Review %s and comment %s again.",
+		cmd.User, verb, short(rec.HeadCommit), cmd.PR, rec.HeadSince.Format(time.RFC3339), done, short(rec.HeadCommit), verb)
 }
 
 // holdNotice is the comment's paragraph on a non-writer's pull request
