@@ -149,8 +149,8 @@ func beforeHead(cmd webhook.Command, rec PullRecord, done string) string {
 // whose head no writer approved: who may start it and which head, and
 // what approving reveals (hiddenReadsNotice).
 func holdNotice(rec PullRecord) string {
-	if rec.Writer || !held(rec) {
-		return ""
+	if rec.Writer || !held(rec) || len(rec.ChangedPolicies) == 0 {
+		return "" // nothing of it would run on live traffic
 	}
 	s := fmt.Sprintf("\n**Preview held.** @%s may not write to this repository, so the rules of this pull request are not evaluated on live traffic until a user with write permission reviews head `%s` and comments `/reconciler preview start`.",
 		mdText(rec.Author), short(rec.HeadCommit))
