@@ -13,9 +13,11 @@ import (
 
 // Issue 16: a writer's approval of a fork's pull request covers the head
 // the writer saw. bob (read permission) opens a pull request from his
-// fork: held. alice approves: previewed. bob pushes a new policy: the
-// experiment stops, the comment and reconciler/preview say a writer must
-// approve the new head; alice approves it: previewed again.
+// fork: held. alice approves: previewed. bob pushes a rule testing a
+// hidden header: the experiment stops on every node, the comment and
+// reconciler/preview say a writer must approve the new head, and the
+// comment names the hidden value the rule reads; alice approves it:
+// previewed again.
 func TestForkPushAfterApprovalIsHeld(t *testing.T) {
 	e := newEnv(t)
 	n, head1 := e.openFork("fork", webPolicy("/admin"))
@@ -23,10 +25,18 @@ func TestForkPushAfterApprovalIsHeld(t *testing.T) {
 	e.waitHeld(n, exp, head1)
 
 	e.approve(n, exp, head1)
-	head2 := e.pushFork(n, "fork", webPolicy("/admin", "/secret"))
+	// bob's push adds a rule whose count tells how many live API keys
+	// begin "LIVE-A": held, and the comment names the value it reads.
+	oracle := webPolicy("/admin") + "\n[[rules]]\nname = \"oracle\"\npriority = 9\naction = \"deny\"\n" +
+		"match = '\"x-api-key\" in request.headers && request.headers[\"x-api-key\"].startsWith(\"LIVE-A\")'\n"
+	head2 := e.pushFork(n, "fork", oracle)
 	e.waitHeld(n, exp, head2)
-	if c := e.gh.MarkedComments(n); !strings.Contains(c[0].Body, "approved `"+head1[:12]+"`; that approval does not cover the new head") {
+	c := e.gh.MarkedComments(n)
+	if !strings.Contains(c[0].Body, "approved `"+head1[:12]+"`; that approval does not cover the new head") {
 		t.Fatalf("the comment does not say the approval was for the old head:\n%s", c[0].Body)
+	}
+	if !strings.Contains(c[0].Body, "Approving reveals per-rule counts") || !strings.Contains(c[0].Body, "- `headers.x-api-key`") {
+		t.Fatalf("the comment does not name the hidden value the new rule reads:\n%s", c[0].Body)
 	}
 	e.approve(n, exp, head2)
 }
