@@ -147,15 +147,16 @@ func beforeHead(cmd webhook.Command, rec PullRecord, done string) string {
 
 // holdNotice is the comment's paragraph on a non-writer's pull request
 // whose head no writer approved: who may start it and which head, and
-// what approving reveals (hiddenReadsNotice).
+// what approving reveals (hiddenReadsNotice). Logins are written without
+// "@": an edit of the comment must not notify anyone.
 func holdNotice(rec PullRecord) string {
 	if rec.Writer || !held(rec) || len(rec.ChangedPolicies) == 0 {
 		return "" // nothing of it would run on live traffic
 	}
-	s := fmt.Sprintf("\n**Preview held.** @%s may not write to this repository, so the rules of this pull request are not evaluated on live traffic until a user with write permission reviews head `%s` and comments `/reconciler preview start`.",
+	s := fmt.Sprintf("\n**Preview held.** %s may not write to this repository, so the rules of this pull request are not evaluated on live traffic until a user with write permission reviews head `%s` and comments `/reconciler preview start`.",
 		mdText(rec.Author), short(rec.HeadCommit))
 	if rec.ApprovedHead != "" && rec.ApprovedHead != rec.HeadCommit {
-		s += fmt.Sprintf(" @%s approved `%s`; that approval does not cover the new head.", mdText(rec.ApprovedBy), short(rec.ApprovedHead))
+		s += fmt.Sprintf(" %s approved `%s`; that approval does not cover the new head.", mdText(rec.ApprovedBy), short(rec.ApprovedHead))
 	}
 	return s + "\n" + hiddenReadsNotice(rec.HiddenReads)
 }
