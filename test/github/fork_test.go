@@ -2,6 +2,7 @@ package github_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,10 @@ func (e *env) waitHeld(n int, exp, head string) {
 		}
 		return nil
 	})
-	for _, node := range e.nodes { // every node's copy of the replicated experiment
+	for _, node := range e.nodes { // every running node's copy of the replicated experiment
+		if !node.Running() {
+			continue
+		}
 		eventually(e.t, "the experiment held at "+head[:12]+" on "+node.ID, func() error {
 			var v harness.Experiment
 			if err := client.GetJSON(node.Base()+exp, &v); err != nil {
@@ -104,7 +108,7 @@ func (e *env) approve(n int, exp, head string) {
 	e.comment(n, "alice", "/reconciler preview start")
 	eventually(e.t, "alice's approval of "+head[:12], func() error {
 		var v harness.Experiment
-		if err := client.GetJSON(e.nodes[0].Base()+exp, &v); err != nil {
+		if err := client.GetJSON(e.nodes[e.via].Base()+exp, &v); err != nil {
 			return err
 		}
 		r := e.replies(n)
@@ -125,4 +129,40 @@ func (e *env) replies(n int) []string {
 		}
 	}
 	return out
+}
+
+// A writer's approval is in the replicated record: after the leader's
+// process is killed, the new leader keeps the approved preview as it was
+// (its first passes, before GitHub lets it list the pull requests, used
+// to delete the experiment and create it again), holds bob's next push,
+// and takes alice's approval of it.
+func TestForkApprovalSurvivesLeaderChange(t *testing.T) {
+	e := newEnv(t)
+	n, head1 := e.openFork("fork", webPolicy("/admin"))
+	exp := fmt.Sprintf("/v1/policies/web/experiments/pr-%d", n)
+	e.waitHeld(n, exp, head1)
+	e.approve(n, exp, head1)
+	var before harness.Experiment
+	if err := client.GetJSON(e.nodes[e.via].Base()+exp, &before); err != nil {
+		t.Fatal(err)
+	}
+
+	old := e.cluster.WaitLeader(waitLimit)
+	old.Kill()
+	// GitHub fails the new leader's first listings of the pull requests,
+	// so its first passes run before it knows them.
+	e.emu.Inject(githubemu.Fault{Kind: githubemu.ServerError, Method: "GET", Path: "/pulls", Times: 4})
+	e.via = (slices.Index(e.nodes, old) + 1) % len(e.nodes)
+	e.cluster.WaitLeader(waitLimit)
+	head2 := e.pushFork(n, "fork", webPolicy("/admin", "/secret"))
+	e.waitHeld(n, exp, head2)
+	var after harness.Experiment
+	if err := client.GetJSON(e.nodes[e.via].Base()+exp, &after); err != nil {
+		t.Fatal(err)
+	}
+	if !after.PreviewMetadata.StartTime.Equal(before.PreviewMetadata.StartTime) {
+		t.Fatalf("the new leader made the experiment again: started %v, before %v",
+			after.PreviewMetadata.StartTime, before.PreviewMetadata.StartTime)
+	}
+	e.approve(n, exp, head2)
 }
