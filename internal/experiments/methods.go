@@ -110,9 +110,10 @@ func (s *Service) DeleteExperiment(ctx context.Context, name, etag string) (*pre
 	})
 }
 
-// StartPreview starts previewing an experiment.
+// StartPreview starts previewing an experiment, unless it is an
+// unapproved pull request's (startPreview).
 func (s *Service) StartPreview(ctx context.Context, name string) (*preview.Operation, error) {
-	return s.setPreview(ctx, name, preview.MethodStartPreview, preview.StartPreview)
+	return s.setPreview(ctx, name, preview.MethodStartPreview, s.startPreview(""))
 }
 
 // StopPreview stops previewing an experiment.

@@ -18,5 +18,6 @@ func (s *Service) SyncPulls(ctx context.Context, changes []Change, live map[stri
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.markUnapproved(want)
 	return s.syncSourceExperiments(ctx, preview.SourcePullRequest, want)
 }

@@ -83,6 +83,10 @@ type PullRequests interface {
 	// PullInvalid reports whether pull request n is known to be invalid
 	// at head.
 	PullInvalid(n int, head string) bool
+	// PullUnapproved reports whether pull request n is from a user
+	// without write permission and no writer approved head: its
+	// experiments must not run (a missing record counts as unapproved).
+	PullUnapproved(n int, head string) bool
 }
 
 // Config holds a Service's dependencies.

@@ -23,6 +23,10 @@ type wantedExperiment struct {
 	// hold keeps the experiment from starting by itself: a pull request
 	// whose preview is SUSPENDED (a non-writer's, or stopped by command).
 	hold bool
+	// unapproved: a non-writer's pull request whose head no writer
+	// approved (markUnapproved); its experiment stops even when nothing
+	// moved (a record from before approvals were bound to a head).
+	unapproved bool
 }
 
 // Change is what one branch or pull request changes, as the reconcile
@@ -102,11 +106,13 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 			}
 			next = s.autoStart(w, preview.SetConflict(e, w.conflict, exps, s.settings()), now)
 		case cur.Source.HeadCommit != head:
-			c := *cur // same policy, new head: keep the preview running
+			c := *cur // same policy, new head: keep the preview running, unless held
 			c.Source.HeadCommit, c.UpdateTime = head, now
-			next = preview.SetConflict(&c, w.conflict, exps, s.settings())
+			next = stopHeld(w, preview.SetConflict(&c, w.conflict, exps, s.settings()), now)
 		case cur.Conflict != w.conflict: // main moved: the merge (no longer) conflicts
 			next = s.autoStart(w, preview.SetConflict(cur, w.conflict, exps, s.settings()), now)
+		case w.unapproved && cur.IsActive():
+			next = stopHeld(w, cur, now)
 		default:
 			continue
 		}

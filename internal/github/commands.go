@@ -73,7 +73,8 @@ func (g *Worker) runCommand(ctx context.Context, q queuedCommand) {
 // command authorizes and runs q's command, and returns the reply to post.
 func (g *Worker) command(ctx context.Context, q queuedCommand) (string, error) {
 	cmd := q.cmd
-	if why, err := g.verifyCommand(ctx, cmd); err != nil || why != "" {
+	cm, why, err := g.verifyCommand(ctx, cmd)
+	if err != nil || why != "" {
 		if err == nil { // no reply: a forger must not make the bot comment anywhere
 			g.log.Warn("comment command not found on GitHub as handed over; ignored",
 				"pull", cmd.PR, "user", cmd.User, "verb", cmd.Verb, "comment", cmd.CommentID, "why", why)
@@ -103,9 +104,9 @@ func (g *Worker) command(ctx context.Context, q queuedCommand) (string, error) {
 		}
 		return withoutMarker(commentBody(rec, g.pullSummaries(rec))), nil
 	case webhook.VerbPreview:
-		return g.setPullPreview(ctx, cmd)
+		return g.setPullPreview(ctx, q, cm.CreatedAt)
 	case webhook.VerbCommit:
-		return g.commitPull(ctx, cmd, q.head)
+		return g.commitPull(ctx, cmd, q.head, cm.CreatedAt)
 	}
 	return helpText, nil
 }
@@ -113,29 +114,45 @@ func (g *Worker) command(ctx context.Context, q queuedCommand) (string, error) {
 // setPullPreview runs preview start/stop through the same AIP methods as
 // the HTTP API (StartPreview/StopPreview) on every experiment "pr-N" of
 // the pull request, and records the state on its record for the comment.
-func (g *Worker) setPullPreview(ctx context.Context, cmd webhook.Command) (string, error) {
-	_, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
+// A start on a non-writer's pull request approves one head
+// (approvePreview); written is when GitHub says the comment was written.
+func (g *Worker) setPullPreview(ctx context.Context, q queuedCommand, written time.Time) (string, error) {
+	cmd := q.cmd
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
 	if !ok {
 		return notTracked(cmd.PR), nil
 	}
 	want, method := preview.Active, g.cfg.Experiments.StartPreview
 	if len(cmd.Args) > 0 && cmd.Args[0] == "stop" {
 		want, method = preview.Suspended, g.cfg.Experiments.StopPreview
+	} else if !rec.Writer {
+		return g.approvePreview(ctx, q, written)
 	}
+	notes := g.eachPullExperiment(ctx, cmd.PR, method)
+	if err := g.setPullPreviewState(ctx, cmd.PR, want); err != nil {
+		return fmt.Sprintf("UNAVAILABLE: could not record the preview state: %v", err), nil
+	}
+	return withNotes(fmt.Sprintf("Preview of #%d is %s.", cmd.PR, want), notes), nil
+}
+
+// eachPullExperiment runs method on every experiment of pull request n
+// and returns a line for each that failed.
+func (g *Worker) eachPullExperiment(ctx context.Context, n int, method func(context.Context, string) (*preview.Operation, error)) []string {
 	var notes []string
-	for _, name := range g.pullExperimentNames(cmd.PR) {
+	for _, name := range g.pullExperimentNames(n) {
 		if _, err := method(ctx, name); err != nil {
 			notes = append(notes, fmt.Sprintf("- `%s`: %v", name, err))
 		}
 	}
-	if err := g.setPullPreviewState(ctx, cmd.PR, want); err != nil {
-		return fmt.Sprintf("UNAVAILABLE: could not record the preview state: %v", err), nil
-	}
-	reply := fmt.Sprintf("Preview of #%d is %s.", cmd.PR, want)
+	return notes
+}
+
+// withNotes is reply followed by the notes, one per line.
+func withNotes(reply string, notes []string) string {
 	if len(notes) > 0 {
 		reply += "\n\n" + strings.Join(notes, "\n")
 	}
-	return reply, nil
+	return reply
 }
 
 // setPullPreviewState records the preview state of pull request n on its
@@ -165,16 +182,22 @@ func (g *Worker) pullExperimentNames(n int) []string {
 
 // commitPull merges the pull request at seen, its head when the leader
 // received the command, which must still be the commit its experiments
-// were computed from (GitHub's merge API with sha). A head that moved
-// since (a push during a rate-limit delay: refused here, or by GitHub's
-// 409) or a pull request GitHub will not merge (405) changes nothing.
-func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command, seen string) (string, error) {
+// were computed from (GitHub's merge API with sha), and which the leader
+// had recorded before the comment was written (GitHub's created_at, as
+// for an approval: writtenBefore). A head that moved since (a push during
+// a rate-limit delay: refused here, or by GitHub's 409), a comment
+// delivered late, or a pull request GitHub will not merge (405) changes
+// nothing.
+func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command, seen string, written time.Time) (string, error) {
 	rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
 	if !ok || seen == "" {
 		return notTracked(cmd.PR), nil
 	}
 	if rec.HeadCommit != seen {
 		return headMoved(cmd, seen, rec.HeadCommit), nil
+	}
+	if writtenBefore(written, rec) {
+		return beforeHead(cmd, rec, "merged"), nil
 	}
 	if !rec.Validation.Valid {
 		return "FAILED_PRECONDITION: the pull request's policies are invalid (see `reconciler/validate`); nothing was merged.", nil

@@ -79,6 +79,9 @@ func previewStatus(rec PullRecord, summaries []preview.Summary) (state, desc str
 	if !rec.Validation.Valid {
 		return forge.StateFailure, "not previewed: the pull request's policies are invalid"
 	}
+	if !rec.Writer && held(rec) && len(rec.ChangedPolicies) > 0 {
+		return forge.StatePending, fmt.Sprintf("held: a writer must approve head %s with /reconciler preview start", short(rec.HeadCommit))
+	}
 	for _, s := range summaries {
 		if s.Failing {
 			return forge.StateFailure, oneLine(s.Policy + ": " + s.Reason)
@@ -92,7 +95,7 @@ func previewStatus(rec PullRecord, summaries []preview.Summary) (state, desc str
 
 // material is what, when it changes, gets the comment edited at once.
 func material(rec PullRecord) string {
-	return fmt.Sprint(rec.HeadCommit, rec.MainCommit, rec.Validation.Valid, rec.Preview, rec.Etags, rec.LiveEtags)
+	return fmt.Sprint(rec.HeadCommit, rec.MainCommit, rec.Validation.Valid, rec.Preview, rec.ApprovedHead, rec.Etags, rec.LiveEtags)
 }
 
 // pullSummaries are the summaries of a pull request's experiments, one
@@ -160,6 +163,7 @@ func commentBody(rec PullRecord, summaries []preview.Summary) string {
 	var b bytes.Buffer
 	title := fmt.Sprintf("Policy preview of #%d at %s", rec.Number, short(rec.HeadCommit))
 	_ = preview.RenderMarkdown(&b, preview.Report{Title: title, Summaries: summaries, Commands: true})
+	b.WriteString(holdNotice(rec))
 	if len(rec.ChangedPolicies) == 0 {
 		b.WriteString("\nThis pull request changes no policy.\n")
 	}

@@ -2,17 +2,36 @@ package github
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
+// A pull request from a user without write permission (a fork's) chooses
+// the rules evaluated on live traffic, so its preview runs only for a head
+// a writer approved with `/reconciler preview start`, as GitHub runs a
+// fork's workflows only for the commit a maintainer approved. The
+// approval is bound to the head the leader had recorded when the command
+// came (queuedCommand.head, as for /reconciler commit) and only counts
+// when GitHub dates the comment after the leader recorded that head, so a
+// comment written for an older head and delivered late approves nothing.
+// It is kept on the replicated record (ApprovedHead), so a new leader
+// honours it; a push past it holds the preview again (carried, stopHeld).
+
+// commentClockSkew is how far GitHub's clock (a comment's created_at,
+// whole seconds) and the leader's (a record's HeadSince) may disagree:
+// an approval dated less than this after the head was recorded is
+// refused, and the writer comments again.
+const commentClockSkew = time.Second
+
 // judgeAuthors asks GitHub, for each pull request not recorded yet,
-// whether its author may write. Anyone can open a pull request (from a
-// fork), and its rules choose which live requests are sampled, so a
-// non-writer's preview starts only when a writer comments `/reconciler
-// preview start` (as GitHub holds workflows from forks), and its comment
-// never shows sample requests. A failed permission call holds it too.
+// whether its author may write. A non-writer's preview is held until a
+// writer approves its head, and its comment never shows sample requests.
+// A failed permission call holds it too.
 func (g *Worker) judgeAuthors(ctx context.Context, want map[int]PullRecord) {
 	old := ReadPullRecords(g.cfg.Store.State())
 	for n, rec := range want {
@@ -28,4 +47,116 @@ func (g *Worker) judgeAuthors(ctx context.Context, want map[int]PullRecord) {
 		}
 		want[n] = rec
 	}
+}
+
+// held reports whether rec's experiments must not run by themselves:
+// stopped by command, or a non-writer's head no writer approved.
+func held(rec PullRecord) bool {
+	return rec.Preview == string(preview.Suspended) || !rec.Writer && rec.ApprovedHead != rec.HeadCommit
+}
+
+// PullUnapproved reports whether pull request n is a non-writer's whose
+// head no writer approved (experiments.PullRequests), read from the
+// replicated record as it is now, so that the experiment service decides
+// on the approval current when it holds its lock: a pass computed before
+// an approval does not stop the preview the approval started. A pull
+// request not recorded (past raftstore's bounds) counts as unapproved.
+func (g *Worker) PullUnapproved(n int, head string) bool {
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[n]
+	return !ok || !rec.Writer && rec.ApprovedHead != head
+}
+
+// carried is rec, just computed, with what only the replicated record
+// prev knows: the preview state and author judgement (commands,
+// judgeAuthors), the approval, and since when its head is recorded. A
+// non-writer's pull request whose head is not the approved one is held.
+func carried(prev, rec PullRecord) PullRecord {
+	if prev.Preview != "" {
+		rec.Preview, rec.Writer = prev.Preview, prev.Writer
+	}
+	rec.ApprovedHead, rec.ApprovedBy = prev.ApprovedHead, prev.ApprovedBy
+	if prev.HeadCommit == rec.HeadCommit && !prev.HeadSince.IsZero() {
+		rec.HeadSince = prev.HeadSince
+	}
+	if !rec.Writer && rec.HeadCommit != rec.ApprovedHead {
+		rec.Preview = string(preview.Suspended)
+	}
+	return rec
+}
+
+// approvePreview is a writer's `/reconciler preview start` on a
+// non-writer's pull request, written at written: it records the approval
+// of q.head and starts the experiments still at that head.
+func (g *Worker) approvePreview(ctx context.Context, q queuedCommand, written time.Time) (string, error) {
+	cmd := q.cmd
+	refusal, err := g.recordApproval(ctx, cmd, q.head, written)
+	if err != nil {
+		return fmt.Sprintf("UNAVAILABLE: could not record the approval: %v", err), nil
+	}
+	if refusal != "" {
+		return refusal, nil
+	}
+	g.log.Info("a writer approved the preview of a non-writer's pull request", "pull", cmd.PR, "user", cmd.User, "head", q.head)
+	notes := g.eachPullExperiment(ctx, cmd.PR, func(ctx context.Context, name string) (*preview.Operation, error) {
+		return g.cfg.Experiments.StartPreviewAt(ctx, name, q.head)
+	})
+	return withNotes(fmt.Sprintf("Preview of #%d is ACTIVE at %s, approved by @%s. A later push holds it again until a writer approves the new head.",
+		cmd.PR, short(q.head), cmd.User), notes), nil
+}
+
+// recordApproval records, under pullMu, cmd's approval of head on pull
+// request cmd.PR, unless the record moved past head or the comment was
+// written before the leader recorded head: then it returns the refusal
+// to reply, and nothing changes.
+func (g *Worker) recordApproval(ctx context.Context, cmd webhook.Command, head string, written time.Time) (string, error) {
+	g.pullMu.Lock()
+	defer g.pullMu.Unlock()
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
+	switch {
+	case !ok || head == "":
+		return notTracked(cmd.PR), nil
+	case rec.HeadCommit != head:
+		return fmt.Sprintf("ABORTED: @%s, the head of #%d moved from %s to %s after your `/reconciler preview start`; nothing was started. Review %s and comment `/reconciler preview start` again.",
+			cmd.User, cmd.PR, short(head), short(rec.HeadCommit), short(rec.HeadCommit)), nil
+	case writtenBefore(written, rec):
+		return beforeHead(cmd, rec, "started"), nil
+	}
+	rec.Preview, rec.ApprovedHead = string(preview.Active), head
+	rec.ApprovedBy = raftstore.ClipText(cmd.User, raftstore.MaxKeyBytes)
+	_, err := g.cfg.Store.Propose(ctx, &raftstore.PutPull{Record: rec})
+	return "", err
+}
+
+// writtenBefore reports whether a comment GitHub dates written may have
+// been written before the leader recorded rec's head (within
+// commentClockSkew): its author cannot have seen that head.
+func writtenBefore(written time.Time, rec PullRecord) bool {
+	return !written.After(rec.HeadSince.Add(commentClockSkew))
+}
+
+// beforeHead is the reply to a command written before the leader recorded
+// rec's head (writtenBefore); nothing was done ("started", "merged").
+func beforeHead(cmd webhook.Command, rec PullRecord, done string) string {
+	verb := "`/reconciler " + cmd.Verb + "`"
+	if cmd.Verb == webhook.VerbPreview {
+		verb = "`/reconciler preview start`"
+	}
+	return fmt.Sprintf("ABORTED: @%s, your %s was written before this node saw the head %s of #%d (recorded %s); nothing was %s. Review %s and comment %s again.",
+		cmd.User, verb, short(rec.HeadCommit), cmd.PR, rec.HeadSince.Format(time.RFC3339), done, short(rec.HeadCommit), verb)
+}
+
+// holdNotice is the comment's paragraph on a non-writer's pull request
+// whose head no writer approved: who may start it and which head, and
+// what approving reveals (hiddenReadsNotice). Logins are written without
+// "@": an edit of the comment must not notify anyone.
+func holdNotice(rec PullRecord) string {
+	if rec.Writer || !held(rec) || len(rec.ChangedPolicies) == 0 {
+		return "" // nothing of it would run on live traffic
+	}
+	s := fmt.Sprintf("\n**Preview held.** %s may not write to this repository, so the rules of this pull request are not evaluated on live traffic until a user with write permission reviews head `%s` and comments `/reconciler preview start`.",
+		mdText(rec.Author), short(rec.HeadCommit))
+	if rec.ApprovedHead != "" && rec.ApprovedHead != rec.HeadCommit {
+		s += fmt.Sprintf(" %s approved `%s`; that approval does not cover the new head.", mdText(rec.ApprovedBy), short(rec.ApprovedHead))
+	}
+	return s + "\n" + hiddenReadsNotice(rec.HiddenReads)
 }

@@ -55,6 +55,10 @@ type Experiments interface {
 	List() []*preview.Experiment
 	StartPreview(ctx context.Context, name string) (*preview.Operation, error)
 	StopPreview(ctx context.Context, name string) (*preview.Operation, error)
+	// StartPreviewAt starts an experiment only while its source is at
+	// head (ABORTED otherwise): a writer's approval of one head of a
+	// non-writer's pull request.
+	StartPreviewAt(ctx context.Context, name, head string) (*preview.Operation, error)
 }
 
 // Forge is what the leader needs of GitHub (forge.Client). Every call may
@@ -99,6 +103,10 @@ type Config struct {
 	// status.
 	Stats      func() []preview.Stats
 	Thresholds preview.ThresholdSet
+	// Redactor is the samples' redaction ([preview] redact and show): a
+	// held pull request's comment names the hidden values its changed
+	// rules read. nil means the defaults.
+	Redactor *preview.Redactor
 }
 
 // Defaults of the GitHub worker.
@@ -171,6 +179,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Branch == "" {
 		cfg.Branch = gitsource.DefaultBranch
+	}
+	if cfg.Redactor == nil {
+		cfg.Redactor = preview.NewRedactor(preview.DefaultRedact, nil)
 	}
 	return &Worker{cfg: cfg, log: cfg.Logger.Named(logging.GitHub), commands: make(chan queuedCommand, commandQueue),
 		kick: make(chan struct{}, 1), pulls: map[int]pullEntry{}}, nil

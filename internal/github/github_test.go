@@ -219,7 +219,8 @@ type workerRef struct{ l *leader }
 func (r workerRef) MergePullRequest(ctx context.Context, n int, head string) (string, error) {
 	return r.l.MergePullRequest(ctx, n, head)
 }
-func (r workerRef) PullInvalid(n int, head string) bool { return r.l.PullInvalid(n, head) }
+func (r workerRef) PullInvalid(n int, head string) bool    { return r.l.PullInvalid(n, head) }
+func (r workerRef) PullUnapproved(n int, head string) bool { return r.l.PullUnapproved(n, head) }
 
 // runLoop runs l as one leadership term; the returned func ends it.
 func runLoop(t *testing.T, l *leader) func() {

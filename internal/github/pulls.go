@@ -64,7 +64,7 @@ func openListKey(open []forge.PullRequest) string {
 // deletes the records of pull requests no longer open, and returns what
 // each open one changes, for its experiments (reconcile.Pulls). live holds
 // the etags main stands for. Before the worker listed the pull requests
-// once, it does nothing.
+// once, it does nothing and returns nil changes (reconcile.Pulls).
 func (g *Worker) SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[string]string) ([]experiments.Change, error) {
 	open, listed := g.openPulls()
 	if !listed {
@@ -90,11 +90,12 @@ func (g *Worker) SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[s
 	if err := g.writePulls(ctx, want); err != nil {
 		return nil, err
 	}
-	st := g.cfg.Store.State() // the records as written, preview state included
-	var changes []experiments.Change
+	st := g.cfg.Store.State()         // the records as written, preview state included
+	changes := []experiments.Change{} // not nil: the open pull requests are known
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		if rec := want[n]; len(rec.ChangedPolicies) > 0 {
-			hold := st.Pulls[n].Preview == string(preview.Suspended)
+			written, ok := st.Pulls[n]
+			hold := !ok || held(written) // a record past raftstore's bounds is held too
 			changes = append(changes, experiments.Change{Policies: rec.ChangedPolicies, Main: rec.MainCommit, Hold: hold,
 				Source: preview.Source{Kind: preview.SourcePullRequest, Number: n, HeadCommit: rec.HeadCommit, URL: rec.URL}})
 		}
@@ -112,9 +113,12 @@ func (g *Worker) writePulls(ctx context.Context, want map[int]PullRecord) error 
 	st := g.cfg.Store.State()
 	old := ReadPullRecords(st)
 	for n, prev := range old {
-		if rec, ok := want[n]; ok && prev.Preview != "" {
-			rec.Preview, rec.Writer = prev.Preview, prev.Writer
-			want[n] = rec
+		if rec, ok := want[n]; ok {
+			want[n] = carried(prev, rec)
+			if prev.Preview == string(preview.Active) && want[n].Preview == string(preview.Suspended) {
+				g.log.Info("a non-writer's pull request moved past the head a writer approved; its preview is held again",
+					"pull", n, "approved", prev.ApprovedHead, "head", rec.HeadCommit)
+			}
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(want)) {
@@ -179,7 +183,8 @@ func (g *Worker) pullRecord(p forge.PullRequest, head, main gitsource.Revision, 
 	}
 	rec := PullRecord{Number: p.Number, Title: pullTitle(p), URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
 		MainCommit: main.Hash, ChangedPolicies: ex.ChangedPolicies, Etags: map[string]string{},
-		LiveEtags: map[string]string{}, Validation: ex.Validation, Preview: "ACTIVE"}
+		LiveEtags: map[string]string{}, Validation: ex.Validation, Preview: "ACTIVE", HeadSince: g.cfg.Now().UTC(),
+		HiddenReads: g.hiddenReads(ex.ChangedMatches)}
 	for _, name := range rec.ChangedPolicies {
 		if e, ok := ex.Etags[name]; ok {
 			rec.Etags[name] = e

@@ -16,28 +16,29 @@ import (
 // follower's forward), so the leader acts only when the comment exists,
 // belongs to the same pull request, has the recorded author, and its body
 // still parses to the same command. why is empty when it does; err is a
-// failed GitHub call (the caller retries a retryable one).
-func (g *Worker) verifyCommand(ctx context.Context, cmd webhook.Command) (why string, err error) {
+// failed GitHub call (the caller retries a retryable one). cm is the
+// comment as GitHub has it (its CreatedAt dates an approval).
+func (g *Worker) verifyCommand(ctx context.Context, cmd webhook.Command) (cm forge.IssueComment, why string, err error) {
 	if cmd.CommentID <= 0 {
-		return "no comment id", nil
+		return cm, "no comment id", nil
 	}
-	cm, err := g.cfg.Forge.GetComment(ctx, cmd.CommentID)
+	cm, err = g.cfg.Forge.GetComment(ctx, cmd.CommentID)
 	if errors.Is(err, forge.ErrNotFound) {
-		return "no such comment on GitHub", nil
+		return cm, "no such comment on GitHub", nil
 	}
 	if err != nil {
-		return "", err
+		return cm, "", err
 	}
 	got, ok := webhook.ParseCommand(cm.Body)
 	switch {
 	case cm.PR != cmd.PR:
-		return fmt.Sprintf("the comment is on #%d", cm.PR), nil
+		return cm, fmt.Sprintf("the comment is on #%d", cm.PR), nil
 	case !strings.EqualFold(cm.User, cmd.User):
-		return fmt.Sprintf("the comment's author is %q", cm.User), nil
+		return cm, fmt.Sprintf("the comment's author is %q", cm.User), nil
 	case !ok || got.Verb != cmd.Verb || !slices.Equal(got.Args, cmd.Args):
-		return "the comment's body is not this command", nil
+		return cm, "the comment's body is not this command", nil
 	}
-	return "", nil
+	return cm, "", nil
 }
 
 // headAt is pull request n's head commit as last recorded ("" when it is

@@ -9,6 +9,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/forge"
 	"github.com/policyrollout/reconciler/internal/githubemu"
 	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
 
@@ -125,5 +126,34 @@ func TestCommitRefusedWhenHeadMoved(t *testing.T) {
 		if last := cs[len(cs)-1].Body; !strings.Contains(last, "moved from aaaaaaaaaaaa") || !strings.Contains(last, "`/reconciler commit` again") {
 			t.Fatalf("recorded=%v: reply %q", recorded, last)
 		}
+	}
+}
+
+// A /reconciler commit written before the leader recorded the head it
+// would merge (its webhook delivered late, after a push the leader saw
+// first) merges nothing: the commenter cannot have seen that head.
+func TestCommitRefusedWhenWrittenBeforeHead(t *testing.T) {
+	e := newEmuEnv(t)
+	ctx := context.Background()
+	e.repo.SetPermission("bob", forge.PermWrite)
+	recordAt := func(since time.Time) {
+		rec := ReadPullRecords(e.store.State())[1]
+		rec.HeadSince = since
+		if _, err := e.store.Propose(ctx, &raftstore.PutPull{Record: rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := e.repo.AddComment(1, "alice", "/reconciler commit") // written, then bob pushes…
+	recordAt(time.Now().Add(time.Minute))                       // …and the leader records his head first
+	e.l.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 1, User: "alice", Verb: webhook.VerbCommit, CommentID: late}})
+	cs := e.repo.Comments(1)
+	if last := cs[len(cs)-1].Body; e.merged() || !strings.Contains(last, "`/reconciler commit` was written before this node saw the head aaaaaaaaaaaa") {
+		t.Fatalf("a commit written before the head: merged %v, reply %q", e.merged(), last)
+	}
+	recordAt(time.Now().Add(-time.Minute))
+	again := e.repo.AddComment(1, "alice", "/reconciler commit")
+	e.l.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 1, User: "alice", Verb: webhook.VerbCommit, CommentID: again}})
+	if !e.merged() {
+		t.Fatalf("alice's commit after the head was recorded did not merge; comments %+v", e.repo.Comments(1))
 	}
 }

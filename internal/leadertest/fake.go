@@ -171,6 +171,14 @@ func (r *Repo) DeleteBranch(name string) {
 	delete(r.branches, name)
 }
 
+// Fetches counts the Fetch calls: a loop's pass fetches once, so a count
+// two past a mark means a pass started after the mark completed.
+func (r *Repo) Fetches() int {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return r.fetches
+}
+
 func (r *Repo) SetFetchErr(err error) {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()

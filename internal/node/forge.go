@@ -58,7 +58,8 @@ func (m *Main) githubConfig() (*github.Config, error) {
 		return m.preview.Stats()
 	}
 	return &github.Config{Forge: client, Summary: cfg.Preview.Summary, Stats: stats,
-		Thresholds: previewThresholds(cfg.Preview)}, nil
+		Thresholds: previewThresholds(cfg.Preview),
+		Redactor:   preview.NewRedactor(previewRedact(cfg.Preview), cfg.Preview.Show)}, nil
 }
 
 // webhookHandler is the receiver of POST /v1/webhooks/github, nil

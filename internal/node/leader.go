@@ -104,6 +104,8 @@ func (r pullsRef) MergePullRequest(ctx context.Context, n int, head string) (str
 
 func (r pullsRef) PullInvalid(n int, head string) bool { return r.m.github.PullInvalid(n, head) }
 
+func (r pullsRef) PullUnapproved(n int, head string) bool { return r.m.github.PullUnapproved(n, head) }
+
 // rollbacks is the leader loop's rollback as the API declares it.
 type rollbacks struct{ m *Main }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -68,10 +69,7 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open the preview log: %w", err)
 	}
-	redact := cfg.Redact
-	if redact == nil {
-		redact = preview.DefaultRedact
-	}
+	redact := previewRedact(cfg)
 	unchanged := cfg.LogUnchangedEvery
 	if unchanged == 0 {
 		unchanged = -1 // 0 in the file means "never"
@@ -85,6 +83,14 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 		nodeID: m.Config.Node.ID, group: m.Config.Node.Group, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
 		compiler: preview.NewCompiler(eopts), log: log, seed: maphash.MakeSeed(),
 	}, nil
+}
+
+// previewRedact is [preview] redact, or the defaults when absent.
+func previewRedact(cfg config.Preview) []string {
+	if cfg.Redact == nil {
+		return preview.DefaultRedact
+	}
+	return cfg.Redact
 }
 
 // registerPreviewLogMetrics exports the preview log's losses: lines that

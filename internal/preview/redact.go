@@ -72,6 +72,32 @@ func (r *Redactor) shown(k int, name string) bool {
 	return r.show[k][strings.ToLower(name)]
 }
 
+// Hidden reports whether samples hide the value a rule reads, named as
+// engine.ValueReads names it: "headers.x-api-key", or a whole field
+// ("headers") when the rule reads its values by a computed key. A value is
+// shown only when a show path names it and no redact path covers it.
+func (r *Redactor) Hidden(read string) bool {
+	field, name, named := strings.Cut(read, ".")
+	k := -1
+	for _, key := range [...]int{keyHeaders, keyQuery, keyAttributes} {
+		if strings.EqualFold(field, requestKeys[key]) {
+			k = key
+		}
+	}
+	if k < 0 {
+		return false // method, path, host…: always shown
+	}
+	if !named || !r.shown(k, name) {
+		return true
+	}
+	for _, p := range r.paths {
+		if strings.EqualFold(p[0], field) && (len(p) == 1 || strings.EqualFold(p[1], name)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Request returns req as a JSON-ready map with the hidden and redacted
 // fields replaced. req is not modified; the map shares nothing with it.
 func (r *Redactor) Request(req *engine.Request) map[string]any {

@@ -114,3 +114,18 @@ func TestAllowListHidesLiveCredentials(t *testing.T) {
 		}
 	}
 }
+
+// Hidden follows the samples: a value is shown only when [preview] show
+// names it and no redact path covers it.
+func TestRedactorHidden(t *testing.T) {
+	r := preview.NewRedactor([]string{"headers.accept", "attributes.tenant.owner"}, []string{"headers.user-agent", "headers.accept", "query.page", "attributes.tenant"})
+	for read, want := range map[string]bool{
+		"headers.User-Agent": false, "headers.x-api-key": true, "headers": true, "headers.accept": true,
+		"query.page": false, "query.access_token": true, "attributes.tenant": true, "attributes.session": true,
+		"path": false,
+	} {
+		if got := r.Hidden(read); got != want {
+			t.Errorf("Hidden(%q) = %v, want %v", read, got, want)
+		}
+	}
+}

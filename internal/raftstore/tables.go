@@ -98,7 +98,26 @@ type PullRecord struct {
 	// request was first recorded: only then does its preview start by
 	// itself and its comment show sample requests.
 	Writer bool `json:"writer,omitempty"`
+	// HeadSince is when the leader first recorded HeadCommit (decided
+	// before proposing): a comment GitHub dates before it was written
+	// before the writer could have seen this head.
+	HeadSince time.Time `json:"headSince,omitzero"`
+	// ApprovedHead is the head a writer approved with `/reconciler preview
+	// start` on a non-writer's pull request, ApprovedBy that writer. The
+	// approval covers that commit only: a later push holds the preview
+	// again until a writer approves the new head.
+	ApprovedHead string `json:"approvedHead,omitempty"`
+	ApprovedBy   string `json:"approvedBy,omitempty"`
+	// HiddenReads are the request values hidden from samples (headers,
+	// query parameters and attributes not in [preview] show) that the
+	// rules the pull request adds or changes read, for the writer who
+	// approves its preview: its per-rule counts depend on them. At most
+	// MaxHiddenReads, each at most MaxKeyBytes.
+	HiddenReads []string `json:"hiddenReads,omitempty"`
 }
+
+// MaxHiddenReads bounds PullRecord.HiddenReads.
+const MaxHiddenReads = 32
 
 // CommandClaim records that the leader ran a pull request comment command,
 // so that a webhook redelivered after a leader change does not run it twice.
@@ -152,7 +171,22 @@ func (r PullRecord) Validate() error {
 	return first(text("title", r.Title, MaxTextBytes), text("url", r.URL, MaxTextBytes),
 		text("author", r.Author, MaxKeyBytes), commit("headCommit", r.HeadCommit, true),
 		commit("mainCommit", r.MainCommit, false), policyNames(r.ChangedPolicies),
-		etags("etags", r.Etags), etags("liveEtags", r.LiveEtags), r.Validation.Validate())
+		etags("etags", r.Etags), etags("liveEtags", r.LiveEtags), r.Validation.Validate(),
+		commit("approvedHead", r.ApprovedHead, false), text("approvedBy", r.ApprovedBy, MaxKeyBytes),
+		hiddenReads(r.HiddenReads))
+}
+
+// hiddenReads checks the bounds of PullRecord.HiddenReads.
+func hiddenReads(rs []string) error {
+	if len(rs) > MaxHiddenReads {
+		return invalid("%d hidden reads, limit %d", len(rs), MaxHiddenReads)
+	}
+	for _, r := range rs {
+		if err := text("hidden read", r, MaxKeyBytes); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Validate checks the bounds of a command claim.

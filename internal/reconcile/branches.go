@@ -131,6 +131,10 @@ type Examination struct {
 	// Etags are the etags of every policy of the merged tree (valid
 	// trees only).
 	Etags map[string]string
+	// ChangedMatches are the match expressions of the rules the source
+	// adds or changes (changedMatches): what a preview of it evaluates
+	// that main does not.
+	ChangedMatches []string
 }
 
 // Examine compares what head would make of main with main and validates
@@ -142,5 +146,6 @@ func (l *Loop) Examine(head, main gitsource.Revision) (Examination, error) {
 		return Examination{}, err
 	}
 	val, v := l.judge(c)
-	return Examination{ChangedPolicies: c.changed, Validation: val, Etags: v.Etags}, nil
+	return Examination{ChangedPolicies: c.changed, Validation: val, Etags: v.Etags,
+		ChangedMatches: l.changedMatches(c, main)}, nil
 }

@@ -72,7 +72,9 @@ type Experiments interface {
 type Pulls interface {
 	// SyncPulls records the open pull requests whose heads refs holds,
 	// compared with refs.Main (live holds the etags main stands for), and
-	// returns what each changes.
+	// returns what each changes: nil (not empty) while the open pull
+	// requests are not known yet (a new leader's worker has not listed
+	// them), when the pull request experiments are left as they are.
 	SyncPulls(ctx context.Context, refs *gitsource.Refs, live map[string]string) ([]experiments.Change, error)
 	// OpenKey identifies the open pull requests last listed, for the
 	// skip-unchanged step.

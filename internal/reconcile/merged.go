@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/policyrollout/reconciler/internal/gitsource"
+	"github.com/policyrollout/reconciler/internal/policy"
 )
 
 // A branch or pull request is judged, previewed and committed as what it
@@ -158,4 +159,38 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// changedMatches are the match expressions of the rules c adds or changes
+// in its changed policies: a rule of the same name and match in main's
+// version is unchanged. A policy that does not load at the source has no
+// experiment (nothing of it is previewed); one that does not load on main
+// has every rule changed. Nothing without a merged tree (a conflict).
+func (l *Loop) changedMatches(c sourceChange, main gitsource.Revision) []string {
+	if c.files == nil || len(c.changed) == 0 {
+		return nil
+	}
+	mainFiles, err := l.mainFiles(main)
+	if err != nil {
+		mainFiles = map[string][]byte{}
+	}
+	var out []string
+	for _, name := range c.changed {
+		p, err := policy.LoadPolicy(gitsource.FilesFS(c.files), name, l.cfg.LoadOptions)
+		if err != nil {
+			continue
+		}
+		live := map[string]string{}
+		if lp, err := policy.LoadPolicy(gitsource.FilesFS(mainFiles), name, l.cfg.LoadOptions); err == nil {
+			for _, r := range lp.Rules {
+				live[r.Name] = r.Match
+			}
+		}
+		for _, r := range p.Rules {
+			if m, ok := live[r.Name]; !ok || m != r.Match {
+				out = append(out, r.Match)
+			}
+		}
+	}
+	return out
 }

@@ -144,8 +144,12 @@ func (l *Loop) stepSyncExperiments(ctx context.Context, p *pass) (bool, error) {
 	}
 	branches := p.changes
 	if p.kind == preview.SourcePullRequest {
-		if err := exps.SyncPulls(ctx, p.changes, p.live); err != nil {
-			return false, err
+		// Unknown pull requests (nil) are not closed ones: a new leader's
+		// first pass must not delete their experiments and their previews.
+		if p.changes != nil {
+			if err := exps.SyncPulls(ctx, p.changes, p.live); err != nil {
+				return false, err
+			}
 		}
 		branches = nil
 	}
