@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/forge"
-	"github.com/policyrollout/reconciler/internal/githubemu"
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
@@ -163,7 +162,25 @@ func hostileTrees() []hostileTree {
 		// in a file that is not.
 		{"55,000 rules", rules(55_000), "byte limit"},
 		{"5,001 rules", rules(5_001), "5001 rules, over the limit of 5000"},
+		// Within every byte budget, 1,000 rules of twelve bounded
+		// repetitions took a validator past 1 GiB.
+		{"1,000 rules of 12 regexes", regexRules(1_000), "compile to more than 100000 instructions"},
 	}
+}
+
+// regexRules is a policy of n rules, each of twelve regexes of a few
+// hundred RE2 instructions.
+func regexRules(n int) string {
+	var b strings.Builder
+	b.WriteString("default_action = \"allow\"\n")
+	for i := range n {
+		m := make([]string, 12)
+		for j := range m {
+			m[j] = fmt.Sprintf("request.path.matches('^/%d[a-z]{40,200}K%d')", i, j)
+		}
+		fmt.Fprintf(&b, "[[rules]]\nname = \"r%d\"\npriority = %d\naction = \"deny\"\nmatch = '''%s'''\n", i, i+1, strings.Join(m, " || "))
+	}
+	return b.String()
 }
 
 // pushMain commits policy as web's on main, pushes it and tells a node.
@@ -285,17 +302,15 @@ var plantedSecrets = map[string]string{
 // log.
 func TestForkPullRequestSeesNoLiveSecrets(t *testing.T) {
 	e := newEnv(t)
-	e.repo.SetPermission("alice", forge.PermWrite)
-	e.repo.SetPermission("mallory", forge.PermRead)
 	fork := "default_action = \"allow\"\n\n[[rules]]\nname = \"no-api-keys\"\npriority = 1\naction = \"deny\"\n" +
 		"match = '\"x-api-key\" in request.headers'\n"
-	n, head := e.openForkPull("mallory", "steal", fork)
-	exp := fmt.Sprintf("%s/v1/policies/web/experiments/pr-%d", e.nodes[1].Base(), n)
-	e.waitHeld(exp)
+	n, head := e.openFork("steal", fork)
+	path := fmt.Sprintf("/v1/policies/web/experiments/pr-%d", n)
+	exp := e.nodes[1].Base() + path
+	e.waitHeld(n, path, head)
 	e.liveTrafficWithSecrets()
-	e.waitHeld(exp) // the traffic is recorded, not previewed
-
-	e.comment(n, "alice", "/reconciler preview start")
+	e.waitHeld(n, path, head) // the traffic is recorded, not previewed
+	e.approve(n, path, head)
 	var v harness.Experiment
 	eventually(t, "the approved preview counting the keyed requests", func() error {
 		e.liveTrafficWithSecrets()
@@ -358,37 +373,6 @@ func TestForkPullRequestSeesNoLiveSecrets(t *testing.T) {
 			}
 		}
 	}
-}
-
-// openForkPull opens pull request #n from user's fork, whose head is
-// branch with web at policy, and returns n and the head.
-func (e *env) openForkPull(user, branch, policy string) (int, string) {
-	e.t.Helper()
-	e.git.Checkout(e.work, "main")
-	e.git.CreateBranch(e.work, branch)
-	head := e.git.Commit(e.work, map[string]string{"web/policy.toml": policy}, "change web")
-	e.git.Push(e.work, branch)
-	n := e.repo.OpenPull(githubemu.Pull{HeadRef: branch, HeadRepo: user + "/policies", HeadSHA: head,
-		BaseRef: "main", Author: user})
-	e.git.SetRef("policies", fmt.Sprintf("refs/pull/%d/head", n), head)
-	e.deliver(1, "pull_request", must(e.repo.PullRequestEvent("opened", n)))
-	return n, head
-}
-
-// waitHeld waits until the experiment at url exists, held: not previewing
-// and having counted nothing.
-func (e *env) waitHeld(url string) {
-	e.t.Helper()
-	eventually(e.t, "the experiment held", func() error {
-		var v harness.Experiment
-		if err := client.GetJSON(url, &v); err != nil {
-			return err
-		}
-		if v.PreviewMetadata.State == "ACTIVE" || (v.Stats != nil && v.Stats.Evaluated > 0) {
-			e.t.Fatalf("a fork's experiment previews before a writer started it: %+v", v)
-		}
-		return nil
-	})
 }
 
 // liveTrafficWithSecrets sends every node requests that carry the
