@@ -53,9 +53,9 @@ type compiledRule struct {
 	// exact: the rule's match is exactly its index constraints (see
 	// constraint.exact), so the index alone decides it.
 	exact bool
-	// regexInsts is the compiled size of the match's regexes, charged
-	// against the regex budgets (regexbudget.go).
-	regexInsts int
+	// size is what the match compiles to, charged against the program
+	// budgets (progbudget.go).
+	size programSize
 }
 
 // Name returns the policy's name (the directory name, not the resource name).
@@ -87,9 +87,10 @@ func CompileBeside(p *policy.Policy, opts Options, base *CompiledPolicy) (*Compi
 	return compilePolicy(p, opts, base, nil)
 }
 
-// compilePolicy is CompileBeside, charging the policy's regexes to tree
-// too when it is set (a tree's policies share MaxTreeRegexInsts).
-func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, tree *regexTally) (*CompiledPolicy, error) {
+// compilePolicy is CompileBeside with p's matches parsed and measured
+// already when parsed is not nil (compileTree measures a whole tree
+// against its budgets before it compiles any policy).
+func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed []parsedMatch) (*CompiledPolicy, error) {
 	opts = opts.withDefaults()
 	env, err := celEnv()
 	if err != nil {
@@ -102,14 +103,18 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, tree *r
 	errs = append(errs, duplicateRules(rules)...)
 	cons := make([][]constraint, len(rules))
 	shared := sharedPrograms(base, opts)
-	budget := &regexBudget{policyName: p.Name, tree: tree}
+	if parsed == nil {
+		var over *policy.Error
+		if parsed, over = measure(env, p.Name, rules, shared, nil); over != nil {
+			// Over a program budget: nothing is compiled, which is
+			// what would cost.
+			return nil, append(errs, over)
+		}
+	}
 	for i := range rules {
-		cr, c, err := shared.compileRule(env, &rules[i], opts, budget)
+		cr, c, err := shared.compileRule(env, &rules[i], parsed[i], opts)
 		if err != nil {
 			errs = append(errs, err)
-			if budget.over {
-				break // the rules after it would only cost more
-			}
 			continue
 		}
 		cp.rules = append(cp.rules, cr)
@@ -183,7 +188,7 @@ func duplicateRules(rules []policy.Rule) policy.ErrorList {
 
 // compileRule turns one rule into a program and its index constraints,
 // taking them from reuse when it has the rule's match.
-func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options, budget *regexBudget) (compiledRule, []constraint, *policy.Error) {
+func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch, opts Options) (compiledRule, []constraint, *policy.Error) {
 	v, ok := verdictOf(r.Action)
 	if !ok {
 		return compiledRule{}, nil, ruleError(r, `action must be "allow" or "deny", not %q`, r.Action)
@@ -192,14 +197,13 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options, budg
 		return compiledRule{}, nil, ruleError(r, "match must not be empty")
 	}
 	if cr, cons, ok := reuse.lookup(r.Match); ok {
-		// Charged as if compiled: Compile and CompileBeside agree.
-		if err := budget.charge(r, cr.regexInsts); err != nil {
-			return compiledRule{}, nil, err
-		}
 		cr.name, cr.verdict, cr.priority = r.Name, v, r.Priority
 		return cr, cons, nil
 	}
-	a, iss := env.Compile(r.Match)
+	if parsed.iss.Err() != nil {
+		return compiledRule{}, nil, ruleError(r, "match: %s", issueText(parsed.iss))
+	}
+	a, iss := env.Check(parsed.ast)
 	if iss.Err() != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %s", issueText(iss))
 	}
@@ -210,10 +214,7 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, opts Options, budg
 	if err != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
 	}
-	cr := compiledRule{name: r.Name, verdict: v, priority: r.Priority, match: r.Match, regexInsts: matchRegexInsts(a)}
-	if err := budget.charge(r, cr.regexInsts); err != nil {
-		return compiledRule{}, nil, err
-	}
+	cr := compiledRule{name: r.Name, verdict: v, priority: r.Priority, match: r.Match, size: parsed.size}
 	var sh shape
 	hoisted := a
 	// A rule that may legitimately reach the run-time limit is evaluated

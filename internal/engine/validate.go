@@ -85,10 +85,14 @@ func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options
 	if repo == nil {
 		return v
 	}
-	var tree regexTally
 	v.Elsewhere = repo.Elsewhere
-	for _, p := range repo.Policies {
-		cp, err := compilePolicy(p, opts, nil, &tree)
+	parsed, over := measureTree(repo.Policies)
+	if over != nil {
+		v.Problems = append(v.Problems, over)
+		return v
+	}
+	for i, p := range repo.Policies {
+		cp, err := compilePolicy(p, opts, nil, parsed[i])
 		if err != nil {
 			v.Problems = appendErrors(v.Problems, err)
 			continue

@@ -50,10 +50,12 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -149,12 +151,17 @@ func ChildEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// FreeAddrs returns n distinct free 127.0.0.1 addresses.
+// FreeAddrs returns n distinct free 127.0.0.1 addresses. They are picked
+// below the kernel's ephemeral port range, at random, and checked free:
+// a port the kernel handed out for ":0" is closed before the node binds
+// it, and in that window any outgoing connection of any process (the
+// kernel takes those from the same range) could take it, which made a node
+// fail with "address already in use" under a parallel `go test ./...`.
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	var out []string
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listenFree()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,6 +169,43 @@ func FreeAddrs(t testing.TB, n int) []string {
 		out = append(out, ln.Addr().String())
 	}
 	return out
+}
+
+// handedOut are the ports FreeAddrs returned in this process.
+var handedOut sync.Map
+
+// listenFree listens on a random unused port below the ephemeral range,
+// or on ":0" where that range is unknown.
+func listenFree() (net.Listener, error) {
+	low := ephemeralLow()
+	for range 200 {
+		if low <= 10_000 {
+			break
+		}
+		port := 10_000 + rand.IntN(low-10_000)
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			return ln, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux),
+// or 0 when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, _ := strconv.Atoi(f[0])
+	return low
 }
 
 // Main is the TestMain of a package using the harness: it keeps every git

@@ -99,9 +99,9 @@ func TestRegexBudgetBesideAgrees(t *testing.T) {
 	}
 }
 
-// TestExampleTreeWithinRegexBudgets logs how far the example tree is from
+// TestExampleTreeWithinProgramBudgets logs how far the example tree is from
 // the budgets, which the documentation quotes.
-func TestExampleTreeWithinRegexBudgets(t *testing.T) {
+func TestExampleTreeWithinProgramBudgets(t *testing.T) {
 	files := map[string][]byte{}
 	root := "../../policies.example"
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
@@ -120,15 +120,57 @@ func TestExampleTreeWithinRegexBudgets(t *testing.T) {
 	if !v.Valid() {
 		t.Fatal(v.Problems)
 	}
-	total := 0
+	var total programSize
 	for _, cp := range v.Policies {
 		for _, r := range cp.rules {
-			total += r.regexInsts
+			total.add(r.size)
 		}
 	}
-	t.Logf("the example tree's regexes compile to %d instructions (budgets: %d a policy, %d a tree)",
-		total, MaxPolicyRegexInsts, MaxTreeRegexInsts)
-	if total == 0 {
-		t.Fatal("the example's matches() patterns were not counted")
+	t.Logf("the example tree: %d expression nodes (budgets: %d a policy, %d a tree), regexes of %d instructions (budgets: %d, %d)",
+		total.nodes, MaxPolicyExprNodes, MaxTreeExprNodes, total.insts, MaxPolicyRegexInsts, MaxTreeRegexInsts)
+	if total.insts == 0 || total.nodes == 0 {
+		t.Fatal("the example's matches were not measured")
+	}
+}
+
+// denseRules is a policy of n rules, each a list literal of 4,000
+// elements: about 4,000 expression nodes in 8 KB of text, the densest
+// a match can be within the parser's nesting limit.
+func denseRules(n int) string {
+	var b strings.Builder
+	b.WriteString("default_action = \"allow\"\n")
+	list := "[" + strings.Repeat("1,", 3_999) + "1]"
+	for i := range n {
+		fmt.Fprintf(&b, "[[rules]]\nname = \"r%d\"\npriority = %d\naction = \"deny\"\nmatch = 'request.path == \"/%d\" && size(%s) > 0'\n", i, i+1, i, list)
+	}
+	return b.String()
+}
+
+// TestExpressionNodeBudgets: a policy within every byte budget whose
+// matches are dense list literals is refused at the rule that crosses the
+// policy's node budget; policies each within theirs are refused together
+// once the tree's sum is over its own.
+func TestExpressionNodeBudgets(t *testing.T) {
+	v := ValidateTree(map[string][]byte{"web/policy.toml": []byte(denseRules(70))}, policy.LoadOptions{}, DefaultOptions())
+	if v.Valid() || len(v.Problems) != 1 || v.Problems[0].Rule == "" ||
+		!strings.Contains(v.Problems[0].Msg, "more than 250000 expression nodes") {
+		t.Fatalf("70 dense rules: %v", v.Problems)
+	}
+	files := map[string][]byte{}
+	for i := range 3 {
+		files[fmt.Sprintf("p%d/policy.toml", i)] = []byte(denseRules(45))
+	}
+	v = ValidateTree(files, policy.LoadOptions{}, DefaultOptions())
+	if v.Valid() || !strings.Contains(v.Problems.Error(), "the matches of the whole tree have more than 500000 expression nodes") {
+		t.Fatalf("3 policies of 45 dense rules: %v", v.Problems)
+	}
+	// Each alone is within the budgets (measured, not compiled: compiling
+	// 180,000 nodes takes seconds).
+	one, err := policy.LoadPolicy(policy.TreeFS(map[string][]byte{"p0/policy.toml": files["p0/policy.toml"]}), "p0", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, over := measureTree([]*policy.Policy{one}); over != nil {
+		t.Fatalf("one policy of 45 dense rules: %v", over)
 	}
 }
