@@ -25,11 +25,12 @@ func exampleTree(t *testing.T) map[string][]byte {
 	return files
 }
 
-// heavyTree is within every parse budget (9,600 rules, 5.5 MB) but takes
-// about 380 MB to compile: what a small memory limit must stop.
+// heavyTree is within every budget (8,000 rules, 4.6 MB, 472,000 of the
+// tree's 500,000 expression nodes) but takes about 320 MB to compile:
+// what a small memory limit must stop.
 func heavyTree() map[string][]byte {
 	files := map[string][]byte{}
-	for p := range 12 {
+	for p := range 10 {
 		var b strings.Builder
 		b.WriteString("default_action = \"allow\"\n\n")
 		for r := range 800 {
@@ -73,7 +74,7 @@ func TestChildMatchesInProcess(t *testing.T) {
 // TestChildKilledByMemoryLimit: a tree that needs more memory than the
 // child may have is INVALID with a message naming the budget, and the
 // parent allocates only the tree's encoding, not what the child tried to
-// use (validating this tree in-process takes about 380 MiB).
+// use (validating this tree in-process takes about 320 MiB).
 func TestChildKilledByMemoryLimit(t *testing.T) {
 	bin := harness.Binary(t)
 	files := heavyTree()
@@ -86,7 +87,7 @@ func TestChildKilledByMemoryLimit(t *testing.T) {
 		t.Fatalf("verdict = %+v, want one problem starting %q", v, sandbox.BudgetMessage)
 	}
 	t.Logf("problem: %s; the parent allocated %d KiB", v.Problems[0], allocated>>10)
-	// The tree is 5.5 MB, its JSON 7.4 MB: the encoding and its buffers
+	// The tree is 4.6 MB, its JSON 6.2 MB: the encoding and its buffers
 	// take 30 to 50 MiB (more with -race), a third of what validating
 	// would hold.
 	if allocated > 128<<20 {
