@@ -33,6 +33,11 @@ func (s *Service) checkInput(ctx context.Context, pol string, in preview.Input) 
 	if c.Name != pol {
 		return nil
 	}
+	// The size budgets first: they need no compiler, and a child started
+	// for a policy they refuse is wasted.
+	if err := preview.CheckPolicySize(&c); err != nil {
+		return err
+	}
 	if err := s.apiCheckSlot(ctx); err != nil {
 		return err
 	}

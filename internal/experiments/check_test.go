@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -166,5 +167,32 @@ func TestAPIPolicyCheckedInProcessByDefault(t *testing.T) {
 	_, err := s.CreateExperiment(context.Background(), "policies/web", "bad", preview.Input{Policy: bad})
 	if !errors.Is(err, preview.ErrInvalidArgument) {
 		t.Fatalf("create with a policy that does not compile: %v", err)
+	}
+}
+
+// TestAPIPolicyHeldToThePolicyBudgets (issue 16): an experiment's policy
+// is held to the budgets of a policy in a tree (rules, tests, size)
+// before any compiler runs, child or not: 5,001 trivial rules, which
+// compile cheaply and fit the request and raft limits, are refused
+// INVALID_ARGUMENT naming the limit, and no check is started.
+func TestAPIPolicyHeldToThePolicyBudgets(t *testing.T) {
+	store := leadertest.NewStore()
+	checks := 0
+	s := New(Config{Store: store, Leader: leadingHere{}, Logger: testlog.New(t), EngineOptions: engine.DefaultOptions(),
+		CheckPolicy: func(*policy.Policy, engine.Options) error { checks++; return nil }})
+	p := &policy.Policy{DefaultAction: policy.ActionAllow}
+	for i := range policy.MaxPolicyRules + 1 {
+		p.Rules = append(p.Rules, policy.Rule{Name: fmt.Sprintf("r%d", i), Priority: int64(i + 1), Action: policy.ActionDeny, Match: "true"})
+	}
+	_, err := s.CreateExperiment(context.Background(), "policies/web", "many", preview.Input{Policy: p})
+	var pe *preview.Error
+	if !errors.As(err, &pe) || pe.Code != preview.InvalidArgument || !strings.Contains(err.Error(), "5001 rules, over the limit of 5000") {
+		t.Fatalf("create with %d rules: %v", len(p.Rules), err)
+	}
+	if strings.HasPrefix(pe.Msg, ":") {
+		t.Errorf("message %q", pe.Msg)
+	}
+	if checks != 0 || store.Total() != 0 {
+		t.Fatalf("%d checks and %d proposals for a policy over the budget", checks, store.Total())
 	}
 }

@@ -58,6 +58,16 @@ const (
 	MaxPolicyBytes = 768 << 10
 )
 
+// CheckSize reports a policy over the budgets of one merged policy
+// (rules, tests, canonical size), as a tree's policy is held to them: for
+// a policy that comes whole, through the API, rather than from files.
+func CheckSize(p *Policy) error {
+	if e := checkPolicySize(p, ""); e != nil {
+		return e
+	}
+	return nil
+}
+
 // checkPolicySize reports a merged policy over the policy budgets, at its
 // main file.
 func checkPolicySize(p *Policy, main string) *Error {

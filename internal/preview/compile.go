@@ -92,12 +92,24 @@ func (c *Compiler) compile(e *Experiment, base *engine.CompiledPolicy) (*engine.
 	return prog, key, err
 }
 
+// CheckPolicySize holds p to the budgets of a policy in a tree (rules,
+// tests, size) before anything compiles it: INVALID_ARGUMENT over one.
+func CheckPolicySize(p *policy.Policy) error {
+	if p == nil {
+		return errorf(InvalidArgument, "policy is required")
+	}
+	if err := policy.CheckSize(p); err != nil {
+		return errorf(InvalidArgument, "%v", err)
+	}
+	return nil
+}
+
 // CheckPolicy compiles p as the leader must before accepting an
 // experiment from the API: a policy that does not compile is
 // INVALID_ARGUMENT, with every problem in the message.
 func CheckPolicy(p *policy.Policy, opts engine.Options) error {
-	if p == nil {
-		return errorf(InvalidArgument, "policy is required")
+	if err := CheckPolicySize(p); err != nil {
+		return err
 	}
 	if _, err := engine.Compile(p, opts); err != nil {
 		var list policy.ErrorList
