@@ -285,7 +285,8 @@ func TestForkApprovalBoundToWrittenHead(t *testing.T) {
 
 	f.clock.Set(-time.Minute) // alice approves the first head…
 	late := f.say("alice", "/reconciler preview start")
-	head2 := f.push(webPolicy("v3")) // …mallory pushes, then the webhook arrives
+	head2 := f.push(webPolicy("v3")) // …mallory pushes, the comment shows it, then the webhook arrives
+	f.waitShown(head2)
 	f.l.runCommand(ctx, queuedCommand{cmd: late})
 	if r := f.lastReply(); f.find().IsActive() || !strings.Contains(r, "written before the preview comment showed the head "+short(head2)) {
 		t.Fatalf("a late approval: active %v, reply %q", f.find().IsActive(), r)
