@@ -22,51 +22,76 @@ const maxCommentRunes = 65536
 // truncated ends a body cut to fit.
 const truncated = "\n\n…(truncated: the full summary is in the reconciler's API)"
 
+// PostedComment is the preview comment as GitHub answered its create or
+// edit (or listed it, when its body was already the one asked for).
+type PostedComment struct {
+	ID int64
+	// UpdatedAt is GitHub's updated_at of the comment (GitHub's clock,
+	// whole seconds): since then it has shown the body asked for.
+	UpdatedAt time.Time
+}
+
 // cachedComment is the preview comment last written on a pull request.
 type cachedComment struct {
-	id   int64
+	PostedComment
 	body string
 }
 
 // UpsertComment makes body the pull request's one preview comment: it
-// edits the comment in place, or creates it when there is none, and
-// returns its id. The comment is found by Marker (added as the body's
-// first line) by listing the comments, so a new leader finds the old
-// leader's comment; the id is then cached. Calls for the same pull request
-// are serialized; a body equal to the cached one costs no request. After
-// a failed create the comments are listed again before creating, so a
-// lost answer never makes a second comment.
-func (c *Client) UpsertComment(ctx context.Context, pr int, body string) (int64, error) {
+// edits the comment in place, or creates it when there is none. The
+// comment is found by Marker (added as the body's first line) by listing
+// the comments, so a new leader finds the old leader's comment; it is then
+// cached. Calls for the same pull request are serialized; a body equal to
+// the cached one costs no request. After a failed create the comments are
+// listed again before creating, so a lost answer never makes a second
+// comment.
+func (c *Client) UpsertComment(ctx context.Context, pr int, body string) (PostedComment, error) {
+	return c.upsert(ctx, pr, body, false)
+}
+
+// ShowComment is UpsertComment without trusting the cache: it lists the
+// comments first, so the answer's UpdatedAt is GitHub's word on since
+// when the comment shows body, even when another leader edited it since
+// this client last did. The leader dates a new head with it.
+func (c *Client) ShowComment(ctx context.Context, pr int, body string) (PostedComment, error) {
+	return c.upsert(ctx, pr, body, true)
+}
+
+// upsert is UpsertComment, listing first when fresh.
+func (c *Client) upsert(ctx context.Context, pr int, body string, fresh bool) (PostedComment, error) {
 	unlock, err := c.lockPR(ctx, pr)
 	if err != nil {
-		return 0, errContext(fmt.Sprintf("update the comment on #%d", pr), err)
+		return PostedComment{}, errContext(fmt.Sprintf("update the comment on #%d", pr), err)
 	}
 	defer unlock()
 	body = fitComment(Marker + "\n" + strings.TrimPrefix(body, Marker+"\n"))
-	if id, done, err := c.editCached(ctx, pr, body); done || err != nil {
-		return id, err
+	if fresh {
+		c.forget(pr)
+	} else if pc, done, err := c.editCached(ctx, pr, body); done || err != nil {
+		return pc, err
 	}
 	for round := 1; ; round++ {
-		id, old, found, err := c.findMarked(ctx, pr)
+		listed, old, found, err := c.findMarked(ctx, pr)
 		if err != nil {
-			return 0, err
+			return PostedComment{}, err
 		}
+		pc := listed
 		if found {
-			err = c.edit(ctx, pr, id, old, body)
+			pc, err = c.edit(ctx, pr, listed, old, body)
 		} else {
-			id, err = c.create(ctx, pr, body)
+			pc, err = c.create(ctx, pr, body)
 		}
 		if err == nil {
-			c.remember(pr, id, body)
-			return id, nil
+			c.remember(pr, pc, body)
+			return pc, nil
 		}
 		// Deleted since listed, or the create's answer was lost: look again.
 		again := (found && errors.Is(err, ErrNotFound)) || (!found && Retryable(err))
 		if !again || round >= c.cfg.MaxAttempts {
-			return 0, err
+			return PostedComment{}, err
 		}
 		if err := c.cfg.Sleep(ctx, c.backoff(round)); err != nil {
-			return 0, errContext(fmt.Sprintf("update the comment on #%d", pr), err)
+			return PostedComment{}, errContext(fmt.Sprintf("update the comment on #%d", pr), err)
 		}
 	}
 }
@@ -75,7 +100,8 @@ func (c *Client) UpsertComment(ctx context.Context, pr int, body string) (int64,
 // returns its id. It is not repeated after a failure that may have reached
 // GitHub, so it may fail with ErrUnavailable without posting twice.
 func (c *Client) Comment(ctx context.Context, pr int, body string) (int64, error) {
-	return c.create(ctx, pr, fitComment(body))
+	pc, err := c.create(ctx, pr, fitComment(body))
+	return pc.ID, err
 }
 
 // lockPR serializes upserts on one pull request; it gives up when ctx ends.
@@ -97,31 +123,31 @@ func (c *Client) lockPR(ctx context.Context, pr int) (func(), error) {
 
 // editCached edits the cached comment; done is false when there is no
 // cached comment or it was deleted (the caller then lists).
-func (c *Client) editCached(ctx context.Context, pr int, body string) (id int64, done bool, err error) {
+func (c *Client) editCached(ctx context.Context, pr int, body string) (pc PostedComment, done bool, err error) {
 	c.mu.Lock()
 	cached, ok := c.comments[pr]
 	c.mu.Unlock()
 	if !ok {
-		return 0, false, nil
+		return pc, false, nil
 	}
-	err = c.edit(ctx, pr, cached.id, cached.body, body)
+	pc, err = c.edit(ctx, pr, cached.PostedComment, cached.body, body)
 	switch {
 	case err == nil:
-		c.remember(pr, cached.id, body)
-		return cached.id, true, nil
+		c.remember(pr, pc, body)
+		return pc, true, nil
 	case errors.Is(err, ErrNotFound):
 		c.forget(pr)
-		c.log.Debug("preview comment gone; looking for it again", "pr", pr, "comment", cached.id)
-		return 0, false, nil
+		c.log.Debug("preview comment gone; looking for it again", "pr", pr, "comment", cached.ID)
+		return PostedComment{}, false, nil
 	}
-	return 0, false, err
+	return PostedComment{}, false, err
 }
 
 // remember caches the preview comment of pr.
-func (c *Client) remember(pr int, id int64, body string) {
+func (c *Client) remember(pr int, pc PostedComment, body string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.comments[pr] = cachedComment{id: id, body: body}
+	c.comments[pr] = cachedComment{PostedComment: pc, body: body}
 }
 
 // forget drops the cached comment of pr.
@@ -133,7 +159,7 @@ func (c *Client) forget(pr int) {
 
 // findMarked lists every comment on pr and returns the oldest preview
 // comment.
-func (c *Client) findMarked(ctx context.Context, pr int) (id int64, body string, found bool, err error) {
+func (c *Client) findMarked(ctx context.Context, pr int) (pc PostedComment, body string, found bool, err error) {
 	op := fmt.Sprintf("list comments on #%d", pr)
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	marked := 0
@@ -146,12 +172,12 @@ func (c *Client) findMarked(ctx context.Context, pr int) (id int64, body string,
 			return resp, err
 		})
 		if err != nil {
-			return 0, "", false, err
+			return PostedComment{}, "", false, err
 		}
 		for _, cm := range list {
 			if isMarked(cm.GetBody()) {
 				if marked++; marked == 1 {
-					id, body, found = cm.GetID(), cm.GetBody(), true
+					pc, body, found = posted(cm), cm.GetBody(), true
 				}
 			}
 		}
@@ -163,7 +189,7 @@ func (c *Client) findMarked(ctx context.Context, pr int) (id int64, body string,
 	if marked > 1 {
 		c.log.Warn("several preview comments on a pull request; editing the oldest", "pr", pr, "count", marked)
 	}
-	return id, body, found, nil
+	return pc, body, found, nil
 }
 
 // isMarked reports whether a comment body's first line is Marker.
@@ -172,27 +198,38 @@ func isMarked(body string) bool {
 	return strings.TrimSpace(first) == Marker
 }
 
-// edit replaces comment id's body, unless it already is body.
-func (c *Client) edit(ctx context.Context, pr int, id int64, old, body string) error {
+// posted is what a create, edit or list answer says of a comment.
+func posted(cm *github.IssueComment) PostedComment {
+	return PostedComment{ID: cm.GetID(), UpdatedAt: cm.GetUpdatedAt().Time}
+}
+
+// edit replaces comment was's body, unless it already is body (was is
+// then the answer: the comment shows body since was.UpdatedAt).
+func (c *Client) edit(ctx context.Context, pr int, was PostedComment, old, body string) (PostedComment, error) {
 	if old == body {
-		return nil
+		return was, nil
 	}
-	op := fmt.Sprintf("edit comment %d on #%d", id, pr)
-	return c.call(ctx, op, true, func(gh *github.Client) (*github.Response, error) {
-		_, resp, err := gh.Issues.EditComment(ctx, c.owner, c.name, id, &github.IssueComment{Body: &body})
+	pc := was
+	op := fmt.Sprintf("edit comment %d on #%d", was.ID, pr)
+	err := c.call(ctx, op, true, func(gh *github.Client) (*github.Response, error) {
+		cm, resp, err := gh.Issues.EditComment(ctx, c.owner, c.name, was.ID, &github.IssueComment{Body: &body})
+		if err == nil {
+			pc = posted(cm)
+		}
 		return resp, err
 	})
+	return pc, err
 }
 
 // create posts a new comment. Not idempotent: only rate limits are retried.
-func (c *Client) create(ctx context.Context, pr int, body string) (int64, error) {
-	var id int64
+func (c *Client) create(ctx context.Context, pr int, body string) (PostedComment, error) {
+	var pc PostedComment
 	err := c.call(ctx, fmt.Sprintf("comment on #%d", pr), false, func(gh *github.Client) (*github.Response, error) {
 		cm, resp, err := gh.Issues.CreateComment(ctx, c.owner, c.name, pr, &github.IssueComment{Body: &body})
-		id = cm.GetID()
+		pc = posted(cm)
 		return resp, err
 	})
-	return id, err
+	return pc, err
 }
 
 // fitComment cuts a body to GitHub's limit.

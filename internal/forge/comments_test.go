@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/githubemu"
 )
@@ -31,12 +32,12 @@ func TestUpsertCommentEditsInPlace(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	n := e.openPull()
-	id, err := e.c.UpsertComment(ctx, n, "summary 1")
+	first, err := e.c.UpsertComment(ctx, n, "summary 1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id2, err := e.c.UpsertComment(ctx, n, "summary 2")
-	if err != nil || id2 != id {
+	second, err := e.c.UpsertComment(ctx, n, "summary 2")
+	if id, id2 := first.ID, second.ID; err != nil || id2 != id {
 		t.Fatalf("second upsert = %d, %v (first %d)", id2, err, id)
 	}
 	got := e.marked(n)
@@ -46,6 +47,53 @@ func TestUpsertCommentEditsInPlace(t *testing.T) {
 	before := len(e.emu.Requests())
 	if _, err := e.c.UpsertComment(ctx, n, "summary 2"); err != nil || len(e.emu.Requests()) != before {
 		t.Errorf("unchanged body sent %d requests, %v", len(e.emu.Requests())-before, err)
+	}
+}
+
+// An upsert answers with GitHub's updated_at of the comment (GitHub's
+// clock, whole seconds): since when it shows the body. An unchanged body
+// costs no request and keeps its time. UpsertComment trusts its cache, so
+// after another leader's edit it answers for a body GitHub no longer
+// shows; ShowComment lists first and edits back, dated by GitHub.
+func TestUpsertCommentDatedByGitHub(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	n := e.openPull()
+	t0 := e.clock.Now()
+	advance := func(d time.Duration) {
+		if err := e.clock.Sleep(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one, err := e.c.UpsertComment(ctx, n, "one")
+	if err != nil || !one.UpdatedAt.Equal(t0) {
+		t.Fatalf("created: %+v, %v; want updated at %v", one, err, t0)
+	}
+	advance(1500 * time.Millisecond)
+	two, err := e.c.UpsertComment(ctx, n, "two")
+	if err != nil || two.ID != one.ID || !two.UpdatedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("edited: %+v, %v; want updated at %v (whole seconds)", two, err, t0.Add(time.Second))
+	}
+	advance(2 * time.Second)
+	if same, err := e.c.UpsertComment(ctx, n, "two"); err != nil || same != two {
+		t.Fatalf("unchanged: %+v, %v; want %+v", same, err, two)
+	}
+	advance(2 * time.Second)
+	if _, err := e.client(t).UpsertComment(ctx, n, "three"); err != nil { // another leader
+		t.Fatal(err)
+	}
+	advance(2 * time.Second)
+	if stale, _ := e.c.UpsertComment(ctx, n, "two"); stale != two || !strings.HasSuffix(e.marked(n)[0].Body, "three") {
+		t.Fatalf("the cached upsert: %+v, comment %q", stale, e.marked(n)[0].Body)
+	}
+	shown, err := e.c.ShowComment(ctx, n, "two")
+	if want := t0.Add(7 * time.Second); err != nil || shown.ID != one.ID || !shown.UpdatedAt.Equal(want) ||
+		!strings.HasSuffix(e.marked(n)[0].Body, "two") {
+		t.Fatalf("shown: %+v, %v, comment %q; want updated at %v", shown, err, e.marked(n)[0].Body, want)
+	}
+	advance(2 * time.Second)
+	if again, err := e.c.ShowComment(ctx, n, "two"); err != nil || again != shown {
+		t.Fatalf("shown again, unchanged: %+v, %v; want %+v", again, err, shown)
 	}
 }
 
@@ -59,14 +107,14 @@ func TestUpsertCommentFoundAfterRestart(t *testing.T) {
 		e.repo.AddComment(n, "alice", fmt.Sprintf("chatter %d", i))
 	}
 	e.repo.AddComment(n, "alice", "> "+Marker+"\n> quoting is not the comment")
-	id, err := e.c.UpsertComment(ctx, n, "before restart")
+	before, err := e.c.UpsertComment(ctx, n, "before restart")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.repo.AddComment(n, "bob", "more chatter")
 	fresh := e.client(t)
-	id2, err := fresh.UpsertComment(ctx, n, "after restart")
-	if err != nil || id2 != id {
+	after, err := fresh.UpsertComment(ctx, n, "after restart")
+	if id, id2 := before.ID, after.ID; err != nil || id2 != id {
 		t.Fatalf("after restart = %d, %v; want %d", id2, err, id)
 	}
 	if got := e.marked(n); len(got) != 1 || !strings.HasSuffix(got[0].Body, "after restart") {
@@ -82,10 +130,10 @@ func TestUpsertCommentDeleted(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	n := e.openPull()
-	id, _ := e.c.UpsertComment(ctx, n, "one")
-	e.repo.DeleteComment(id)
-	id2, err := e.c.UpsertComment(ctx, n, "two")
-	if err != nil || id2 == id || len(e.marked(n)) != 1 {
+	one, _ := e.c.UpsertComment(ctx, n, "one")
+	e.repo.DeleteComment(one.ID)
+	two, err := e.c.UpsertComment(ctx, n, "two")
+	if id, id2 := one.ID, two.ID; err != nil || id2 == id || len(e.marked(n)) != 1 {
 		t.Fatalf("after delete = %d, %v, %+v", id2, err, e.repo.Comments(n))
 	}
 }
@@ -141,9 +189,9 @@ func TestUpsertCommentLostCreateAnswer(t *testing.T) {
 	e := newEnv(t)
 	n := e.openPull()
 	e.emu.Inject(githubemu.Fault{Method: "POST", Path: "/comments", AfterHandling: true, Status: 502})
-	id, err := e.c.UpsertComment(context.Background(), n, "summary")
+	pc, err := e.c.UpsertComment(context.Background(), n, "summary")
 	got := e.marked(n)
-	if err != nil || len(got) != 1 || got[0].ID != id {
+	if id := pc.ID; err != nil || len(got) != 1 || got[0].ID != id {
 		t.Fatalf("upsert = %d, %v; comments %+v", id, err, got)
 	}
 	if e.requests("POST", "/comments") != 1 {

@@ -182,12 +182,12 @@ func (g *Worker) pullExperimentNames(n int) []string {
 
 // commitPull merges the pull request at seen, its head when the leader
 // received the command, which must still be the commit its experiments
-// were computed from (GitHub's merge API with sha), and which the leader
-// had recorded before the comment was written (GitHub's created_at, as
-// for an approval: writtenBefore). A head that moved since (a push during
-// a rate-limit delay: refused here, or by GitHub's 409), a comment
-// delivered late, or a pull request GitHub will not merge (405) changes
-// nothing.
+// were computed from (GitHub's merge API with sha), and which the preview
+// comment showed before the comment was written (GitHub's times, as for
+// an approval: headUnseen). A head that moved since (a push during a
+// rate-limit delay: refused here, or by GitHub's 409), a comment
+// delivered late, a head the comment does not show yet, or a pull request
+// GitHub will not merge (405) changes nothing.
 func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command, seen string, written time.Time) (string, error) {
 	rec, ok := ReadPullRecords(g.cfg.Store.State())[cmd.PR]
 	if !ok || seen == "" {
@@ -196,8 +196,8 @@ func (g *Worker) commitPull(ctx context.Context, cmd webhook.Command, seen strin
 	if rec.HeadCommit != seen {
 		return headMoved(cmd, seen, rec.HeadCommit), nil
 	}
-	if writtenBefore(written, rec) {
-		return beforeHead(cmd, rec, "merged"), nil
+	if refusal := headUnseen(cmd, rec, written, "merged"); refusal != "" {
+		return refusal, nil
 	}
 	if !rec.Validation.Valid {
 		return "FAILED_PRECONDITION: the pull request's policies are invalid (see `reconciler/validate`); nothing was merged.", nil

@@ -38,8 +38,9 @@ func (g *Worker) pullStatuses(ctx context.Context, w *ghTerm, st *raftstore.Stat
 		body := commentBody(rec, summaries)
 		mat := material(rec) + countsKey(summaries)
 		cs, posted := w.comments[n]
-		if !posted || cs.material != mat || (w.due.Load() && cs.body != body) {
-			_, err := g.cfg.Forge.UpsertComment(ctx, n, body)
+		unshown := rec.HeadShown != rec.HeadCommit
+		if unshown || !posted || cs.material != mat || (w.due.Load() && cs.body != body) {
+			err := g.postComment(ctx, rec, body, unshown)
 			if err == nil {
 				w.comments[n] = commentState{material: mat, body: body}
 			}
@@ -54,6 +55,24 @@ func (g *Worker) pullStatuses(ctx context.Context, w *ghTerm, st *raftstore.Stat
 			note("preview status", err)
 		}
 	}
+}
+
+// postComment makes body rec's preview comment. While the record does not
+// say since when GitHub shows its head (a new head, or one whose edit
+// failed or was not recorded), it asks GitHub rather than the client's
+// cache (another leader may have edited the comment since) and records
+// GitHub's updated_at (recordShown): the comment commands bind to the head
+// from then on.
+func (g *Worker) postComment(ctx context.Context, rec PullRecord, body string, unshown bool) error {
+	if !unshown {
+		_, err := g.cfg.Forge.UpsertComment(ctx, rec.Number, body)
+		return err
+	}
+	pc, err := g.cfg.Forge.ShowComment(ctx, rec.Number, body)
+	if err != nil {
+		return err
+	}
+	return g.recordShown(ctx, rec.Number, rec.HeadCommit, pc.UpdatedAt)
 }
 
 // validateStatus is reconciler/validate for a pull request's head.

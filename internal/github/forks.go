@@ -17,16 +17,17 @@ import (
 // fork's workflows only for the commit a maintainer approved. The
 // approval is bound to the head the leader had recorded when the command
 // came (queuedCommand.head, as for /reconciler commit) and only counts
-// when GitHub dates the comment after the leader recorded that head, so a
-// comment written for an older head and delivered late approves nothing.
-// It is kept on the replicated record (ApprovedHead), so a new leader
-// honours it; a push past it holds the preview again (carried, stopHeld).
-
-// commentClockSkew is how far GitHub's clock (a comment's created_at,
-// whole seconds) and the leader's (a record's HeadSince) may disagree:
-// an approval dated less than this after the head was recorded is
-// refused, and the writer comments again.
-const commentClockSkew = time.Second
+// when the writer could have seen that head (headUnseen), so a comment
+// written for an older head and delivered late approves nothing. It is
+// kept on the replicated record (ApprovedHead), so a new leader honours
+// it; a push past it holds the preview again (carried, stopHeld).
+//
+// "Could have seen" compares GitHub's clock with GitHub's clock: the
+// command comment's created_at with the updated_at GitHub gave the preview
+// comment's edit that first named the head (HeadShownAt, recordShown).
+// The leader's clock is never compared with GitHub's: a leader whose clock
+// runs behind would otherwise date a new head before an approval written
+// for the old one.
 
 // judgeAuthors asks GitHub, for each pull request not recorded yet,
 // whether its author may write. A non-writer's preview is held until a
@@ -68,15 +69,16 @@ func (g *Worker) PullUnapproved(n int, head string) bool {
 
 // carried is rec, just computed, with what only the replicated record
 // prev knows: the preview state and author judgement (commands,
-// judgeAuthors), the approval, and since when its head is recorded. A
+// judgeAuthors), the approval, and since when GitHub shows its head (only
+// for the same head: a head that moves away and back is dated again). A
 // non-writer's pull request whose head is not the approved one is held.
 func carried(prev, rec PullRecord) PullRecord {
 	if prev.Preview != "" {
 		rec.Preview, rec.Writer = prev.Preview, prev.Writer
 	}
 	rec.ApprovedHead, rec.ApprovedBy = prev.ApprovedHead, prev.ApprovedBy
-	if prev.HeadCommit == rec.HeadCommit && !prev.HeadSince.IsZero() {
-		rec.HeadSince = prev.HeadSince
+	if prev.HeadCommit == rec.HeadCommit {
+		rec.HeadShown, rec.HeadShownAt = prev.HeadShown, prev.HeadShownAt
 	}
 	if !rec.Writer && rec.HeadCommit != rec.ApprovedHead {
 		rec.Preview = string(preview.Suspended)
@@ -106,8 +108,8 @@ func (g *Worker) approvePreview(ctx context.Context, q queuedCommand, written ti
 
 // recordApproval records, under pullMu, cmd's approval of head on pull
 // request cmd.PR, unless the record moved past head or the comment was
-// written before the leader recorded head: then it returns the refusal
-// to reply, and nothing changes.
+// not written after the preview comment showed head (headUnseen): then it
+// returns the refusal to reply, and nothing changes.
 func (g *Worker) recordApproval(ctx context.Context, cmd webhook.Command, head string, written time.Time) (string, error) {
 	g.pullMu.Lock()
 	defer g.pullMu.Unlock()
@@ -118,8 +120,9 @@ func (g *Worker) recordApproval(ctx context.Context, cmd webhook.Command, head s
 	case rec.HeadCommit != head:
 		return fmt.Sprintf("ABORTED: @%s, the head of #%d moved from %s to %s after your `/reconciler preview start`; nothing was started. Review %s and comment `/reconciler preview start` again.",
 			cmd.User, cmd.PR, short(head), short(rec.HeadCommit), short(rec.HeadCommit)), nil
-	case writtenBefore(written, rec):
-		return beforeHead(cmd, rec, "started"), nil
+	}
+	if refusal := headUnseen(cmd, rec, written, "started"); refusal != "" {
+		return refusal, nil
 	}
 	rec.Preview, rec.ApprovedHead = string(preview.Active), head
 	rec.ApprovedBy = raftstore.ClipText(cmd.User, raftstore.MaxKeyBytes)
@@ -127,22 +130,55 @@ func (g *Worker) recordApproval(ctx context.Context, cmd webhook.Command, head s
 	return "", err
 }
 
-// writtenBefore reports whether a comment GitHub dates written may have
-// been written before the leader recorded rec's head (within
-// commentClockSkew): its author cannot have seen that head.
-func writtenBefore(written time.Time, rec PullRecord) bool {
-	return !written.After(rec.HeadSince.Add(commentClockSkew))
+// recordShown records, under pullMu, that GitHub says (at, its
+// updated_at of the preview comment) the comment shows head of pull
+// request n. Nothing changes when the record moved to another head
+// meanwhile (a push during the edit: the next pass shows and dates that
+// one) or already dates head: the first date stands, so a new leader that
+// edits the comment again does not move it (a later one would only
+// refuse more). An answer without a date records nothing: the commands
+// stay refused.
+func (g *Worker) recordShown(ctx context.Context, n int, head string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("GitHub's answer for the comment on #%d has no updated_at", n)
+	}
+	g.pullMu.Lock()
+	defer g.pullMu.Unlock()
+	rec, ok := ReadPullRecords(g.cfg.Store.State())[n]
+	if !ok || rec.HeadCommit != head || rec.HeadShown == head {
+		return nil
+	}
+	rec.HeadShown, rec.HeadShownAt = head, at.UTC()
+	if _, err := g.cfg.Store.Propose(ctx, &raftstore.PutPull{Record: rec}); err != nil {
+		return fmt.Errorf("recording that the comment on #%d shows %s: %w", n, short(head), err)
+	}
+	return nil
 }
 
-// beforeHead is the reply to a command written before the leader recorded
-// rec's head (writtenBefore); nothing was done ("started", "merged").
-func beforeHead(cmd webhook.Command, rec PullRecord, done string) string {
+// headUnseen is the refusal of a command GitHub dates written (its
+// created_at) on the pull request of rec, "" when its writer could have
+// seen rec's head: GitHub dates it strictly after the preview comment
+// first showed that head (HeadShownAt). Both are whole seconds of GitHub's
+// clock, so a command written in the same second as the edit is refused
+// too, and its writer comments again. While the comment does not show the
+// head yet (its edit failed or is rate-limited), every command is refused:
+// nothing says the writer saw it. done is what was not done ("started",
+// "merged").
+func headUnseen(cmd webhook.Command, rec PullRecord, written time.Time, done string) string {
 	verb := "`/reconciler " + cmd.Verb + "`"
 	if cmd.Verb == webhook.VerbPreview {
 		verb = "`/reconciler preview start`"
 	}
-	return fmt.Sprintf("ABORTED: @%s, your %s was written before this node saw the head %s of #%d (recorded %s); nothing was %s. Review %s and comment %s again.",
-		cmd.User, verb, short(rec.HeadCommit), cmd.PR, rec.HeadSince.Format(time.RFC3339), done, short(rec.HeadCommit), verb)
+	head := short(rec.HeadCommit)
+	if rec.HeadShown != rec.HeadCommit || rec.HeadShownAt.IsZero() {
+		return fmt.Sprintf("UNAVAILABLE: @%s, the preview comment does not show the head %s of #%d yet (GitHub has not taken its edit); nothing was %s. Once it names %s, review it and comment %s again.",
+			cmd.User, head, cmd.PR, done, head, verb)
+	}
+	if !written.After(rec.HeadShownAt) {
+		return fmt.Sprintf("ABORTED: @%s, your %s was written before the preview comment showed the head %s of #%d (GitHub dates your comment %s and the comment's edit %s; the same second counts as before); nothing was %s. Review %s and comment %s again.",
+			cmd.User, verb, head, cmd.PR, written.UTC().Format(time.RFC3339), rec.HeadShownAt.UTC().Format(time.RFC3339), done, head, verb)
+	}
+	return ""
 }
 
 // holdNotice is the comment's paragraph on a non-writer's pull request

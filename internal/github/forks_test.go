@@ -24,6 +24,7 @@ type ghClock struct{ off atomic.Int64 }
 
 func (c *ghClock) Now() time.Time      { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *ghClock) Set(d time.Duration) { c.off.Store(int64(d)) }
+func (c *ghClock) Add(d time.Duration) { c.off.Add(int64(d)) }
 
 // forkEnv is a leader with [github] on the emulator, where mallory (read
 // permission) opened pull request n from a fork at head, changing web;
@@ -35,12 +36,15 @@ type forkEnv struct {
 	emu   *githubemu.Server
 	gh    *githubemu.Repo
 	clock *ghClock
-	l     *leader
-	stop  func() // ends l's term
-	n     int
-	head  string
-	name  string // the experiment of web
-	stats func() []preview.Stats
+	// leaderNow is the leaders' clock (the worker's Now); the real one
+	// when nil.
+	leaderNow func() time.Time
+	l         *leader
+	stop      func() // ends l's term
+	n         int
+	head      string
+	name      string // the experiment of web
+	stats     func() []preview.Stats
 }
 
 const forkToken = "emu-token"
@@ -52,7 +56,12 @@ func newForkEnv(t *testing.T, stats func() []preview.Stats) *forkEnv {
 // newForkEnvOf is newForkEnv with main and the fork's head at the given
 // files.
 func newForkEnvOf(t *testing.T, stats func() []preview.Stats, main, fork map[string]string) *forkEnv {
-	f := &forkEnv{t: t, store: newFakeStore(), repo: newFakeRepo(), clock: &ghClock{}, stats: stats}
+	return newForkEnvAt(t, stats, main, fork, nil)
+}
+
+// newForkEnvAt is newForkEnvOf with the leaders' clock at leaderNow.
+func newForkEnvAt(t *testing.T, stats func() []preview.Stats, main, fork map[string]string, leaderNow func() time.Time) *forkEnv {
+	f := &forkEnv{t: t, store: newFakeStore(), repo: newFakeRepo(), clock: &ghClock{}, stats: stats, leaderNow: leaderNow}
 	f.emu = githubemu.New(githubemu.Options{Token: forkToken, Now: f.clock.Now})
 	t.Cleanup(f.emu.Close)
 	f.gh = f.emu.AddRepo("o/r", "main")
@@ -78,6 +87,9 @@ func (f *forkEnv) start() {
 		f.stop()
 	}
 	f.l = emuLoop(f.t, f.emu, forkToken, f.store, f.repo, f.stats, preview.Settings{AutoStart: true})
+	if f.leaderNow != nil {
+		f.l.cfg.Now = f.leaderNow
+	}
 	f.stop = runLoop(f.t, f.l)
 }
 
@@ -113,6 +125,16 @@ func (f *forkEnv) push(files map[string]string) string {
 	return head
 }
 
+// waitShown waits until the record says since when GitHub shows head in
+// the preview comment.
+func (f *forkEnv) waitShown(head string) {
+	f.t.Helper()
+	eventually(f.t, "the preview comment showing "+short(head), func() bool {
+		rec := f.record()
+		return rec.HeadCommit == head && rec.HeadShown == head
+	})
+}
+
 // say is user's comment on the pull request, dated by GitHub's clock, as
 // its webhook delivers it.
 func (f *forkEnv) say(user, body string) webhook.Command {
@@ -121,11 +143,13 @@ func (f *forkEnv) say(user, body string) webhook.Command {
 	return cmd
 }
 
-// approve is alice reviewing the current head a minute after it was
-// pushed and commenting /reconciler preview start.
+// approve is alice reviewing the current head once the preview comment
+// shows it and commenting /reconciler preview start a second later by
+// GitHub's clock (whole seconds: the same second would be refused).
 func (f *forkEnv) approve() {
 	f.t.Helper()
-	f.clock.Set(time.Minute)
+	f.waitShown(f.record().HeadCommit)
+	f.clock.Add(time.Second)
 	f.l.runCommand(context.Background(), queuedCommand{cmd: f.say("alice", "/reconciler preview start")})
 	if e := f.find(); !e.IsActive() {
 		f.t.Fatalf("alice's approval of %s did not start the preview; replies %v", short(f.record().HeadCommit), f.replies())
@@ -252,18 +276,19 @@ func TestForkApprovalCoversOneHead(t *testing.T) {
 }
 
 // An approval written for one head never approves another: a comment
-// GitHub dates before the leader recorded the current head (its delivery
-// came late), or one received at an older head and retried after a rate
-// limit while a push came in, starts nothing and says why.
+// GitHub dates before the preview comment showed the current head (its
+// delivery came late), or one received at an older head and retried after
+// a rate limit while a push came in, starts nothing and says why.
 func TestForkApprovalBoundToWrittenHead(t *testing.T) {
 	f := newForkEnv(t, nil)
 	ctx := context.Background()
 
 	f.clock.Set(-time.Minute) // alice approves the first head…
 	late := f.say("alice", "/reconciler preview start")
-	head2 := f.push(webPolicy("v3")) // …mallory pushes, then the webhook arrives
+	head2 := f.push(webPolicy("v3")) // …mallory pushes, the comment shows it, then the webhook arrives
+	f.waitShown(head2)
 	f.l.runCommand(ctx, queuedCommand{cmd: late})
-	if r := f.lastReply(); f.find().IsActive() || !strings.Contains(r, "written before this node saw the head "+short(head2)) {
+	if r := f.lastReply(); f.find().IsActive() || !strings.Contains(r, "written before the preview comment showed the head "+short(head2)) {
 		t.Fatalf("a late approval: active %v, reply %q", f.find().IsActive(), r)
 	}
 	f.assertHeld(head2, "a late approval")

@@ -66,7 +66,10 @@ type Experiments interface {
 // runs on the decision path or in the promoter.
 type Forge interface {
 	OpenPullRequests(ctx context.Context, base string) ([]forge.PullRequest, error)
-	UpsertComment(ctx context.Context, pr int, body string) (int64, error)
+	UpsertComment(ctx context.Context, pr int, body string) (forge.PostedComment, error)
+	// ShowComment is UpsertComment asking GitHub, not a cache, what the
+	// comment shows: its UpdatedAt dates a new head (recordShown).
+	ShowComment(ctx context.Context, pr int, body string) (forge.PostedComment, error)
 	Comment(ctx context.Context, pr int, body string) (int64, error)
 	SetStatus(ctx context.Context, sha, statusContext, state, description, targetURL string) error
 	Merge(ctx context.Context, pr int, sha, method string) (string, error)

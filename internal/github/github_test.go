@@ -90,11 +90,15 @@ func (f *fakeForge) OpenPullRequests(context.Context, string) ([]forge.PullReque
 	return append([]forge.PullRequest(nil), f.pulls...), nil
 }
 
-func (f *fakeForge) UpsertComment(_ context.Context, _ int, body string) (int64, error) {
+func (f *fakeForge) UpsertComment(_ context.Context, _ int, body string) (forge.PostedComment, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.upserts = append(f.upserts, body)
-	return 1, nil
+	return forge.PostedComment{ID: 1, UpdatedAt: time.Now().UTC().Truncate(time.Second)}, nil
+}
+
+func (f *fakeForge) ShowComment(ctx context.Context, pr int, body string) (forge.PostedComment, error) {
+	return f.UpsertComment(ctx, pr, body)
 }
 
 func (f *fakeForge) Comment(_ context.Context, _ int, body string) (int64, error) {
@@ -232,11 +236,13 @@ func runLoop(t *testing.T, l *leader) func() {
 	return stop
 }
 
-// putPull records pull request n at head as the reconcile pass would.
+// putPull records pull request n at head as the reconcile pass would,
+// its preview comment showing head since an hour ago.
 func putPull(t *testing.T, store *fakeStore, n int, head string) {
 	t.Helper()
 	p := &raftstore.PutPull{Record: PullRecord{Number: n, HeadCommit: head,
-		ChangedPolicies: []string{}, Validation: reconcile.BranchValidation{Valid: true}, Preview: "ACTIVE"}}
+		ChangedPolicies: []string{}, Validation: reconcile.BranchValidation{Valid: true}, Preview: "ACTIVE",
+		HeadShown: head, HeadShownAt: time.Now().Add(-time.Hour).UTC().Truncate(time.Second)}}
 	if _, err := store.Propose(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -378,10 +384,9 @@ func TestCommentRefreshMaterialOrSchedule(t *testing.T) {
 	ctx := context.Background()
 	w := &ghTerm{promote: map[string]string{}, validate: map[string]string{}, preview: map[string]string{},
 		comments: map[int]commentState{}}
-	st := store.State()
 	pass := func() int {
 		_, _, before := fg.calls()
-		l.pullStatuses(ctx, w, st, func(string, error) {})
+		l.pullStatuses(ctx, w, store.State(), func(string, error) {})
 		_, _, after := fg.calls()
 		return len(after) - len(before)
 	}

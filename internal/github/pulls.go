@@ -183,7 +183,7 @@ func (g *Worker) pullRecord(p forge.PullRequest, head, main gitsource.Revision, 
 	}
 	rec := PullRecord{Number: p.Number, Title: pullTitle(p), URL: p.URL, Author: p.Author, HeadCommit: head.Hash,
 		MainCommit: main.Hash, ChangedPolicies: ex.ChangedPolicies, Etags: map[string]string{},
-		LiveEtags: map[string]string{}, Validation: ex.Validation, Preview: "ACTIVE", HeadSince: g.cfg.Now().UTC(),
+		LiveEtags: map[string]string{}, Validation: ex.Validation, Preview: "ACTIVE",
 		HiddenReads: g.hiddenReads(ex.ChangedMatches)}
 	for _, name := range rec.ChangedPolicies {
 		if e, ok := ex.Etags[name]; ok {

@@ -129,31 +129,51 @@ func TestCommitRefusedWhenHeadMoved(t *testing.T) {
 	}
 }
 
-// A /reconciler commit written before the leader recorded the head it
-// would merge (its webhook delivered late, after a push the leader saw
-// first) merges nothing: the commenter cannot have seen that head.
+// A /reconciler commit merges only a head the preview comment showed
+// before the comment was written, by GitHub's clock: a comment delivered
+// late, after a push the leader saw first, or written in the same second
+// as the edit that showed the head, merges nothing; nor does any while the
+// comment does not show the head yet.
 func TestCommitRefusedWhenWrittenBeforeHead(t *testing.T) {
 	e := newEmuEnv(t)
 	ctx := context.Background()
 	e.repo.SetPermission("bob", forge.PermWrite)
-	recordAt := func(since time.Time) {
+	shownAt := func(head string, at time.Time) {
 		rec := ReadPullRecords(e.store.State())[1]
-		rec.HeadSince = since
+		rec.HeadShown, rec.HeadShownAt = head, at
 		if _, err := e.store.Propose(ctx, &raftstore.PutPull{Record: rec}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	late := e.repo.AddComment(1, "alice", "/reconciler commit") // written, then bob pushes…
-	recordAt(time.Now().Add(time.Minute))                       // …and the leader records his head first
-	e.l.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 1, User: "alice", Verb: webhook.VerbCommit, CommentID: late}})
-	cs := e.repo.Comments(1)
-	if last := cs[len(cs)-1].Body; e.merged() || !strings.Contains(last, "`/reconciler commit` was written before this node saw the head aaaaaaaaaaaa") {
-		t.Fatalf("a commit written before the head: merged %v, reply %q", e.merged(), last)
+	// commit is alice's /reconciler commit, the record then saying since
+	// when the comment shows the head (shown, given GitHub's date of hers).
+	commit := func(shown func(written time.Time)) string {
+		t.Helper()
+		id := e.repo.AddComment(1, "alice", "/reconciler commit")
+		cs := e.repo.Comments(1)
+		shown(cs[len(cs)-1].CreatedAt)
+		e.l.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 1, User: "alice", Verb: webhook.VerbCommit, CommentID: id}})
+		cs = e.repo.Comments(1)
+		return cs[len(cs)-1].Body
 	}
-	recordAt(time.Now().Add(-time.Minute))
-	again := e.repo.AddComment(1, "alice", "/reconciler commit")
-	e.l.runCommand(ctx, queuedCommand{cmd: webhook.Command{PR: 1, User: "alice", Verb: webhook.VerbCommit, CommentID: again}})
+	refused := map[string]func(time.Time){
+		"the preview comment does not show the head aaaaaaaaaaaa of #1 yet": func(time.Time) { shownAt("", time.Time{}) },
+		// written, then bob pushes and the comment's edit shows his head:
+		"`/reconciler commit` was written before the preview comment showed the head aaaaaaaaaaaa": func(w time.Time) {
+			shownAt(e.head, w.Add(time.Minute))
+		},
+	}
+	for want, shown := range refused {
+		if reply := commit(shown); e.merged() || !strings.Contains(reply, want) {
+			t.Fatalf("merged %v, reply %q; want %q", e.merged(), reply, want)
+		}
+	}
+	// Whole seconds: written in the second of the edit counts as before.
+	if reply := commit(func(w time.Time) { shownAt(e.head, w) }); e.merged() || !strings.Contains(reply, "written before the preview comment showed") {
+		t.Fatalf("the same second: merged %v, reply %q", e.merged(), reply)
+	}
+	commit(func(w time.Time) { shownAt(e.head, w.Add(-time.Second)) })
 	if !e.merged() {
-		t.Fatalf("alice's commit after the head was recorded did not merge; comments %+v", e.repo.Comments(1))
+		t.Fatalf("alice's commit a second after the comment showed the head did not merge; comments %+v", e.repo.Comments(1))
 	}
 }

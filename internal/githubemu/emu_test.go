@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,6 +137,44 @@ func TestComments(t *testing.T) {
 	}
 	if _, _, err := gh.Issues.EditComment(ctx, "o", "r", 1, &github.IssueComment{Body: github.String("x")}); !isStatus(err, 404) {
 		t.Errorf("edit missing: %v", err)
+	}
+}
+
+// A comment's created_at and updated_at are the emulator's clock in whole
+// seconds, as GitHub's REST API shows them: an edit moves updated_at and
+// answers it, created_at stays; the list and Comments agree.
+func TestCommentTimes(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 25, 20, 0, 0, 700_000_000, time.FixedZone("x", 3600))
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := New(Options{Token: testToken, Now: clock})
+	t.Cleanup(s.Close)
+	r := s.AddRepo("o/r", "main")
+	gh, err := github.NewClient(nil).WithAuthToken(testToken).WithEnterpriseURLs(s.URL(), s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := r.OpenPull(Pull{HeadRef: "x", HeadSHA: sha("c"), BaseRef: "main"})
+	created := time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC)
+	c, _, err := gh.Issues.CreateComment(ctx, "o", "r", n, &github.IssueComment{Body: github.String("hi")})
+	if err != nil || !c.GetCreatedAt().Time.Equal(created) || !c.GetUpdatedAt().Time.Equal(created) {
+		t.Fatalf("create = %v / %v, %v; want both %v", c.GetCreatedAt(), c.GetUpdatedAt(), err, created)
+	}
+	mu.Lock()
+	now = now.Add(1500 * time.Millisecond)
+	mu.Unlock()
+	edited := created.Add(2 * time.Second)
+	e, _, err := gh.Issues.EditComment(ctx, "o", "r", c.GetID(), &github.IssueComment{Body: github.String("edited")})
+	if err != nil || !e.GetCreatedAt().Time.Equal(created) || !e.GetUpdatedAt().Time.Equal(edited) {
+		t.Fatalf("edit = %v / %v, %v; want %v / %v", e.GetCreatedAt(), e.GetUpdatedAt(), err, created, edited)
+	}
+	list, _, err := gh.Issues.ListComments(ctx, "o", "r", n, nil)
+	if err != nil || len(list) != 1 || !list[0].GetUpdatedAt().Time.Equal(edited) {
+		t.Fatalf("list = %v, %v", list, err)
+	}
+	if cs := r.Comments(n); !cs[0].CreatedAt.Equal(created) || !cs[0].UpdatedAt.Equal(edited) {
+		t.Fatalf("Comments = %+v", cs)
 	}
 }
 

@@ -64,6 +64,13 @@ func (s *Server) FailNext(n, status int) {
 	s.Inject(Fault{Kind: ServerError, Status: status, Times: n})
 }
 
+// ClearFaults drops the faults not served yet: GitHub recovered.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
 // PendingFaults counts the failures still to be served.
 func (s *Server) PendingFaults() int {
 	s.mu.Lock()

@@ -122,7 +122,7 @@ func (s *Server) updateComment(w http.ResponseWriter, r *http.Request, rp *repo)
 	if !decodeBody(w, r, &b) || !validCommentBody(w, b.Body) {
 		return
 	}
-	c.Body, c.UpdatedAt = *b.Body, s.opts.Now()
+	c.Body, c.UpdatedAt = *b.Body, s.commentTime()
 	writeJSON(w, http.StatusOK, s.commentObject(c, rp))
 }
 

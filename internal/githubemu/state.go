@@ -256,10 +256,17 @@ func (r *Repo) AddComment(n int, user, body string) int64 {
 
 // addComment stores a new comment. Caller holds s.mu.
 func (s *Server) addComment(rp *repo, n int, user, body string) *Comment {
-	now := s.opts.Now()
+	now := s.commentTime()
 	c := &Comment{ID: s.newID(), Issue: n, User: user, Body: body, CreatedAt: now, UpdatedAt: now}
 	rp.comments = append(rp.comments, c)
 	return c
+}
+
+// commentTime is now as GitHub dates a comment: in whole seconds, as its
+// REST API shows created_at and updated_at, so Comment's times are the
+// ones a client reads.
+func (s *Server) commentTime() time.Time {
+	return s.opts.Now().UTC().Truncate(time.Second)
 }
 
 // DeleteComment removes a comment, as a user deleting it on the web would.

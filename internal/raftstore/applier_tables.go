@@ -14,7 +14,7 @@ func tableHandlers() map[CommandType]handler {
 		TypeDeleteSourceStatus:     row(1, applyDeleteSourceStatus),
 		TypePutBranch:              row(1, applyPutBranch),
 		TypeDeleteBranch:           row(1, applyDeleteBranch),
-		TypePutPull:                row(1, applyPutPull),
+		TypePutPull:                row(PutPullVersion, applyPutPull),
 		TypeDeletePull:             row(1, applyDeletePull),
 		TypePutClaim:               row(1, applyPutClaim),
 		TypeDeleteClaim:            row(1, applyDeleteClaim),

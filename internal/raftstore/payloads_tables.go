@@ -46,6 +46,12 @@ type DeleteBranch struct {
 	Branch string `json:"branch"`
 }
 
+// PutPullVersion is the PutPull version this build writes. Version 2
+// added PullRecord.HeadShown and HeadShownAt: a build that knows only
+// version 1 refuses them as a command to upgrade for, not as a payload it
+// cannot decode. Every version means the same.
+const PutPullVersion uint8 = 2
+
 // PutPull records an open pull request under its number.
 type PutPull struct {
 	Record PullRecord `json:"record"`

@@ -98,9 +98,21 @@ type PullRecord struct {
 	// request was first recorded: only then does its preview start by
 	// itself and its comment show sample requests.
 	Writer bool `json:"writer,omitempty"`
-	// HeadSince is when the leader first recorded HeadCommit (decided
-	// before proposing): a comment GitHub dates before it was written
-	// before the writer could have seen this head.
+	// HeadShown is the head the pull request's preview comment named when
+	// GitHub last answered the leader's create or edit of it, and
+	// HeadShownAt when GitHub says (the comment's updated_at, GitHub's
+	// clock, whole seconds) the comment started showing it. Both come
+	// from GitHub's answer, before proposing. A comment command binds to
+	// HeadCommit only when HeadShown is HeadCommit and GitHub dates the
+	// command strictly after HeadShownAt: its writer could have seen the
+	// comment naming that head. Both are empty until the comment for the
+	// current head is posted (the commands are refused meanwhile).
+	HeadShown   string    `json:"headShown,omitempty"`
+	HeadShownAt time.Time `json:"headShownAt,omitzero"`
+	// HeadSince was the leader's clock when it first recorded HeadCommit,
+	// which version 1 entries of builds between the fork approvals and
+	// HeadShownAt hold. It is decoded (payloads decode strictly) and
+	// ignored: the leader's clock is not GitHub's.
 	HeadSince time.Time `json:"headSince,omitzero"`
 	// ApprovedHead is the head a writer approved with `/reconciler preview
 	// start` on a non-writer's pull request, ApprovedBy that writer. The
@@ -173,7 +185,15 @@ func (r PullRecord) Validate() error {
 		commit("mainCommit", r.MainCommit, false), policyNames(r.ChangedPolicies),
 		etags("etags", r.Etags), etags("liveEtags", r.LiveEtags), r.Validation.Validate(),
 		commit("approvedHead", r.ApprovedHead, false), text("approvedBy", r.ApprovedBy, MaxKeyBytes),
-		hiddenReads(r.HiddenReads))
+		hiddenReads(r.HiddenReads), headShown(r.HeadShown, r.HeadShownAt))
+}
+
+// headShown checks PullRecord.HeadShown and HeadShownAt: both or neither.
+func headShown(head string, at time.Time) error {
+	if (head == "") != at.IsZero() {
+		return invalid("headShown and headShownAt go together")
+	}
+	return commit("headShown", head, false)
 }
 
 // hiddenReads checks the bounds of PullRecord.HiddenReads.

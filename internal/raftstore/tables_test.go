@@ -98,6 +98,9 @@ func TestTableCommandsAreBounded(t *testing.T) {
 		"bad preview":         withPull(func(r *PullRecord) { r.Preview = "MAYBE" }),
 		"zero number":         withPull(func(r *PullRecord) { r.Number = 0 }),
 		"NUL in title":        withPull(func(r *PullRecord) { r.Title = "a\x00b" }),
+		"shown without time":  withPull(func(r *PullRecord) { r.HeadShown = shaA }),
+		"shown time alone":    withPull(func(r *PullRecord) { r.HeadShownAt = at(1) }),
+		"bad shown head":      withPull(func(r *PullRecord) { r.HeadShown, r.HeadShownAt = "HEAD~1", at(1) }),
 		"too many errors":     withBranch(func(r *BranchRecord) { r.Validation.Errors = tooMany }),
 		"long error":          withBranch(func(r *BranchRecord) { r.Validation.Errors = []string{long} }),
 		"empty branch":        withBranch(func(r *BranchRecord) { r.Branch = "" }),
@@ -124,6 +127,34 @@ func TestTableCommandsAreBounded(t *testing.T) {
 				t.Fatalf("Apply: %v", err)
 			}
 		})
+	}
+}
+
+// PutPull is written at version 2 (HeadShown, HeadShownAt); a version 1
+// entry of an earlier build, with the leader-clock headSince it carried,
+// still applies, so a log replays as it did.
+func TestPutPullVersions(t *testing.T) {
+	rec := pullRec(1)
+	rec.HeadShown, rec.HeadShownAt = rec.HeadCommit, at(5)
+	cmd := mustCmd(t, &PutPull{Record: rec})
+	if cmd.Version != 2 || !Supported(TypePutPull, 1) || Supported(TypePutPull, 3) {
+		t.Fatalf("PutPull written at version %d", cmd.Version)
+	}
+	h := newHarness(t, false)
+	if err := h.applyCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.fsm.State().Pulls[1]; got.HeadShown != shaA || !got.HeadShownAt.Equal(at(5)) {
+		t.Fatalf("applied %+v", got)
+	}
+	old := rawCmd(t, TypePutPull, 1, json.RawMessage(`{"record":{"number":2,"title":"t","url":"","author":"a","headCommit":"`+
+		shaB+`","mainCommit":"","changedPolicies":[],"etags":{},"liveEtags":{},"validation":{"valid":true,"errors":null},`+
+		`"preview":"ACTIVE","headSince":"2026-11-25T19:00:00Z"}}`))
+	if err := h.applyCmd(old); err != nil {
+		t.Fatalf("a version 1 entry with headSince: %v", err)
+	}
+	if got := h.fsm.State().Pulls[2]; got.HeadCommit != shaB || got.HeadShown != "" {
+		t.Fatalf("applied %+v", got)
 	}
 }
 

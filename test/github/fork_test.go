@@ -95,16 +95,11 @@ func (e *env) waitHeld(n int, exp, head string) {
 	}
 }
 
-// approve is alice commenting /reconciler preview start once the head
-// has been recorded for more than the leader's margin, and the
-// experiment running at head. The leader refuses an approval GitHub
-// dates (in whole seconds) within a second of when it recorded the head,
-// which it did before it posted the held comment: so alice comments two
-// seconds after that comment's last edit, and one comment must do.
+// approve is alice commenting /reconciler preview start on the held
+// comment (waitHeld), and the experiment running at head.
 func (e *env) approve(n int, exp, head string) {
 	e.t.Helper()
-	held := e.gh.MarkedComments(n)[0]
-	time.Sleep(time.Until(held.UpdatedAt.Add(2 * time.Second)))
+	e.afterShown(n)
 	e.comment(n, "alice", "/reconciler preview start")
 	eventually(e.t, "alice's approval of "+head[:12], func() error {
 		var v harness.Experiment
@@ -118,6 +113,19 @@ func (e *env) approve(n int, exp, head string) {
 		}
 		return nil
 	})
+}
+
+// afterShown waits until a comment written now is dated, by GitHub, after
+// the preview comment of pull request n showed its head. The leader binds
+// a command to the head only when GitHub dates it strictly after the edit
+// that first showed the head (whole seconds: the same second counts as
+// before), and it recorded that edit's date before it takes the next
+// command. The comment's last edit is no earlier than that one, so the
+// second after it will do, and one comment must.
+func (e *env) afterShown(n int) {
+	e.t.Helper()
+	shown := e.gh.MarkedComments(n)[0]
+	time.Sleep(time.Until(shown.UpdatedAt.Truncate(time.Second).Add(time.Second)))
 }
 
 // replies are the bot's replies on pull request n.

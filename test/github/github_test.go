@@ -133,8 +133,10 @@ func TestPullRequestLifecycle(t *testing.T) {
 	}
 	e.repo.UpdatePull(n, func(p *githubemu.Pull) { p.HeadSHA = head3 })
 
-	// A writer's /reconciler commit: merged at the previewed head, promoted
-	// on every node, reconciler/promote success on the merge commit.
+	// A writer's /reconciler commit on the comment showing head3: merged
+	// at the previewed head, promoted on every node, reconciler/promote
+	// success on the merge commit.
+	e.afterShown(n)
 	e.comment(n, "alice", "/reconciler commit")
 	var merge string
 	eventually(t, "the pull request merged", func() error {
