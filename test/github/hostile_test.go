@@ -37,6 +37,8 @@ func TestHostileInputKeepsNodesUp(t *testing.T) {
 	// Attack 6 needs denied paths on main: generation 2.
 	e.pushMain(webPolicy("/internal/metrics", "/.git/config"))
 	e.allActive(2)
+	peaks.reset()
+	peaks.log("before the attacks")
 
 	// Attacks 1 and 2 from a pull request: each head is refused with the
 	// file named, and nobody dies.
