@@ -14,18 +14,16 @@ import (
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
-// heavyExperiment is the body of an experiment of policy web whose
-// policy compiles to about 160 MiB: 4,000 rules of 12 prefix tests
-// (2 MB of JSON, within a 4 MiB body limit).
+// heavyExperiment is the body of an experiment of policy web within
+// every budget of a policy (480 KB, 240,000 of its 250,000 expression
+// nodes) whose policy takes about 100 MiB to compile: 60 rules, each
+// testing the size of a list literal of 4,000 elements.
 func heavyExperiment() string {
-	rules := make([]map[string]any, 4000)
+	list := "[" + strings.Repeat("1,", 3_999) + "1]"
+	rules := make([]map[string]any, 60)
 	for r := range rules {
-		terms := make([]string, 12)
-		for k := range terms {
-			terms[k] = fmt.Sprintf("request.path.startsWith('/r%d/x%d')", r, k)
-		}
 		rules[r] = map[string]any{"name": fmt.Sprintf("r%d", r), "priority": r + 1, "action": "deny",
-			"match": strings.Join(terms, " || ")}
+			"match": fmt.Sprintf("request.path == '/%d' && size(%s) > 0", r, list)}
 	}
 	b, _ := json.Marshal(map[string]any{"policy": map[string]any{"default_action": "allow", "rules": rules}})
 	return string(b)

@@ -38,7 +38,8 @@ func examplePolicy(t testing.TB) *policy.Policy {
 }
 
 // heavyPolicy is one policy of n rules of 12 prefix tests each: about
-// 40 KiB of compiled programs a rule.
+// 40 KiB of compiled programs a rule, and 530 bytes of canonical JSON (so
+// at most about 1,450 rules fit a policy's 768 KiB).
 func heavyPolicy(n int) *policy.Policy {
 	p := &policy.Policy{Name: "heavy", DefaultAction: policy.ActionAllow, Group: "default", OnError: policy.OnErrorDeny}
 	for r := range n {
@@ -79,7 +80,7 @@ func TestCheckPolicyMatchesInProcess(t *testing.T) {
 // default limit the same policy compiles.
 func TestCheckPolicyKilledByMemoryLimit(t *testing.T) {
 	bin := harness.Binary(t)
-	p := heavyPolicy(2400)
+	p := heavyPolicy(1400)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	err := sandbox.Runner{Path: bin, MemoryLimit: 32 << 20}.CheckPolicy(p, engine.DefaultOptions())
@@ -100,7 +101,7 @@ func TestCheckPolicyKilledByMemoryLimit(t *testing.T) {
 // TestCheckPolicyKilledByDeadline: a check still running at its deadline
 // is RESOURCE_EXHAUSTED naming the budget.
 func TestCheckPolicyKilledByDeadline(t *testing.T) {
-	err := sandbox.Runner{Path: harness.Binary(t), Timeout: time.Nanosecond}.CheckPolicy(heavyPolicy(2400), engine.DefaultOptions())
+	err := sandbox.Runner{Path: harness.Binary(t), Timeout: time.Nanosecond}.CheckPolicy(heavyPolicy(1400), engine.DefaultOptions())
 	if code, _ := errs.CodeOf(err); code != errs.ResourceExhausted || !strings.Contains(err.Error(), sandbox.BudgetMessage) {
 		t.Fatalf("CheckPolicy = %v, want RESOURCE_EXHAUSTED naming %q", err, sandbox.BudgetMessage)
 	}
