@@ -58,6 +58,10 @@ func appendEscapedByte(b []byte, c byte) []byte {
 		return append(b, '\\', 'r')
 	case '\t':
 		return append(b, '\\', 't')
+	case '\b': // as encoding/json writes them since Go 1.22
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
 	default:
 		return append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 	}
