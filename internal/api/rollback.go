@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/errs"
-	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/rollback"
 )
 
 // Rollbacker runs a rollback where the leader loop runs
@@ -17,26 +17,12 @@ type Rollbacker interface {
 	Rollback(ctx context.Context, req RollbackRequest) (RollbackResult, error)
 }
 
-// RollbackRequest asks for a commit on the live branch that restores the
-// policies of an earlier generation (0: the one active before).
-type RollbackRequest struct {
-	Generation uint64
-	// Wait bounds the wait for the revert to be an active generation.
-	Wait time.Duration
-}
-
-// RollbackResult is what a rollback did (rollbackResource renders it).
-type RollbackResult struct {
-	Target         uint64
-	TargetCommit   string
-	Commit         string
-	Revision       string
-	Message        string
-	Generation     uint64
-	State          raftstore.GenerationState
-	Errors         []string
-	PullRequestURL string
-}
+// RollbackRequest and RollbackResult are the rollback package's: the
+// leader loop answers in the same words.
+type (
+	RollbackRequest = rollback.Request
+	RollbackResult  = rollback.Result
+)
 
 // rollbackPath is the custom method on the generations collection.
 const rollbackPath = generationsList + ":rollback"

@@ -114,8 +114,7 @@ func (r rollbacks) AcceptHistory(ctx context.Context, commit string) error {
 }
 
 func (r rollbacks) Rollback(ctx context.Context, req api.RollbackRequest) (api.RollbackResult, error) {
-	res, err := r.m.loop.Rollback(ctx, reconcile.RollbackRequest(req))
-	return api.RollbackResult(res), err
+	return r.m.loop.Rollback(ctx, req)
 }
 
 var (

@@ -10,6 +10,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/rollback"
 )
 
 // ErrCannotRollBack means the rollback asked for cannot be done as asked
@@ -21,38 +22,12 @@ var ErrCannotRollBack = errs.Sentinel(errs.FailedPrecondition, "cannot roll back
 // its fetch and its push.
 const staleRetries = 3
 
-// RollbackRequest asks for a commit on the live branch that restores the
-// policies root of an earlier generation (CONTRACT.md §5).
-type RollbackRequest struct {
-	// Generation is the generation to restore; 0 means the one that was
-	// active before the current one.
-	Generation uint64
-	// Wait bounds how long Rollback waits for the revert commit to become
-	// an active generation; 0 returns right after the push.
-	Wait time.Duration
-}
-
-// RollbackResult is what a rollback did.
-type RollbackResult struct {
-	// Target and TargetCommit are the generation restored and its commit.
-	Target       uint64
-	TargetCommit string
-	// Commit is the revert commit pushed to the live branch, Revision the
-	// same as "main@sha1:<hash>", Message its commit message.
-	Commit   string
-	Revision string
-	Message  string
-	// Generation is the generation made from Commit (0 when not recorded
-	// before the wait ended) and State its state then; Errors are its
-	// errors when it is INVALID.
-	Generation uint64
-	State      raftstore.GenerationState
-	Errors     []string
-	// PullRequestURL is set when the push to the live branch was refused
-	// and, with [github], the revert was opened as a pull request instead
-	// (github_rollback.go); Commit is then on that pull request's branch.
-	PullRequestURL string
-}
+// RollbackRequest and RollbackResult are the rollback package's, which
+// the API asks and answers in too.
+type (
+	RollbackRequest = rollback.Request
+	RollbackResult  = rollback.Result
+)
 
 // Rollback writes "Revert to generation N (<sha>)" on the live branch,
 // restoring the policies root of generation N's commit, pushes it, and
