@@ -97,7 +97,9 @@ func TestTLSClusterAdminCallsReachEveryNode(t *testing.T) {
 	follower := followerOf(leader, all)
 	for _, via := range []string{leader, follower} {
 		var res cluster.HealthCheckResponse
+		began := time.Now()
 		code, body := adminCall(t, http.MethodPost, c.base(via)+"/v1/nodes:healthCheck", `{"group":"default"}`, &res)
+		t.Logf("healthCheck via %s took %s", via, time.Since(began))
 		if code != http.StatusOK || len(res.Nodes) != 3 {
 			t.Errorf("healthCheck via %s = %d %s", via, code, body)
 		}
@@ -144,10 +146,13 @@ func TestTLSNodeSaysGoodbye(t *testing.T) {
 
 // TestTLSJoinThroughAFollower: a node whose node.join names a follower's
 // node port joins (the follower points it to the leader, where its own
-// certificate speaks for it: no relay, no header naming it).
+// certificate speaks for it: no relay, no header naming it), and leaves
+// by itself; another member cannot remove it, and a certificate of a
+// node that is not a member gets nothing but a join.
 func TestTLSJoinThroughAFollower(t *testing.T) {
 	c, ca, leader := startTLSTokenCluster(t)
 	follower := followerOf(leader, []string{"n1", "n2", "n3"})
+	began := time.Now()
 	c.start("n4", func(cfg *config.Config) {
 		withTLSAndToken(t, c, ca)(cfg)
 		cfg.Node.Join = []string{c.nodes[follower].Store().Addr()}
@@ -162,6 +167,24 @@ func TestTLSJoinThroughAFollower(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("n4 joined through %s in %s", follower, time.Since(began))
+	leaderPort := c.nodes[leader].Store().Addr()
+	if _, err := tlsconfig.CreateNode(ca, "n9", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := peerCall(t, ca, "n9", leaderPort, "/v1/cluster:heartbeat", map[string]any{"id": "n9"}); code != 403 {
+		t.Errorf("a heartbeat of n9, not a member = %d %s", code, reason)
+	}
+	if code, reason := peerCall(t, ca, follower, leaderPort, "/v1/cluster:leave", map[string]any{"id": "n4"}); code != 403 ||
+		reason != "NOT_THE_NODE" {
+		t.Errorf("%s removing n4 = %d %s", follower, code, reason)
+	}
+	if code, reason := peerCall(t, ca, "n4", leaderPort, "/v1/cluster:leave", map[string]any{"id": "n4"}); code != 200 {
+		t.Fatalf("n4 leaving by itself = %d %s", code, reason)
+	}
+	if got := servers(t, c.nodes[leader]); slices.Contains(got, "n4=Voter") {
+		t.Errorf("n4 still a member after its own leave: %v", got)
+	}
 }
 
 // TestTLSNodeDoesNotWarnOfPlainHTTP is the other half of finding 13:
