@@ -47,6 +47,7 @@ func (f *fakeCluster) applied(index uint64) {
 	next.LastIndex = index
 	f.state = next
 }
+
 // IsMember: the nodes of the fake's state, and n1 and n2.
 func (f *fakeCluster) IsMember(id string) bool {
 	_, ok := f.State().Nodes[id]
