@@ -68,13 +68,18 @@ func (s *Server) authenticate(r *http.Request, need auth.Role) (auth.Identity, e
 	if s.authErr != nil && need != auth.RoleNone {
 		return auth.Identity{}, s.authErr
 	}
-	header := r.Header.Get("Authorization")
-	if id, ok := peerIdentity(r, header); ok {
-		return id, nil
+	if peer, ok := peerConn(r); ok {
+		return s.authenticatePeer(r, peer, need) // peer.go: never Anonymous there
 	}
 	if s.creds.Empty() {
 		return auth.Anonymous, nil
 	}
+	return s.byCredential(r.Header.Get("Authorization"), need)
+}
+
+// byCredential returns the identity of the credential in an
+// Authorization header when it holds role need.
+func (s *Server) byCredential(header string, need auth.Role) (auth.Identity, error) {
 	if need == auth.RoleNone {
 		// An open route ignores what it was sent: a scraper's or a
 		// gateway's own Authorization is not this node's business.
@@ -127,6 +132,12 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
 // need: a second line behind the route table, so that a handler states
 // the role it was written for. It answers and reports false otherwise.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, need auth.Role) bool {
+	if _, node := nodeCaller(r); node {
+		// The guard admitted a node's own call only on a path of
+		// nodeCalls (peer.go); it has no role, and the cluster layer
+		// checks that it is about the node itself.
+		return true
+	}
 	id, ok := identityOf(r)
 	switch {
 	case !ok:
@@ -201,6 +212,9 @@ func (s *Server) auditLine(aw *auditWriter, r *http.Request, id auth.Identity, a
 	role, name := "none", "-"
 	if id.Name != "" {
 		role, name = id.Role.String(), id.Name
+	}
+	if _, node := nodeCaller(r); node {
+		role = "node" // a node certificate alone: no role at all
 	}
 	args := []any{"method", r.Method, "path", r.URL.Path, "role", role, "token", name,
 		"remote", r.RemoteAddr, "status", aw.code, "admitted", admitted}

@@ -37,6 +37,9 @@ type Cluster interface {
 	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
 	HeldReasons(n raftstore.Node, v cluster.View) []string
+	// IsMember reports whether node id is a member (registered or in the
+	// raft configuration): the node port gives others only a join.
+	IsMember(id string) bool
 }
 
 var _ Cluster = (*cluster.Cluster)(nil)

@@ -47,6 +47,13 @@ func (f *fakeCluster) applied(index uint64) {
 	next.LastIndex = index
 	f.state = next
 }
+
+// IsMember: the nodes of the fake's state, and n1 and n2.
+func (f *fakeCluster) IsMember(id string) bool {
+	_, ok := f.State().Nodes[id]
+	return ok || id == "n1" || id == "n2"
+}
+
 func (f *fakeCluster) Leader() string     { return "n1" }
 func (f *fakeCluster) RaftState() string  { return "Follower" }
 func (f *fakeCluster) View() cluster.View { return f.view }

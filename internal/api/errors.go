@@ -98,6 +98,9 @@ func remoteAnswer(r *cluster.RemoteError) verdict {
 // fail writes err as an AIP-193 body, counts it, and logs internal errors
 // (the only place the API logs them).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if s.redirectToLeader(w, r, err) {
+		return
+	}
 	a := classify(err)
 	code, status, msg := a.http, a.code.String(), a.msg
 	if a.code == errs.Internal {

@@ -140,6 +140,9 @@ func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb str
 	if r.Header.Get(cluster.ForwardedHeader) != "" {
 		ctx = cluster.WithForwarded(ctx)
 	}
+	// A follower forwards the admin's own credential, which the leader
+	// checks (with [tls] nodes send no token of their own).
+	ctx = cluster.WithCredential(ctx, r.Header.Get("Authorization"))
 	h(ctx, w, r)
 }
 

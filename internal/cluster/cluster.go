@@ -156,6 +156,11 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
+	if cfg.Client.CheckRedirect == nil {
+		cl := *cfg.Client
+		cl.CheckRedirect = FollowLeader
+		cfg.Client = &cl
+	}
 	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.ForwardTimeout = orDefault(cfg.ForwardTimeout, DefaultForwardTimeout)
 	cfg.DialTimeout = orDefault(cfg.DialTimeout, DefaultDialTimeout)
@@ -197,7 +202,10 @@ func (c *Cluster) RaftState() string { return c.store.Stats()["state"] }
 
 // viaLeader runs local when this node leads, and otherwise (or when local
 // finds it no longer leads) forwards in to path on the leader and decodes
-// the answer into out. A forwarded request is never forwarded again.
+// the answer into out. A forwarded request is never forwarded again, and
+// another node's own call (WithPeer) is not forwarded at all: the node is
+// pointed to the leader (LeaderElsewhere), so that its own certificate
+// speaks for it there.
 func (c *Cluster) viaLeader(ctx context.Context, path string, in, out any, local func() error) error {
 	if c.store.IsLeader() {
 		err := local()
@@ -209,6 +217,9 @@ func (c *Cluster) viaLeader(ctx context.Context, path string, in, out any, local
 		id, _ := c.store.Leader()
 		return fmt.Errorf("%w: %s received a forwarded request but the leader is %q", raftstore.ErrNotLeader,
 			c.cfg.NodeID, id)
+	}
+	if peer, ok := PeerFrom(ctx); ok && peer != c.cfg.NodeID {
+		return c.leaderElsewhere() // a node's own call is never relayed under this node's certificate
 	}
 	return c.fwd.call(ctx, path, in, out)
 }
@@ -245,7 +256,7 @@ func (c *Cluster) ProposeCommand(ctx context.Context, cmd raftstore.Command) (ra
 	if err != nil {
 		return raftstore.Result{}, err
 	}
-	if err := c.checkSpeaker(ctx, id, "report", false); err != nil {
+	if err := c.checkSpeaker(ctx, id, "report"); err != nil {
 		return raftstore.Result{}, err
 	}
 	if cmd.Type == raftstore.TypeReportFailed && cmd.Version < raftstore.ReportFailedVersion {

@@ -484,10 +484,8 @@ func TestForwardCarriesTheCallersCredential(t *testing.T) {
 }
 
 // TestPeerIdentityDecides: with mutual TLS, the verified peer is who a
-// request comes from. A node moves its own HTTP address, directly or
-// relayed by a member while it does not know the leader (OriginHeader);
-// another node cannot move it, and the relay header does not let a
-// member heartbeat for another node.
+// request comes from. A node moves its own HTTP address; another node
+// cannot move it, join or remove it in its name, or heartbeat for it.
 func TestPeerIdentityDecides(t *testing.T) {
 	store := newFakeStore(true, "L")
 	store.servers = []raft.Server{{ID: "L", Address: "127.0.0.1:7000", Suffrage: raft.Voter},
@@ -512,14 +510,22 @@ func TestPeerIdentityDecides(t *testing.T) {
 	if err := move(cluster.WithPeer(ctx, "A"), "127.0.0.1:8002"); err != nil {
 		t.Errorf("A moving itself = %v", err)
 	}
-	if err := move(cluster.WithOrigin(cluster.WithPeer(ctx, "B"), "A"), "127.0.0.1:8003"); err != nil {
-		t.Errorf("A moving itself through B's relay = %v", err)
-	}
-	if got := store.State().Nodes["A"].HTTPAddr; got != "127.0.0.1:8003" {
+	if got := store.State().Nodes["A"].HTTPAddr; got != "127.0.0.1:8002" {
 		t.Errorf("A is at %s", got)
 	}
-	_, err = c.Heartbeat(cluster.WithOrigin(cluster.WithPeer(ctx, "B"), "A"), cluster.Heartbeat{ID: "A"})
+	_, err = c.Join(cluster.WithPeer(ctx, "B"), cluster.JoinRequest{ID: "C", RaftAddr: "127.0.0.1:7003",
+		HTTPAddr: "127.0.0.1:8003", Voter: true})
 	if !errors.Is(err, cluster.ErrNotPeer) {
-		t.Errorf("B heartbeating for A with a relay header = %v", err)
+		t.Errorf("B joining C = %v", err)
+	}
+	if err := c.Leave(cluster.WithPeer(ctx, "B"), cluster.LeaveRequest{ID: "A"}); !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("B removing A = %v", err)
+	}
+	if _, ok := store.State().Nodes["A"]; !ok {
+		t.Error("A was removed")
+	}
+	_, err = c.Heartbeat(cluster.WithPeer(ctx, "B"), cluster.Heartbeat{ID: "A"})
+	if !errors.Is(err, cluster.ErrNotPeer) {
+		t.Errorf("B heartbeating for A = %v", err)
 	}
 }

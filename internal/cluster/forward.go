@@ -99,9 +99,6 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 	if direct {
 		req.Header.Set(ForwardedHeader, f.self)
 	}
-	if origin, ok := speaker(ctx, true); ok && origin != f.self {
-		req.Header.Set(OriginHeader, origin)
-	}
 	token := f.token
 	if f.peerTLS {
 		token = "" // nodes prove who they are with their certificates

@@ -107,16 +107,18 @@ func (c *Cluster) checkNode(ctx context.Context, id string, index uint64) Health
 		}
 		return c.cfg.SelfCheck(ctx, index)
 	}
-	n, ok := c.store.State().Nodes[id]
-	if !ok || n.HTTPAddr == "" {
-		return HealthReport{Healthy: Unreachable, Reasons: []string{"no HTTP address registered"}}
+	addr, err := c.selfCheckAddr(id)
+	if err != nil {
+		return HealthReport{Healthy: Unreachable, Reasons: []string{err.Error()}}
 	}
 	body, err := json.Marshal(SelfCheckRequest{LeaderIndex: index})
 	if err != nil {
 		return HealthReport{Healthy: Unreachable, Reasons: []string{err.Error()}}
 	}
 	var r HealthReport
-	if err := c.fwd.post(ctx, n.HTTPAddr, true, PathSelfCheck, body, &r); err != nil {
+	// The leader asks on its own authority (its certificate with [tls],
+	// else the node token), never with the admin's credential.
+	if err := c.fwd.post(withoutCredential(ctx), addr, true, PathSelfCheck, body, &r); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", DefaultHealthDeadline)
 		}
@@ -126,6 +128,21 @@ func (c *Cluster) checkNode(ctx context.Context, id string, index uint64) Health
 		return HealthReport{Healthy: Unreachable, Reasons: []string{"the node answered no health result"}}
 	}
 	return r
+}
+
+// selfCheckAddr is where the leader asks node id for its health: its
+// node-to-node port with [tls] (its raft address, where the leader's
+// certificate is verified), else its registered HTTP address.
+func (c *Cluster) selfCheckAddr(id string) (string, error) {
+	n, ok := c.store.State().Nodes[id]
+	addr := n.HTTPAddr
+	if c.cfg.PeerTLS {
+		addr = n.RaftAddr
+	}
+	if !ok || addr == "" {
+		return "", errors.New("no address registered")
+	}
+	return addr, nil
 }
 
 // SelfCheck runs this node's own check (the internal endpoint the leader

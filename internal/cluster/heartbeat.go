@@ -110,7 +110,7 @@ func (v *viewHolder) load() View {
 // view; on a follower it forwards to the leader. Only registered nodes are
 // recorded, which keeps the table as small as the registry.
 func (c *Cluster) Heartbeat(ctx context.Context, hb Heartbeat) (View, error) {
-	if err := c.checkSpeaker(ctx, hb.ID, "heartbeat", false); err != nil {
+	if err := c.checkSpeaker(ctx, hb.ID, "heartbeat"); err != nil {
 		return View{}, err
 	}
 	var v View

@@ -34,6 +34,9 @@ func (c *Cluster) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Nod
 	if err := checkJoin(req); err != nil {
 		return raftstore.Node{}, err
 	}
+	if err := checkOwn(ctx, req.ID, "join"); err != nil {
+		return raftstore.Node{}, err
+	}
 	if err := c.checkAddressChange(ctx, req); err != nil {
 		return raftstore.Node{}, err
 	}
@@ -141,6 +144,9 @@ func (c *Cluster) Leave(ctx context.Context, req LeaveRequest) error {
 func (c *Cluster) leaveLocal(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: id is required", ErrBadRequest)
+	}
+	if err := checkOwn(ctx, id, "leave"); err != nil {
+		return err
 	}
 	servers, err := c.store.Servers()
 	if err != nil {

@@ -137,9 +137,6 @@ func (s Sender) Send(ctx context.Context, base string, call Call) (Answer, error
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(ForwardedHeader, s.Self)
-	if origin, ok := speaker(ctx, true); ok && origin != s.Self {
-		req.Header.Set(OriginHeader, origin)
-	}
 	token := s.Token
 	if s.PeerTLS {
 		token = ""

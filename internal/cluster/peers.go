@@ -22,8 +22,10 @@ const maxReportErrorBytes = 16 << 10
 
 type peerKey struct{}
 
-// WithPeer marks ctx as serving a request from node id, whose certificate
-// the node-to-node port verified (see tlsconfig.Mux).
+// WithPeer marks ctx as serving a node's own call: node id, whose
+// certificate the node-to-node port verified (see tlsconfig.Mux), acting
+// for itself, with no caller's credential. A user's request a follower
+// forwards is not marked: its caller's credential decides.
 func WithPeer(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, peerKey{}, id)
 }
@@ -57,41 +59,14 @@ func credential(ctx context.Context, nodeToken string) string {
 	return ""
 }
 
-// OriginHeader names the node a relayed request came from: a node that
-// does not know the leader yet (it is joining) sends its join to a member,
-// which forwards it with its own certificate and this header. Only a join
-// believes it (see checkAddressChange); reports and heartbeats are
-// accepted from their node's own certificate alone.
-const OriginHeader = "X-Reconciler-Origin"
-
-type originKey struct{}
-
-// WithOrigin records the OriginHeader of a request from a verified peer.
-func WithOrigin(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, originKey{}, id)
-}
-
-// speaker is the node a request comes from: the verified peer, or with
-// relayed set the node the peer relayed it for.
-func speaker(ctx context.Context, relayed bool) (string, bool) {
-	peer, ok := PeerFrom(ctx)
-	if !ok {
-		return "", false
-	}
-	if o, _ := ctx.Value(originKey{}).(string); relayed && o != "" {
-		return o, true
-	}
-	return peer, true
-}
-
 // checkSpeaker refuses, with PeerTLS, a request that speaks for node id
-// but did not come from it (relayed: or through a member relaying it).
-// This node acting for itself is always allowed. Without mutual TLS there
-// is no identity to check: such a cluster binds loopback only
-// (config.CheckExposure).
-func (c *Cluster) checkSpeaker(ctx context.Context, id, what string, relayed bool) error {
+// but did not come from it: the node's own certificate is the only thing
+// that names it (no header a peer sends does). This node acting for
+// itself is always allowed. Without mutual TLS there is no identity to
+// check: such a cluster binds loopback only (config.CheckExposure).
+func (c *Cluster) checkSpeaker(ctx context.Context, id, what string) error {
 	if c.cfg.PeerTLS && !IsLocal(ctx) {
-		peer, ok := speaker(ctx, relayed)
+		peer, ok := PeerFrom(ctx)
 		if !ok {
 			return fmt.Errorf("%w: a %s is accepted only from a node, on the node-to-node port with its certificate",
 				ErrNotPeer, what)
@@ -101,6 +76,45 @@ func (c *Cluster) checkSpeaker(ctx context.Context, id, what string, relayed boo
 		}
 	}
 	return nil
+}
+
+// checkOwn refuses a node's own call (WithPeer: its certificate and no
+// caller's credential) that names another node: a node joins and leaves
+// only itself. A caller's credential (an admin's join or leave a
+// follower forwarded) is checked by the API, not here.
+func checkOwn(ctx context.Context, id, what string) error {
+	if peer, ok := PeerFrom(ctx); ok && peer != id {
+		return fmt.Errorf("%w: node %s sent a %s for node %s; a node certificate speaks for its own node only (an admin token may %s another)",
+			ErrNotPeer, peer, what, id, what)
+	}
+	return nil
+}
+
+// IsMember reports whether node id is a current member: registered, or
+// in the raft configuration (between the two steps of a join or a
+// leave). The node port gives a stranger's certificate nothing but its
+// own join.
+func (c *Cluster) IsMember(id string) bool {
+	if _, ok := c.store.State().Nodes[id]; ok || id == c.cfg.NodeID {
+		return true
+	}
+	servers, err := c.store.Servers()
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutCredential drops a caller's credential from ctx: a call this
+// node makes on its own authority (the leader asking a node for its
+// health) must not lend it.
+func withoutCredential(ctx context.Context) context.Context {
+	return context.WithValue(ctx, credentialKey{}, "")
 }
 
 type localKey struct{}
@@ -147,7 +161,7 @@ func (c *Cluster) checkAddressChange(ctx context.Context, req JoinRequest) error
 	if !ok || old.State == raftstore.NodeTerminated || old.HTTPAddr == req.HTTPAddr {
 		return nil
 	}
-	if err := c.checkSpeaker(ctx, req.ID, "change of its addresses", true); err != nil {
+	if err := c.checkSpeaker(ctx, req.ID, "change of its addresses"); err != nil {
 		return fmt.Errorf("%w: node %s is registered at %s; only the node itself may move (or leave and join again)",
 			err, req.ID, old.HTTPAddr)
 	}

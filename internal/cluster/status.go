@@ -79,7 +79,9 @@ func (c *Cluster) status() *NodeStatus {
 // as unreachable. Call it when the node stops normally; it gives up after
 // a second (a leader that cannot be reached will find out by itself).
 func (c *Cluster) Farewell(ctx context.Context, served uint64) {
-	ctx, cancel := context.WithTimeout(ctx, farewellTimeout)
+	// The node's own call, like every heartbeat: with [tls] a heartbeat
+	// that is neither local nor from the node's certificate is refused.
+	ctx, cancel := context.WithTimeout(withLocal(ctx), farewellTimeout)
 	defer cancel()
 	st := c.status()
 	if st == nil {

@@ -37,7 +37,11 @@ func (m *Main) checkExposure() error {
 				"token", c.Name, "role", c.Role.String())
 		}
 	}
-	if len(creds) > 0 && cfg.Secret(cfg.API.TokenEnv) == "" {
+	switch {
+	case cfg.TLS.Enabled() && len(creds) == 0:
+		log.Warn("[tls] is set but the API has no credentials: the node-to-node port admits a user's request only with the user's own token, so a write sent to a follower is refused by the leader; send writes to the leader or configure [api] token_env or [[api.tokens]]")
+	case !cfg.TLS.Enabled() && len(creds) > 0 && cfg.Secret(cfg.API.TokenEnv) == "":
+		// With [tls] nodes prove who they are with their certificates.
 		log.Warn("the API has tokens but [api] token_env names no set variable: other nodes of a cluster cannot authenticate their heartbeats, reports and joins to this one",
 			"token_env", cfg.API.TokenEnv)
 	}
@@ -56,8 +60,10 @@ func (m *Main) serveTLS() error {
 		return fmt.Errorf("node.http_addr: %w", err)
 	}
 	m.ln = tls.NewListener(m.ln, tc)
-	if len(m.Config.Node.Join) > 0 || !m.Config.Node.Bootstrap {
-		m.Logger.Named(logging.Node).Warn("the API serves TLS but nodes call each other's API over plain HTTP in this build: a cluster needs node-to-node TLS",
+	if !m.Config.TLS.Enabled() && (len(m.Config.Node.Join) > 0 || !m.Config.Node.Bootstrap) {
+		// With [tls] every node-to-node call goes to the node port, never
+		// to this listener.
+		m.Logger.Named(logging.Node).Warn("the API serves TLS but without [tls] nodes call each other's API over plain HTTP: a cluster needs node-to-node TLS ([tls])",
 			"http_addr", m.Config.Node.HTTPAddr)
 	}
 	return nil

@@ -17,8 +17,22 @@ import (
 // node-to-node port).
 func NewTLSCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return newTLSCluster(t, n, "")
+}
+
+// StartTLSClusterWithToken is StartTLSCluster with an admin token on
+// every node's API ([api] token_env), as a production cluster runs; the
+// cluster's Client sends it.
+func StartTLSClusterWithToken(t testing.TB, n int, token string) *Cluster {
+	t.Helper()
+	return start(newTLSCluster(t, n, token))
+}
+
+func newTLSCluster(t testing.TB, n int, apiToken string) *Cluster {
+	t.Helper()
 	certDir := filepath.Join(t.TempDir(), "certs")
 	opts := clusterOptions(t, n)
+	opts.APIToken = apiToken
 	opts.JoinRaft = true
 	opts.Configure = func(cfg *harness.Config) {
 		cfg.Extra += fmt.Sprintf("\n[tls]\nca_file = %q\ncert_file = %q\nkey_file = %q\n",
@@ -39,15 +53,26 @@ func StartTLSCluster(t testing.TB, n int) *Cluster {
 // binary's `reconciler certs`, the commands docs/cluster.md shows.
 func (c *Cluster) makeCerts(t testing.TB) {
 	t.Helper()
-	cmds := [][]string{{"certs", "ca", "--dir", c.CertDir}}
+	c.runCerts(t, "ca", "--dir", c.CertDir)
 	for _, p := range c.Nodes {
-		cmds = append(cmds, []string{"certs", "node", "--dir", c.CertDir, "--id", p.ID})
+		c.MakeNodeCert(t, p.ID)
 	}
-	for _, args := range cmds {
-		out, err := exec.Command(c.Bin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("reconciler %v: %v\n%s", args, err, out)
-		}
+}
+
+// MakeNodeCert issues a certificate of the cluster CA for node id (one
+// that never joins, for tests of what such a certificate may do), with
+// `reconciler certs node`.
+func (c *Cluster) MakeNodeCert(t testing.TB, id string) {
+	t.Helper()
+	c.runCerts(t, "node", "--dir", c.CertDir, "--id", id)
+}
+
+func (c *Cluster) runCerts(t testing.TB, args ...string) {
+	t.Helper()
+	args = append([]string{"certs"}, args...)
+	out, err := exec.Command(c.Bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reconciler %v: %v\n%s", args, err, out)
 	}
 }
 
