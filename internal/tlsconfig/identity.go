@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -93,4 +94,15 @@ func PeerID(cs *tls.ConnectionState) (string, error) {
 		return "", errors.New("not a node-to-node TLS connection")
 	}
 	return NodeID(cs.PeerCertificates[0])
+}
+
+// ConnPeerID is PeerID of a connection the Mux accepted (a *tls.Conn with
+// its handshake done).
+func ConnPeerID(c net.Conn) (string, error) {
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return "", errors.New("not a node-to-node TLS connection")
+	}
+	cs := tc.ConnectionState()
+	return PeerID(&cs)
 }
