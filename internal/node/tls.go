@@ -34,8 +34,9 @@ func (m *Main) openTLS() error {
 		return nil
 	}
 	n, err := tlsconfig.NewNode(tlsconfig.Config{
-		Files:  tlsconfig.Files{CA: c.TLS.CAFile, Cert: c.TLS.CertFile, Key: c.TLS.KeyFile},
-		Logger: m.Logger.Named(logging.TLS),
+		Files:    tlsconfig.Files{CA: c.TLS.CAFile, Cert: c.TLS.CertFile, Key: c.TLS.KeyFile},
+		DenyFile: c.TLS.DenylistFile,
+		Logger:   m.Logger.Named(logging.TLS),
 	})
 	if err != nil {
 		return fmt.Errorf("[tls]: %w", err)

@@ -96,10 +96,9 @@ func PeerID(cs *tls.ConnectionState) (string, error) {
 	return NodeID(cs.PeerCertificates[0])
 }
 
-// ConnPeerID is PeerID of a connection the Mux accepted (a *tls.Conn with
-// its handshake done).
+// ConnPeerID is PeerID of a connection the Mux accepted or Dial opened.
 func ConnPeerID(c net.Conn) (string, error) {
-	tc, ok := c.(*tls.Conn)
+	tc, ok := c.(interface{ ConnectionState() tls.ConnectionState })
 	if !ok {
 		return "", errors.New("not a node-to-node TLS connection")
 	}
