@@ -229,3 +229,74 @@ func sendAsPooled(t *testing.T, dial DialFunc, addr string, hdr raft.RPCHeader) 
 	var resp raft.AppendEntriesResponse
 	return trans.AppendEntries(raft.ServerID(hdr.ID), raft.ServerAddress(addr), &raft.AppendEntriesRequest{RPCHeader: hdr}, &resp)
 }
+
+// TestIdentityTransportLeaderRemovesItself: the followers stop taking the
+// old leader's RPCs once they have appended its removal, and still elect
+// a leader among themselves that commits.
+func TestIdentityTransportLeaderRemovesItself(t *testing.T) {
+	c := startTLSCluster(t)
+	old := waitLeader(t, c.stores)
+	if err := old.RemoveServer(old.ID()); err != nil {
+		t.Fatal(err)
+	}
+	var rest []*Store
+	for _, s := range c.stores {
+		if s != old {
+			rest = append(rest, s)
+		}
+	}
+	leader := waitLeader(t, rest)
+	res, err := leader.Propose(ctxT(t), stage(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rest {
+		if err := s.WaitForIndex(ctxT(t), res.Index); err != nil {
+			t.Errorf("%s: %v", s.ID(), err)
+		}
+		servers, err := s.Servers()
+		if err != nil || len(servers) != 2 {
+			t.Errorf("%s: servers %v, %v", s.ID(), servers, err)
+		}
+	}
+}
+
+// TestIdentityTransportDialsTheMember: raft dials an address of its
+// configuration; a server there whose certificate names another node (an
+// address taken over) is refused before any RPC is sent.
+func TestIdentityTransportDialsTheMember(t *testing.T) {
+	c := &tlsCluster{dir: t.TempDir()}
+	if err := tlsconfig.CreateCA(c.dir, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"n0", "n1", "n9"} {
+		if _, err := tlsconfig.CreateNode(c.dir, id, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.open(t, "n9", true) // listens where the configuration expects n1
+	taken := c.stores[0].Addr()
+	n0, err := tlsconfig.NewNode(tlsconfig.Config{Files: tlsconfig.DirFiles(c.dir, "n0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := tlsconfig.NewMux(ln, n0, nil)
+	t.Cleanup(func() { _ = mux.Close() })
+	sl := NewIdentityStreamLayer(mux.Listener(tlsconfig.ProtoRaft), nil, Identity{PeerID: tlsconfig.ConnPeerID,
+		Dial: func(ctx context.Context, addr, id string) (net.Conn, error) {
+			return n0.Dial(ctx, addr, tlsconfig.ProtoRaft, id)
+		}})
+	tr := newStreamTransport(Config{StreamLayer: sl, Logger: hclog.NewNullLogger()}).(*idTransport)
+	t.Cleanup(func() { _ = tr.Close() })
+	tr.setSource(fixedConfig{{ID: "n0", Address: raft.ServerAddress(ln.Addr().String())}, {ID: "n1", Address: raft.ServerAddress(taken)}})
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n0")}}
+	var resp raft.AppendEntriesResponse
+	err = tr.AppendEntries("n1", raft.ServerAddress(taken), req, &resp)
+	if err == nil || !strings.Contains(err.Error(), `is "n9", not "n1"`) {
+		t.Errorf("dialling n1's address held by n9 = %v", err)
+	}
+}
