@@ -19,7 +19,7 @@ func (f fixedConfig) GetConfiguration() raft.ConfigurationFuture { return config
 
 type configFuture struct{ servers []raft.Server }
 
-func (c configFuture) Error() error { return nil }
+func (c configFuture) Error() error  { return nil }
 func (c configFuture) Index() uint64 { return 1 }
 func (c configFuture) Configuration() raft.Configuration {
 	return raft.Configuration{Servers: c.servers}
