@@ -64,17 +64,16 @@ func (pc *peerConn) close() {
 }
 
 // admitRPC checks rpc; a refused one is answered with an error and ends
-// the connection.
+// the connection (every RPC raft's reader still decodes after that is
+// refused too).
 func (pc *peerConn) admitRPC(rpc raft.RPC) bool {
-	err := errRefused
-	if !pc.refused.Load() {
-		err = pc.t.check(pc, rpc)
-	}
-	if err != nil {
+	if pc.refused.Load() {
 		rpc.Respond(nil, errRefused)
-		if err != errRefused { //nolint:errorlint // our own sentinel: the connection is refused already
-			pc.t.refuse(pc, err)
-		}
+		return false
+	}
+	if err := pc.t.check(pc, rpc); err != nil {
+		rpc.Respond(nil, errRefused)
+		pc.t.refuse(pc, err)
 		return false
 	}
 	return true
