@@ -2,10 +2,13 @@ package system
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/tlsconfig"
@@ -22,7 +25,9 @@ const deniedRequest = `{"method":"DELETE","path":"/admin/users","source_ip":"203
 // the RPC header, a member's certificate claiming to be the leader, and
 // the certificate of a member that has left, speaking for itself. Each is
 // refused and logged by every node it is sent to, no node learns the
-// attacker's generation, and the denied request stays denied.
+// attacker's generation, and the denied request stays denied. The left
+// node's certificate, put on the denylist, then fails the node-to-node
+// HTTP handshake too.
 func TestRaftRefusesCertificatesThatAreNotTheMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("system test: starts real processes; skipped by -short")
@@ -62,6 +67,7 @@ func TestRaftRefusesCertificatesThatAreNotTheMember(t *testing.T) {
 		}
 	}
 
+	denyRemoved(t, c, removed, leader)
 	after := decisions(t, c, stayed)
 	for _, p := range stayed {
 		if g, err := c.Client.Generation(p, takeoverGen); err == nil {
@@ -77,6 +83,50 @@ func TestRaftRefusesCertificatesThatAreNotTheMember(t *testing.T) {
 	c.Kill(removed) // it left: its raft has shut down
 	c.Promote(1, leader)
 	c.WaitServing(1, stayed, harness.PromoteTimeout)
+}
+
+// denyRemoved puts the removed node's certificate on the denylist: its
+// node-to-node HTTP calls, which membership does not cover, went through
+// before and fail the handshake after, without a restart.
+func denyRemoved(t *testing.T, c *Cluster, removed, leader *harness.Node) {
+	t.Helper()
+	if err := peerHeartbeat(c, removed.ID, leader.RaftAddr); err != nil {
+		t.Fatalf("before the denylist, %s's certificate was refused on the node port: %v", removed.ID, err)
+	}
+	m, err := tlsconfig.Load(tlsconfig.DirFiles(c.CertDir, removed.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Deny(t, tlsconfig.SerialHex(m.Cert.Leaf))
+	err = harness.Eventually(harness.ReadyTimeout, func() error {
+		if err := peerHeartbeat(c, removed.ID, leader.RaftAddr); err == nil {
+			return fmt.Errorf("%s's denied certificate still gets answers", removed.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	if len(leader.LogLines("certificate is on the denylist")) == 0 {
+		t.Errorf("%s did not log the denied certificate", leader.ID)
+	}
+}
+
+// peerHeartbeat sends a node-to-node heartbeat with id's certificate; an
+// error when no HTTP answer came back (whatever its status).
+func peerHeartbeat(c *Cluster, id, addr string) error {
+	n, err := tlsconfig.NewNode(tlsconfig.Config{Files: tlsconfig.DirFiles(c.CertDir, id)})
+	if err != nil {
+		return err
+	}
+	tr := n.HTTPTransport()
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Post("https://"+addr+"/v1/cluster:heartbeat",
+		"application/json", strings.NewReader(`{"id":"`+id+`"}`))
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
 }
 
 // decisions is each node's answer to deniedRequest: decision, rule and
