@@ -31,7 +31,7 @@ type StreamLayer struct {
 // Identity ties raft to node certificates (NewIdentityStreamLayer).
 type Identity struct {
 	// PeerID returns the node id the certificate of an accepted
-	// connection names (tlsconfig.PeerID).
+	// connection names (tlsconfig.ConnPeerID).
 	PeerID func(net.Conn) (string, error)
 	// Dial opens a connection to the node at addr; id, when not empty,
 	// is the node the server's certificate must name

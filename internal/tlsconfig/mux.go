@@ -70,7 +70,7 @@ func NewMux(ln net.Listener, node *Node, logger hclog.Logger) *Mux {
 }
 
 // Listener returns the connections that negotiated proto (ProtoRaft or
-// ProtoHTTP); they are *tls.Conn with the handshake done.
+// ProtoHTTP), with the handshake done; ConnPeerID names their node.
 func (m *Mux) Listener(proto string) net.Listener { return m.subs[proto] }
 
 // Addr is the bound address.
@@ -170,6 +170,8 @@ type nodeConn struct {
 // puts it in Request.TLS).
 func (c *nodeConn) ConnectionState() tls.ConnectionState { return c.state }
 
+// Read refuses the connection, instead of returning what it read, once
+// the peer's certificate is on the denylist.
 func (c *nodeConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 && c.m.node.deny != nil && c.m.node.Denied(&c.state) {
