@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -115,4 +116,22 @@ func benchServer(b *testing.B, n *tlsconfig.Node, identity bool) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// BenchmarkCheckRPC is the check every incoming RPC pays, against a
+// configuration of five servers, apart from the hand-over between
+// goroutines.
+func BenchmarkCheckRPC(b *testing.B) {
+	var servers fixedConfig
+	for i := range 5 {
+		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprintf("n%d", i)),
+			Address: raft.ServerAddress(fmt.Sprintf("10.0.0.%d:8300", i))})
+	}
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("n4"), Addr: []byte("10.0.0.4:8300")}}
+	b.ReportAllocs()
+	for range b.N {
+		if err := checkRPC("n4", req, servers.GetConfiguration().Configuration().Servers); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
