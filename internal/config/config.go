@@ -283,6 +283,10 @@ type TLS struct {
 	// node.id, and its key (PEM).
 	CertFile string `toml:"cert_file"`
 	KeyFile  string `toml:"key_file"`
+	// DenylistFile, optional, lists serial numbers of node certificates
+	// refused although they chain to the CA (a compromised node's, until
+	// the CA is rotated); reloaded when it changes.
+	DenylistFile string `toml:"denylist_file"`
 }
 
 // Enabled reports whether node-to-node TLS is configured.

@@ -8,9 +8,13 @@ import (
 	"strings"
 )
 
-// validate checks that [tls] names all three files or none.
+// validate checks that [tls] names all three files or none, and a
+// denylist only with them.
 func (t *TLS) validate(e *errs) {
 	if !t.Enabled() {
+		if strings.TrimSpace(t.DenylistFile) != "" {
+			e.add("tls.denylist_file", "needs ca_file, cert_file and key_file: certificates are denied during the node-to-node TLS handshake")
+		}
 		return
 	}
 	for _, f := range []struct{ key, val string }{

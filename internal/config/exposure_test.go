@@ -54,3 +54,17 @@ func TestCheckExposureNodeTLS(t *testing.T) {
 		t.Errorf("advertised LAN address without TLS = %v", err)
 	}
 }
+
+func TestTLSDenylistFile(t *testing.T) {
+	c, err := Parse([]byte("[tls]\nca_file = \"ca.pem\"\ncert_file = \"n1.pem\"\nkey_file = \"n1-key.pem\"\ndenylist_file = \"certs/denied.txt\"\n"), "/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLS.DenylistFile != filepath.Join("/base", "certs/denied.txt") {
+		t.Errorf("denylist_file = %q", c.TLS.DenylistFile)
+	}
+	if _, err := Parse([]byte("[tls]\ndenylist_file = \"denied.txt\"\n"), "/base"); err == nil ||
+		!strings.Contains(err.Error(), "tls.denylist_file") {
+		t.Errorf("a denylist without the node's certificate = %v", err)
+	}
+}

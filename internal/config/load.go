@@ -86,6 +86,7 @@ func (c *Config) resolvePaths(baseDir string) {
 	c.TLS.CAFile = resolve(baseDir, c.TLS.CAFile)
 	c.TLS.CertFile = resolve(baseDir, c.TLS.CertFile)
 	c.TLS.KeyFile = resolve(baseDir, c.TLS.KeyFile)
+	c.TLS.DenylistFile = resolve(baseDir, c.TLS.DenylistFile)
 	if IsLocalPath(c.Git.URL) {
 		c.Git.URL = resolve(baseDir, c.Git.URL)
 	}

@@ -34,8 +34,9 @@ func (m *Main) openTLS() error {
 		return nil
 	}
 	n, err := tlsconfig.NewNode(tlsconfig.Config{
-		Files:  tlsconfig.Files{CA: c.TLS.CAFile, Cert: c.TLS.CertFile, Key: c.TLS.KeyFile},
-		Logger: m.Logger.Named(logging.TLS),
+		Files:    tlsconfig.Files{CA: c.TLS.CAFile, Cert: c.TLS.CertFile, Key: c.TLS.KeyFile},
+		DenyFile: c.TLS.DenylistFile,
+		Logger:   m.Logger.Named(logging.TLS),
 	})
 	if err != nil {
 		return fmt.Errorf("[tls]: %w", err)
@@ -83,10 +84,12 @@ func (m *Main) streamLayer() (raft.StreamLayer, error) {
 		advertise = tcp
 	}
 	n := m.tls.node
-	return raftstore.NewStreamLayer(m.tls.mux.Listener(tlsconfig.ProtoRaft), advertise,
-		func(ctx context.Context, addr string) (net.Conn, error) {
-			return n.Dial(ctx, addr, tlsconfig.ProtoRaft, "")
-		}), nil
+	return raftstore.NewIdentityStreamLayer(m.tls.mux.Listener(tlsconfig.ProtoRaft), advertise, raftstore.Identity{
+		PeerID: tlsconfig.ConnPeerID,
+		Dial: func(ctx context.Context, addr, id string) (net.Conn, error) {
+			return n.Dial(ctx, addr, tlsconfig.ProtoRaft, id)
+		},
+	}), nil
 }
 
 // peerClient is the client of node-to-node HTTP calls: mutual TLS with
@@ -100,7 +103,8 @@ func (m *Main) peerClient(timeout time.Duration) *http.Client {
 }
 
 // probe checks a joining node before it enters the raft configuration: it
-// must answer a raft RPC and, with [tls], prove that it is id.
+// must answer a raft RPC and, with [tls], prove that it is id. The RPC
+// names this node, whose certificate the joining node checks it against.
 func (m *Main) probe(_ context.Context, id, addr string) error {
 	dial := raftstore.TCPDial
 	if m.tls != nil {
@@ -109,7 +113,7 @@ func (m *Main) probe(_ context.Context, id, addr string) error {
 			return n.Dial(ctx, a, tlsconfig.ProtoRaft, id)
 		}
 	}
-	return raftstore.Probe(dial, addr, cluster.DefaultDialTimeout)
+	return raftstore.ProbeAs(dial, m.Config.Node.ID, addr, cluster.DefaultDialTimeout)
 }
 
 // startPeerHTTP serves the node-to-node HTTP API on the TLS port.

@@ -100,6 +100,9 @@ func (s *Store) openRaft(logs raft.LogStore, stable raft.StableStore, snaps raft
 		return fmt.Errorf("start raft: %w", err)
 	}
 	s.raft = r
+	if it, ok := trans.(*idTransport); ok {
+		it.setSource(r)
+	}
 	if !s.cfg.Bootstrap {
 		return nil
 	}

@@ -25,6 +25,18 @@ type StreamLayer struct {
 	net.Listener
 	advertise net.Addr
 	dial      DialFunc
+	identity  *Identity // nil: any peer the listener yields may send any RPC
+}
+
+// Identity ties raft to node certificates (NewIdentityStreamLayer).
+type Identity struct {
+	// PeerID returns the node id the certificate of an accepted
+	// connection names (tlsconfig.ConnPeerID).
+	PeerID func(net.Conn) (string, error)
+	// Dial opens a connection to the node at addr; id, when not empty,
+	// is the node the server's certificate must name
+	// (tlsconfig.Node.Dial).
+	Dial func(ctx context.Context, addr, id string) (net.Conn, error)
 }
 
 var _ raft.StreamLayer = (*StreamLayer)(nil)
@@ -34,6 +46,18 @@ var _ raft.StreamLayer = (*StreamLayer)(nil)
 // ln's address).
 func NewStreamLayer(ln net.Listener, advertise net.Addr, dial DialFunc) *StreamLayer {
 	return &StreamLayer{Listener: ln, advertise: advertise, dial: dial}
+}
+
+// NewIdentityStreamLayer is a stream layer over mutual TLS on which raft
+// accepts an RPC only from a connection whose certificate names the node
+// the RPC's header claims to be, and only while the raft configuration
+// this node knows holds that node (or holds nobody: a node that has not
+// joined yet). Raft dials a member asking for the certificate of the node
+// the configuration has at that address. A node removed from the
+// configuration has its connections closed.
+func NewIdentityStreamLayer(ln net.Listener, advertise net.Addr, id Identity) *StreamLayer {
+	dial := func(ctx context.Context, addr string) (net.Conn, error) { return id.Dial(ctx, addr, "") }
+	return &StreamLayer{Listener: ln, advertise: advertise, dial: dial, identity: &id}
 }
 
 // Addr is the address raft advertises.
@@ -52,8 +76,12 @@ func (s *StreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 }
 
 // newStreamTransport is raft's NetworkTransport over cfg.StreamLayer, with
-// the pool and timeout of the TCP transport it replaces.
+// the pool and timeout of the TCP transport it replaces; over an identity
+// stream layer, the idTransport that checks every RPC's sender.
 func newStreamTransport(cfg Config) raft.Transport {
+	if s, ok := cfg.StreamLayer.(*StreamLayer); ok && s.identity != nil {
+		return newIDTransport(s, cfg)
+	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: cfg.StreamLayer, MaxPool: 3, Timeout: 10 * time.Second, Logger: cfg.Logger.Named(logging.Raft),
 	})
@@ -66,11 +94,18 @@ func newStreamTransport(cfg Config) raft.Transport {
 // voter: one that accepts connections but never answers raft would
 // otherwise count towards the quorum and could stall the cluster.
 func Probe(dial DialFunc, addr string, timeout time.Duration) error {
+	return ProbeAs(dial, "", addr, timeout)
+}
+
+// ProbeAs is Probe with the RPC header naming node from: a node that ties
+// raft RPCs to certificates (NewIdentityStreamLayer) refuses an RPC whose
+// header does not name the node of the prober's certificate.
+func ProbeAs(dial DialFunc, from, addr string, timeout time.Duration) error {
 	t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: DialOnly(dial), MaxPool: 0, Timeout: timeout, Logger: hclog.NewNullLogger(),
 	})
 	defer t.Close()
-	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}}
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(from)}}
 	var resp raft.AppendEntriesResponse
 	done := make(chan error, 1)
 	go func() { done <- t.AppendEntries("", raft.ServerAddress(addr), req, &resp) }()

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -93,4 +94,14 @@ func PeerID(cs *tls.ConnectionState) (string, error) {
 		return "", errors.New("not a node-to-node TLS connection")
 	}
 	return NodeID(cs.PeerCertificates[0])
+}
+
+// ConnPeerID is PeerID of a connection the Mux accepted or Dial opened.
+func ConnPeerID(c net.Conn) (string, error) {
+	tc, ok := c.(interface{ ConnectionState() tls.ConnectionState })
+	if !ok {
+		return "", errors.New("not a node-to-node TLS connection")
+	}
+	cs := tc.ConnectionState()
+	return PeerID(&cs)
 }

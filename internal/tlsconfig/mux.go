@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ const (
 // connection is logged (at most one line per second, with a count of the
 // others), so an attempt to talk to raft without a certificate shows.
 type Mux struct {
+	node *Node
 	ln   net.Listener
 	conf *tls.Config
 	log  hclog.Logger
@@ -57,7 +59,7 @@ func NewMux(ln net.Listener, node *Node, logger hclog.Logger) *Mux {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	m := &Mux{ln: ln, conf: node.ServerConfig(ProtoRaft, ProtoHTTP), log: logger,
+	m := &Mux{node: node, ln: ln, conf: node.ServerConfig(ProtoRaft, ProtoHTTP), log: logger,
 		subs: map[string]*subListener{}, sem: make(chan struct{}, maxHandshakes), done: make(chan struct{}),
 		refusals: logging.NewLimiter(1, time.Second)}
 	for _, p := range []string{ProtoRaft, ProtoHTTP} {
@@ -68,7 +70,7 @@ func NewMux(ln net.Listener, node *Node, logger hclog.Logger) *Mux {
 }
 
 // Listener returns the connections that negotiated proto (ProtoRaft or
-// ProtoHTTP); they are *tls.Conn with the handshake done.
+// ProtoHTTP), with the handshake done; ConnPeerID names their node.
 func (m *Mux) Listener(proto string) net.Listener { return m.subs[proto] }
 
 // Addr is the bound address.
@@ -127,10 +129,7 @@ func (m *Mux) handshake(raw net.Conn) {
 		m.refuse(raw, errors.New("the client named no reconciler protocol (ALPN)"))
 		return
 	}
-	var handed net.Conn = conn
-	if proto == ProtoHTTP {
-		handed = httpConn{conn}
-	}
+	handed := &nodeConn{Conn: conn, m: m, state: conn.ConnectionState()}
 	t := time.NewTimer(handOffTimeout)
 	defer t.Stop()
 	select {
@@ -155,13 +154,32 @@ func (m *Mux) refuse(conn net.Conn, why error) {
 		"remote", conn.RemoteAddr().String(), "error", why, "others_refused", others)
 }
 
-// httpConn hides the *tls.Conn from net/http, which closes a TLS
-// connection whose ALPN protocol it has no TLSNextProto handler for; it
-// still fills Request.TLS from ConnectionState.
-type httpConn struct{ *tls.Conn }
+// nodeConn is a connection the Mux hands on. It ends the connection when
+// the peer's certificate is denied after the handshake (the denylist
+// reloaded), before any further byte of it is read. It also hides the
+// *tls.Conn from net/http, which closes a TLS connection whose ALPN
+// protocol it has no TLSNextProto handler for; net/http still fills
+// Request.TLS from ConnectionState.
+type nodeConn struct {
+	*tls.Conn
+	m     *Mux
+	state tls.ConnectionState
+}
 
-// ConnectionState is the TLS state net/http puts in Request.TLS.
-func (c httpConn) ConnectionState() tls.ConnectionState { return c.Conn.ConnectionState() }
+// ConnectionState is the state of the handshake (PeerID reads it; net/http
+// puts it in Request.TLS).
+func (c *nodeConn) ConnectionState() tls.ConnectionState { return c.state }
+
+// Read refuses the connection, instead of returning what it read, once
+// the peer's certificate is on the denylist.
+func (c *nodeConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.m.node.deny != nil && c.m.node.Denied(&c.state) {
+		c.m.refuse(c.Conn, fmt.Errorf("%w since the connection was opened", ErrDenied))
+		return 0, net.ErrClosed
+	}
+	return n, err
+}
 
 // subListener is the net.Listener of one ALPN protocol.
 type subListener struct {

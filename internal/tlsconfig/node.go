@@ -12,6 +12,9 @@ import (
 // Config configures a Node.
 type Config struct {
 	Files Files
+	// DenyFile, if set, lists serial numbers of certificates refused
+	// although they chain to the CA (ParseDenylist); reloaded like Files.
+	DenyFile string
 	// Logger reports reloads and refused reloads; nil discards.
 	Logger hclog.Logger
 	// CheckInterval defaults to DefaultCheckInterval; negative checks on
@@ -27,8 +30,9 @@ type Config struct {
 // logs why: the files may be half written, and a node must not change its
 // identity while it runs.
 type Node struct {
-	now func() time.Time
-	mat *watched[*Material]
+	now  func() time.Time
+	mat  *watched[*Material]
+	deny *watched[denylist] // nil without Config.DenyFile
 }
 
 // NewNode loads cfg.Files; an error if they are not a valid node identity.
@@ -50,7 +54,37 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{now: cfg.Now, mat: w}, nil
+	n := &Node{now: cfg.Now, mat: w}
+	if cfg.DenyFile != "" {
+		n.deny, err = newWatched(watchConfig[denylist]{
+			What:     "certificate denylist",
+			Paths:    []string{cfg.DenyFile},
+			Load:     func() (denylist, error) { return loadDenylist(cfg.DenyFile) },
+			Logger:   cfg.Logger,
+			Interval: cfg.CheckInterval,
+			Now:      cfg.Now,
+			Loaded:   func(d denylist) []any { return []any{"denied", len(d)} },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tls denylist: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// checkDenied refuses a peer chain that holds a denied certificate.
+func (n *Node) checkDenied(certs []*x509.Certificate) error {
+	if n.deny == nil {
+		return nil
+	}
+	return n.deny.Current().check(certs)
+}
+
+// Denied reports whether a connection's peer presented a denied
+// certificate, by the denylist of now (a connection opened before the
+// certificate was denied).
+func (n *Node) Denied(cs *tls.ConnectionState) bool {
+	return n.checkDenied(cs.PeerCertificates) != nil
 }
 
 func sameNode(cur, next *Material) error {
@@ -89,8 +123,10 @@ func (n *Node) ServerConfig(protos ...string) *tls.Config {
 				ClientAuth:             tls.RequireAndVerifyClientCert,
 				ClientCAs:              m.Roots,
 				VerifyConnection: func(cs tls.ConnectionState) error {
-					_, err := PeerID(&cs)
-					return err
+					if _, err := PeerID(&cs); err != nil {
+						return err
+					}
+					return n.checkDenied(cs.PeerCertificates)
 				},
 			}, nil
 		},
@@ -122,7 +158,7 @@ func (n *Node) ClientConfig(proto, wantID string) *tls.Config {
 			if wantID != "" && id != wantID {
 				return fmt.Errorf("the node at this address is %q, not %q", id, wantID)
 			}
-			return nil
+			return n.checkDenied(cs.PeerCertificates)
 		},
 	}
 }

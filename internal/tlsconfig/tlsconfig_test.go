@@ -58,8 +58,7 @@ func serveMux(t *testing.T, node *tlsconfig.Node, logger hclog.Logger) string {
 			if err != nil {
 				return
 			}
-			cs := c.(*tls.Conn).ConnectionState()
-			id, _ := tlsconfig.PeerID(&cs)
+			id, _ := tlsconfig.ConnPeerID(c)
 			_, _ = io.WriteString(c, "hello "+id+"\n")
 			_ = c.Close()
 		}

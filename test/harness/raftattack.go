@@ -41,6 +41,19 @@ const takeoverTerm = 1 << 40
 // everywhere. dial is how the attacker connects (raftstore.TCPDial, or a
 // TLS dialer with whatever certificate the attacker has).
 func TakeOver(dial raftstore.DialFunc, addr string, gen uint64, policyTOML string) error {
+	return TakeOverAs(dial, addr, Claim{ID: "attacker", Addr: addr}, gen, policyTOML)
+}
+
+// Claim is who a raft RPC's header says its sender is (raft.RPCHeader's
+// ID and Addr): raft records the leader by it.
+type Claim struct {
+	ID, Addr string
+}
+
+// TakeOverAs is TakeOver with RPC headers that claim to come from node
+// claim (a member's id and raft address, say), sent with whatever
+// certificate dial presents.
+func TakeOverAs(dial raftstore.DialFunc, addr string, claim Claim, gen uint64, policyTOML string) error {
 	files := map[string][]byte{"web/policy.toml": []byte(policyTOML)}
 	etags, err := etagsOf(files)
 	if err != nil {
@@ -68,13 +81,13 @@ func TakeOver(dial raftstore.DialFunc, addr string, gen uint64, policyTOML strin
 		Logger: hclog.NewNullLogger(),
 	})
 	defer trans.Close()
-	return sendTakeover(trans, raft.ServerAddress(addr), data)
+	return sendTakeover(trans, raft.ServerAddress(addr), claim, data)
 }
 
-func sendTakeover(trans *raft.NetworkTransport, addr raft.ServerAddress, data [][]byte) error {
-	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("attacker"), Addr: []byte(addr)}
+func sendTakeover(trans *raft.NetworkTransport, addr raft.ServerAddress, claim Claim, data [][]byte) error {
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(claim.ID), Addr: []byte(claim.Addr)}
 	var resp raft.AppendEntriesResponse
-	if err := trans.AppendEntries("attacker", addr, &raft.AppendEntriesRequest{RPCHeader: header, Term: takeoverTerm},
+	if err := trans.AppendEntries(raft.ServerID(claim.ID), addr, &raft.AppendEntriesRequest{RPCHeader: header, Term: takeoverTerm},
 		&resp); err != nil {
 		return fmt.Errorf("takeover: first AppendEntries: %w", err)
 	}
@@ -85,7 +98,7 @@ func sendTakeover(trans *raft.NetworkTransport, addr raft.ServerAddress, data []
 			Data: d, AppendedAt: time.Now()})
 	}
 	resp = raft.AppendEntriesResponse{}
-	if err := trans.AppendEntries("attacker", addr, req, &resp); err != nil {
+	if err := trans.AppendEntries(raft.ServerID(claim.ID), addr, req, &resp); err != nil {
 		return fmt.Errorf("takeover: AppendEntries with the entries: %w", err)
 	}
 	if !resp.Success {

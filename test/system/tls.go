@@ -13,8 +13,9 @@ import (
 
 // NewTLSCluster is NewCluster with mutual TLS between the nodes: a
 // cluster CA and node certificates made by `reconciler certs`, as
-// docs/cluster.md shows, and node.join naming raft addresses (the
-// node-to-node port).
+// docs/cluster.md shows, node.join naming raft addresses (the
+// node-to-node port), and a certificate denylist, empty at first
+// (Cluster.Deny).
 func NewTLSCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	return newTLSCluster(t, n, "")
@@ -35,8 +36,9 @@ func newTLSCluster(t testing.TB, n int, apiToken string) *Cluster {
 	opts.APIToken = apiToken
 	opts.JoinRaft = true
 	opts.Configure = func(cfg *harness.Config) {
-		cfg.Extra += fmt.Sprintf("\n[tls]\nca_file = %q\ncert_file = %q\nkey_file = %q\n",
-			filepath.Join(certDir, "ca.pem"), filepath.Join(certDir, cfg.ID+".pem"), filepath.Join(certDir, cfg.ID+"-key.pem"))
+		cfg.Extra += fmt.Sprintf("\n[tls]\nca_file = %q\ncert_file = %q\nkey_file = %q\ndenylist_file = %q\n",
+			filepath.Join(certDir, "ca.pem"), filepath.Join(certDir, cfg.ID+".pem"), filepath.Join(certDir, cfg.ID+"-key.pem"),
+			filepath.Join(certDir, denylistFile))
 	}
 	c := &Cluster{Cluster: harness.NewCluster(t, opts), CertDir: certDir}
 	c.makeCerts(t)
@@ -73,6 +75,26 @@ func (c *Cluster) runCerts(t testing.TB, args ...string) {
 	out, err := exec.Command(c.Bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("reconciler %v: %v\n%s", args, err, out)
+	}
+	if err := os.WriteFile(filepath.Join(c.CertDir, denylistFile), []byte("# serial numbers of denied node certificates\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// denylistFile is the [tls] denylist_file every node of a TLS cluster
+// reads, in the certificate directory.
+const denylistFile = "denied.txt"
+
+// Deny adds serial (hex) to the denylist the nodes reload.
+func (c *Cluster) Deny(t testing.TB, serial string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(c.CertDir, denylistFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "serial=%s\n", serial); err != nil {
+		t.Fatal(err)
 	}
 }
 
