@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -197,7 +198,15 @@ func (p *previewRuntime) sync() {
 	}
 	exps = servedExperiments(exps, p.live, snap, p.group)
 	p.compileMu.Lock()
+	before := p.compiler.Usage().Compiles
 	compiled, cerrs := p.compiler.CompileAll(exps, p.live)
+	if p.compiler.Usage().Compiles != before {
+		// Compiling allocates about 4 KiB an expression node and keeps a
+		// tenth of it: hand the rest back to the system now, so that the
+		// node's resident memory is what it holds (the budget), not the
+		// peak of the last compile.
+		debug.FreeOSMemory()
+	}
 	p.compileMu.Unlock()
 	for name, err := range cerrs {
 		p.log.Warn("experiment not previewed on this node", "experiment", name, "error", err)
