@@ -18,12 +18,13 @@ import (
 // heldBudget is the test's preview.max_compiled_bytes.
 const heldBudget = 48 << 20
 
-// maxHeldRSS bounds a node's peak resident memory while the five heavy
-// pull requests are opened and held: nothing of theirs is compiled on a
-// node (the leader validates them in its child process), and a node
-// peaked at 42-71 MiB. Before, every node compiled them: 104-135 MiB
-// with three of them.
-const maxHeldRSS = 120 << 20
+// maxHeldRSS bounds a follower's peak resident memory while the five
+// heavy pull requests are opened and held: nothing of theirs is compiled
+// on a node, and followers peaked at 43-59 MiB. Before, every node
+// compiled them: 122-128 MiB. The leader is logged, not bounded: it
+// also loads each pull request's tree and reads its rules in-process
+// (the validation itself runs in its child), which peaked at 68-93 MiB.
+const maxHeldRSS = 100 << 20
 
 // TestHeldForksCostNothingUntilApproved: while held, no node compiles the
 // forks' experiments and each node's memory is logged before and after;
@@ -51,7 +52,13 @@ func TestHeldForksCostNothingUntilApproved(t *testing.T) {
 	peaks.log("five heavy fork pull requests opened and held")
 	e.logRSS("held")
 	e.compiledOnEvery(0)
-	peaks.atMost(maxHeldRSS)
+	leader := e.cluster.WaitLeader(waitLimit)
+	t.Logf("the leader is %s", leader.ID)
+	for _, n := range e.nodes {
+		if rss := peaks.last[n.ID]; n != leader && rss > maxHeldRSS {
+			t.Errorf("follower %s peaked at %d MiB while the pull requests were held, over %d MiB", n.ID, rss>>20, maxHeldRSS>>20)
+		}
+	}
 
 	for i, f := range forks[:2] {
 		e.approve(f.n, f.exp, f.head)
