@@ -198,13 +198,14 @@ func (p *previewRuntime) sync() {
 	}
 	exps = servedExperiments(exps, p.live, snap, p.group)
 	p.compileMu.Lock()
-	before := p.compiler.Usage().Compiles
+	before := p.compiler.Usage().Measured
 	compiled, cerrs := p.compiler.CompileAll(exps, p.live)
-	if p.compiler.Usage().Compiles != before {
+	if p.compiler.Usage().Measured != before {
 		// Compiling allocates about 4 KiB an expression node and keeps a
-		// tenth of it: hand the rest back to the system now, so that the
-		// node's resident memory is what it holds (the budget), not the
-		// peak of the last compile.
+		// tenth of it (measuring one refused, a parse, keeps nothing):
+		// hand the rest back to the system now, so that the node's
+		// resident memory is what it holds, not the peak of the last
+		// compile.
 		debug.FreeOSMemory()
 	}
 	p.compileMu.Unlock()

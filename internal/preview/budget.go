@@ -28,16 +28,20 @@ type budgetAccount struct {
 // admit charges what e adds, or refuses it with the budget named (and
 // charges nothing).
 func (a *budgetAccount) admit(e *Experiment, s engine.Size) error {
-	next := a.used.Add(s)
-	if a.limit > 0 && next.Bytes() > a.limit {
+	if !a.fits(s) {
 		return errorf(ResourceExhausted,
 			"its programs (about %s: %d expression nodes, %d regex instructions) and those of the experiments "+
 				"previewed before it (about %s) would pass the node's budget "+
 				"preview.max_compiled_bytes = %d (%s); stop or delete an experiment, or raise the budget",
 			mib(s.Bytes()), s.ExprNodes, s.RegexInsts, mib(a.used.Bytes()), a.limit, mib(a.limit))
 	}
-	a.used = next
+	a.used = a.used.Add(s)
 	return nil
+}
+
+// fits reports whether s would be admitted.
+func (a *budgetAccount) fits(s engine.Size) bool {
+	return a.limit <= 0 || a.used.Add(s).Bytes() <= a.limit
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

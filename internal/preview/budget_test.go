@@ -118,6 +118,12 @@ func TestNodeBudgetRefusesTheOneOver(t *testing.T) {
 		t.Fatalf("the API view does not show the refusal: %+v", v.Stats)
 	}
 
+	// The state read again: nothing is parsed again, exp-c still refused.
+	measured := h.comp.Usage().Measured
+	if errs := install(exps...); len(errs) != 1 || h.comp.Usage().Measured != measured {
+		t.Fatalf("read again: %v, measured %d then %d", errs, measured, h.comp.Usage().Measured)
+	}
+
 	// exp-a stops: exp-c fits and previews.
 	stopped, err := preview.StopPreview(exps[0], at(5))
 	if err != nil {

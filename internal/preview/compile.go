@@ -38,10 +38,11 @@ type Compiler struct {
 	cache    map[compileKey]compiled
 	used     engine.Size
 	compiles uint64
+	measured uint64
 }
 
 // compiled is a program and what it adds to the node beside its live
-// policy.
+// policy; prog is nil for an experiment measured and refused.
 type compiled struct {
 	prog *engine.CompiledPolicy
 	size engine.Size
@@ -91,6 +92,9 @@ func (c *Compiler) CompileAll(exps []*Experiment, live map[string]*engine.Compil
 		}
 		got, key, err := c.compile(e, live[e.PolicyName()], &acct)
 		if err != nil {
+			if errors.Is(err, ErrResourceExhausted) {
+				next[key] = compiled{size: got.size} // measured: not parsed again while refused
+			}
 			errs[e.Name] = err
 			out = append(out, CompiledExperiment{Experiment: e, Refused: refusal(err)})
 			continue
@@ -123,13 +127,16 @@ func (c *Compiler) compile(e *Experiment, base *engine.CompiledPolicy, acct *bud
 	if base != nil {
 		key.liveEtag = base.Etag()
 	}
-	if got, ok := c.cache[key]; ok {
+	// A program is charged from the cache; an experiment refused before is
+	// refused again without a parse while it still does not fit.
+	if got, ok := c.cache[key]; ok && (got.prog != nil || !acct.fits(got.size)) {
 		return got, key, acct.admit(e, got.size)
 	}
 	admit := func(s engine.Size) error { return acct.admit(e, s) }
+	c.measured++
 	prog, size, err := engine.CompileWithin(e.Policy, c.opts, base, admit)
 	if err != nil {
-		return compiled{}, key, err
+		return compiled{size: size}, key, err
 	}
 	c.compiles++
 	return compiled{prog: prog, size: size}, key, nil
@@ -145,13 +152,23 @@ type Usage struct {
 	// Compiles counts programs compiled since the compiler was made
 	// (cache misses): a program taken from the cache is not counted.
 	Compiles uint64
+	// Measured counts experiments parsed and measured, compiled or
+	// refused: what allocates.
+	Measured uint64
 }
 
 // Usage reports what the compiler holds.
 func (c *Compiler) Usage() Usage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Usage{Programs: len(c.cache), Size: c.used, Bytes: c.used.Bytes(), Budget: c.budget, Compiles: c.compiles}
+	programs := 0
+	for _, got := range c.cache {
+		if got.prog != nil {
+			programs++
+		}
+	}
+	return Usage{Programs: programs, Size: c.used, Bytes: c.used.Bytes(), Budget: c.budget,
+		Compiles: c.compiles, Measured: c.measured}
 }
 
 // CheckPolicySize holds p to the budgets of a policy in a tree (rules,
