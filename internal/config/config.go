@@ -140,6 +140,11 @@ type GitHub struct {
 // Enabled reports whether the GitHub integration is configured.
 func (g GitHub) Enabled() bool { return g.Repository != "" }
 
+// DefaultMaxCompiledBytes is [preview] max_compiled_bytes by default:
+// room for one experiment at a policy's largest program budget (about
+// 96 MiB estimated) beside many small ones.
+const DefaultMaxCompiledBytes = 128 << 20
+
 // Preview is the [preview] section: experiments and their summaries.
 type Preview struct {
 	AutoStart               bool `toml:"auto_start"`
@@ -171,6 +176,11 @@ type Preview struct {
 	// RecordRequests is how many recent requests each node keeps to
 	// replay against an experiment when it starts; 0 disables it.
 	RecordRequests int `toml:"record_requests"`
+	// MaxCompiledBytes bounds the programs of all the experiments one node
+	// holds compiled for shadow evaluation (estimated from their size:
+	// engine.Size.Bytes); an experiment that would cross it is not
+	// previewed on the node, and its stats say why.
+	MaxCompiledBytes int64 `toml:"max_compiled_bytes"`
 	// Thresholds mark an experiment's summary failing (and the pull
 	// request's reconciler/preview status failure), by policy name; "*"
 	// applies to every policy, and a policy's own table overrides it key
@@ -352,6 +362,7 @@ func Default() *Config {
 			LogUnchangedEvery:       100,
 			LogMaxBytes:             64 << 20,
 			RecordRequests:          10_000,
+			MaxCompiledBytes:        DefaultMaxCompiledBytes,
 		},
 		Policy: Policy{MergeDefault: policy.StrategyFail},
 		Validation: Validation{MemoryLimitBytes: DefaultValidationMemoryLimit,

@@ -200,6 +200,7 @@ func TestBadValues(t *testing.T) {
 		{"[github]\nwebhook_secret_env = \"A-B\"", "github.webhook_secret_env"},
 		{"[preview]\nmax_experiments_per_policy = 0", "preview.max_experiments_per_policy"},
 		{"[preview]\nsummary = \" \"", "preview.summary"},
+		{"[preview]\nmax_compiled_bytes = 0", "preview.max_compiled_bytes"},
 		{"[policy]\nmerge_default = \"merge\"", "policy.merge_default"},
 		{"[api]\ntoken_env = \"$X\"", "api.token_env"},
 		{"[api]\ntrusted_proxies = [\"10.0.0.0/33\"]", "api.trusted_proxies[0]"},

@@ -202,6 +202,9 @@ func (p *Preview) validate(e *errs) {
 	if p.LogMaxBytes < 4096 {
 		e.add("preview.log_max_bytes", "%d must be at least 4096", p.LogMaxBytes)
 	}
+	if p.MaxCompiledBytes < 1<<20 {
+		e.add("preview.max_compiled_bytes", "%d must be at least 1048576 (1 MiB)", p.MaxCompiledBytes)
+	}
 	if p.RecordRequests < 0 || p.RecordRequests > 1_000_000 {
 		e.add("preview.record_requests", "%d must be between 0 (off) and 1000000", p.RecordRequests)
 	}

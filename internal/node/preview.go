@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -79,10 +80,33 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 		Log: f, UnchangedEvery: unchanged, RecordRequests: recordRequests(cfg.RecordRequests), Logger: log,
 	})
 	registerPreviewLogMetrics(m.registry, sh)
+	comp := preview.NewCompiler(eopts).WithBudget(cfg.MaxCompiledBytes)
+	registerCompilerMetrics(m.registry, comp)
 	return &previewRuntime{
 		nodeID: m.Config.Node.ID, group: m.Config.Node.Group, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
-		compiler: preview.NewCompiler(eopts), log: log, seed: maphash.MakeSeed(),
+		compiler: comp, log: log, seed: maphash.MakeSeed(),
 	}, nil
+}
+
+// registerCompilerMetrics exports what the node's compiled experiments
+// hold against preview.max_compiled_bytes: a held fork's experiment is
+// not among them until a writer approves it.
+func registerCompilerMetrics(reg prometheus.Registerer, comp *preview.Compiler) {
+	gauge := func(name, help string, f func(preview.Usage) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "reconciler", Name: name, Help: help},
+			func() float64 { return f(comp.Usage()) })
+	}
+	reg.MustRegister(
+		gauge("preview_compiled_experiments", "Experiment programs this node holds compiled for shadow evaluation.",
+			func(u preview.Usage) float64 { return float64(u.Programs) }),
+		gauge("preview_compiled_bytes", "Estimated bytes of those programs (engine.Size.Bytes).",
+			func(u preview.Usage) float64 { return float64(u.Bytes) }),
+		gauge("preview_compiled_budget_bytes", "preview.max_compiled_bytes: the budget of those programs.",
+			func(u preview.Usage) float64 { return float64(u.Budget) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "reconciler", Name: "preview_compiles_total",
+			Help: "Experiment programs compiled by this node (cache misses)."},
+			func() float64 { return float64(comp.Usage().Compiles) }),
+	)
 }
 
 // previewRedact is [preview] redact, or the defaults when absent.
@@ -174,19 +198,30 @@ func (p *previewRuntime) sync() {
 	}
 	exps = servedExperiments(exps, p.live, snap, p.group)
 	p.compileMu.Lock()
+	before := p.compiler.Usage().Measured
 	compiled, cerrs := p.compiler.CompileAll(exps, p.live)
+	if p.compiler.Usage().Measured != before {
+		// Compiling allocates about 4 KiB an expression node and keeps a
+		// tenth of it (measuring one refused, a parse, keeps nothing):
+		// hand the rest back to the system now, so that the node's
+		// resident memory is what it holds, not the peak of the last
+		// compile.
+		debug.FreeOSMemory()
+	}
 	p.compileMu.Unlock()
 	for name, err := range cerrs {
-		p.log.Warn("experiment does not compile on this node; not previewed", "experiment", name, "error", err)
+		p.log.Warn("experiment not previewed on this node", "experiment", name, "error", err)
 	}
 	p.shadow.SetExperiments(p.live, compiled)
 	active := 0
 	for _, ce := range compiled {
-		if ce.Experiment.IsActive() {
+		if ce.Program != nil {
 			active++
 		}
 	}
-	p.log.Debug("experiments installed", "experiments", len(compiled), "active", active)
+	u := p.compiler.Usage()
+	p.log.Debug("experiments installed", "experiments", len(compiled), "evaluated", active,
+		"compiled_bytes", u.Bytes, "budget_bytes", u.Budget)
 }
 
 // fingerprint hashes the experiment documents of st.

@@ -2,7 +2,9 @@ package preview
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -121,6 +123,8 @@ type merged struct {
 	liveEtagSeen  time.Time
 	windowPresent bool
 	window        Window
+	refusedBy     []string // nodes that do not evaluate the version
+	refused       string   // the first of their reasons
 }
 
 func (m *merged) add(node string, s Stats) {
@@ -133,8 +137,13 @@ func (m *merged) add(node string, s Stats) {
 			m.out.Samples = append(m.out.Samples, smp)
 		}
 	}
-	cov := NodeCoverage{Node: node, Evaluated: s.Evaluated, Replayed: s.Replayed.Evaluated, Dropped: s.Dropped, Window: s.Window}
+	cov := NodeCoverage{Node: node, Evaluated: s.Evaluated, Replayed: s.Replayed.Evaluated, Dropped: s.Dropped,
+		Window: s.Window, Refused: s.Refused}
 	m.out.Nodes = append(m.out.Nodes, cov)
+	if s.Refused != "" {
+		m.refusedBy = append(m.refusedBy, node)
+		m.refused = cmp.Or(m.refused, s.Refused)
+	}
 	if s.Window != nil {
 		m.window.extend(s.Window.Start)
 		m.window.extend(s.Window.End)
@@ -158,6 +167,9 @@ func addTransitions(t *tally, ts []Transition) {
 func (m *merged) result() Stats {
 	s := m.out
 	s.Tally, s.Replayed = m.live.snapshot(), m.replay.snapshot()
+	if len(m.refusedBy) > 0 {
+		s.Refused = fmt.Sprintf("on %s: %s", strings.Join(m.refusedBy, ", "), m.refused)
+	}
 	if m.windowPresent {
 		w := m.window
 		s.Window = &w

@@ -100,6 +100,9 @@ type NodeCoverage struct {
 	Replayed  uint64  `json:"replayed"`
 	Dropped   uint64  `json:"dropped"`
 	Window    *Window `json:"window,omitempty"`
+	// Refused says why the node does not evaluate the experiment (over
+	// its budget preview.max_compiled_bytes, or not compiling there).
+	Refused string `json:"refused,omitempty"`
 }
 
 // Stats is the CONTRACT §4 `stats` of one experiment version (experiment
@@ -115,6 +118,10 @@ type Stats struct {
 	Samples  []Sample       `json:"samples,omitempty"`
 	Window   *Window        `json:"window,omitempty"`
 	Nodes    []NodeCoverage `json:"nodes,omitempty"`
+	// Refused, when some node does not evaluate this version, says which
+	// and why: a node's own stats give its reason, merged ones prefix
+	// the nodes' ids ("on n1, n2: ...", the first node's reason).
+	Refused string `json:"refused,omitempty"`
 }
 
 // tally accumulates Counts and transitions.
@@ -190,6 +197,15 @@ type cell struct {
 	maxSamples int
 	window     Window
 	unchanged  uint64 // unchanged live evaluations, for log sampling
+	refused    string // why this node does not evaluate the version
+}
+
+// setRefused records why the node does not evaluate the version ("":
+// it does).
+func (c *cell) setRefused(reason string) {
+	c.mu.Lock()
+	c.refused = reason
+	c.mu.Unlock()
 }
 
 // maxSamplesPerTransition spreads samples over different transitions.
@@ -249,7 +265,7 @@ func (c *cell) snapshot() Stats {
 	s := Stats{
 		Experiment: c.name, ExperimentEtag: c.etag, LiveEtag: c.liveEtag,
 		Tally: c.live.snapshot(), Replayed: c.replayed.snapshot(),
-		Samples: slices.Clone(c.samples),
+		Samples: slices.Clone(c.samples), Refused: c.refused,
 	}
 	s.Dropped = c.dropped.Load()
 	if !c.window.Start.IsZero() {

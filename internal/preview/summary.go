@@ -112,6 +112,9 @@ func Summarize(e *Experiment, liveEtag string, merged []Stats, th Thresholds) Su
 			s.Stats = st
 		}
 	}
+	if s.NotPreviewed == "" && s.Stats.Refused != "" {
+		s.NotPreviewed = s.Stats.Refused // ACTIVE, but some nodes refuse it
+	}
 	s.Failing, s.Reason = th.Check(s.Stats)
 	return s
 }

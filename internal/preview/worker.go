@@ -9,8 +9,9 @@ import (
 
 // SetExperiments installs the live programs (by policy name) and the
 // compiled experiments, replacing the previous set in one atomic swap.
-// Only ACTIVE, previewed experiments are evaluated; stats are kept for
-// every experiment listed and dropped for the others. A version (name,
+// Only ACTIVE, previewed experiments with a program are evaluated; stats
+// are kept for every experiment listed and dropped for the others, and
+// an ACTIVE one refused on this node says why in its stats (Refused). A version (name,
 // etag) seen ACTIVE for the first time is replayed against recorded
 // traffic in the background, so its stats fill within seconds.
 func (s *Shadow) SetExperiments(live map[string]*engine.CompiledPolicy, exps []CompiledExperiment) {
@@ -29,10 +30,14 @@ func (s *Shadow) SetExperiments(live map[string]*engine.CompiledPolicy, exps []C
 			continue
 		}
 		names[e.Name] = true
-		if !e.IsActive() || ce.Program == nil {
+		if !e.IsActive() {
 			continue
 		}
 		c, created := s.stats.get(e.Name, e.Etag)
+		c.setRefused(ce.Refused)
+		if ce.Program == nil {
+			continue // refused on this node: its stats say why
+		}
 		pol := e.PolicyName()
 		en := &entry{name: e.Name, prog: ce.Program, cell: c}
 		v.active[pol] = append(v.active[pol], en)

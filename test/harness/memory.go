@@ -42,3 +42,24 @@ func (n *Node) ResetPeakRSS() error {
 	}
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
+
+// RSS is the node's resident memory now, in bytes (VmRSS): what it holds
+// after a step, where PeakRSS is the most it held during one.
+func (n *Node) RSS() (int64, error) {
+	pid := n.Pid()
+	if pid == 0 {
+		return 0, fmt.Errorf("%s: not running", n.ID)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("%s: resident memory needs Linux's /proc: %w", n.ID, err)
+	}
+	for line := range bytes.Lines(b) {
+		f := bytes.Fields(line)
+		if len(f) == 3 && string(f[0]) == "VmRSS:" && string(f[2]) == "kB" {
+			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("%s: no VmRSS in /proc/%d/status", n.ID, pid)
+}
