@@ -30,6 +30,34 @@ func TestSweepMarksFailedOnce(t *testing.T) {
 	}
 }
 
+// TestSweepLagsOnce: a node that stops following is reported once, not at
+// every sweep, and once more when it follows again.
+func TestSweepLagsOnce(t *testing.T) {
+	now := time.Unix(100, 0)
+	h := newHeartbeats(func() time.Time { return now }, 2*time.Second)
+	h.followTimeout = 5 * time.Second
+	at := func(i uint64) *uint64 { return &i }
+	h.record(Heartbeat{ID: "s"})
+	h.observeApplied("s", at(7), 8) // mark: 8, which s has not reached
+	h.observeApplied("s", at(7), 9)
+	now = now.Add(4 * time.Second)
+	if lagging, back := h.sweepLags(); len(lagging)+len(back) != 0 {
+		t.Fatalf("within the follow timeout: %v %v", lagging, back)
+	}
+	now = now.Add(time.Second)
+	lagging, _ := h.sweepLags()
+	if l, ok := lagging["s"]; len(lagging) != 1 || !ok || l.LeaderIndex != 8 || l.AppliedIndex != 7 || !l.Since.Equal(time.Unix(100, 0)) {
+		t.Fatalf("past the follow timeout: %+v", lagging)
+	}
+	if lagging, _ := h.sweepLags(); len(lagging) != 0 {
+		t.Fatalf("reported twice: %v", lagging)
+	}
+	h.observeApplied("s", at(9), 9)
+	if _, back := h.sweepLags(); !slices.Equal(back, []string{"s"}) {
+		t.Fatalf("back: %v", back)
+	}
+}
+
 // TestSettingsDiffAndBounds: every differing setting is named, and a join
 // request cannot carry unbounded settings.
 func TestSettingsDiffAndBounds(t *testing.T) {
