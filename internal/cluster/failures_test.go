@@ -56,6 +56,20 @@ func TestSweepLagsOnce(t *testing.T) {
 	if _, back := h.sweepLags(); !slices.Equal(back, []string{"s"}) {
 		t.Fatalf("back: %v", back)
 	}
+	// Silent longer than the window (restarted), back behind: a new mark,
+	// so the follow timeout counts from now.
+	now = now.Add(time.Minute)
+	for range 5 { // heartbeats within the window from now on
+		h.observeApplied("s", at(9), 20)
+		if l := h.lag("s"); l != nil {
+			t.Fatalf("a node back from a silence is judged from before it: %+v", l)
+		}
+		now = now.Add(time.Second)
+	}
+	h.observeApplied("s", at(9), 20)
+	if l := h.lag("s"); l == nil || l.LeaderIndex != 20 {
+		t.Fatalf("past the follow timeout since it came back: %+v", l)
+	}
 }
 
 // TestSettingsDiffAndBounds: every differing setting is named, and a join

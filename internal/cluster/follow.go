@@ -40,13 +40,17 @@ func (l Lag) Reason() string {
 type mark struct {
 	index uint64
 	since time.Time
+	heard time.Time // the node's last heartbeat with an applied index
 }
 
 // observeApplied takes a node's applied index from its heartbeat. When
 // the node has reached its mark (or has none), the mark moves to the
 // leader's applied index now; otherwise it stays, so its time is when
 // the node stopped following, whatever happened to the generations since.
-// A heartbeat without an index (an older build) is not judged.
+// A node back after a silence longer than the reachability window (a
+// restart) starts with a new mark: it was unreachable, not stalled, and
+// gets the follow timeout to catch up. A heartbeat without an index (an
+// older build) is not judged.
 func (h *heartbeats) observeApplied(id string, applied *uint64, leaderIndex uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -57,9 +61,13 @@ func (h *heartbeats) observeApplied(id string, applied *uint64, leaderIndex uint
 	v := h.seen[id]
 	v.AppliedIndex = *applied
 	h.seen[id] = v
-	if m, ok := h.marks[id]; !ok || *applied >= m.index {
-		h.marks[id] = mark{index: leaderIndex, since: h.now()}
+	now := h.now()
+	m, ok := h.marks[id]
+	if !ok || *applied >= m.index || now.Sub(m.heard) >= h.window {
+		m = mark{index: leaderIndex, since: now}
 	}
+	m.heard = now
+	h.marks[id] = m
 }
 
 // lagLocked is id's Lag when it has not reached its mark within the

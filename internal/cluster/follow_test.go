@@ -28,7 +28,8 @@ type followFixture struct {
 func newFollowFixture(t *testing.T, staging, follow time.Duration) *followFixture {
 	f := &followFixture{t: t, now: time.Unix(1000, 0), store: newFakeStore(true, "L"), logs: &strings.Builder{}}
 	c, err := cluster.New(cluster.Config{NodeID: "L", Store: f.store, Now: f.clock, StagingTimeout: staging,
-		FollowTimeout: follow, Logger: hclog.New(&hclog.LoggerOptions{Output: f.logs})})
+		HeartbeatTimeout: time.Minute, // the test beats every few seconds
+		FollowTimeout:    follow, Logger: hclog.New(&hclog.LoggerOptions{Output: f.logs})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,9 +138,10 @@ func TestNodeThatCannotFollowIsLeftBehind(t *testing.T) {
 
 	cutAt := time.Now()
 	proxy.setCut(true)
-	active := pushUntilActivated(t, c, leader, 30*time.Second)
+	first := pushUntilActivated(t, c, leader, 30*time.Second)
 	t.Logf("generation %d activated %s after n3 was cut off raft (follow_timeout 2s, commits every 2s)",
-		active, time.Since(cutAt).Round(time.Millisecond))
+		first, time.Since(cutAt).Round(time.Millisecond))
+	active := settled(t, c, leader)
 	c.allServe(active, "n1", "n2")
 	if err := serves(c.base("n3"), 1); err != nil {
 		t.Errorf("n3 must keep answering from generation 1: %v", err)
@@ -203,4 +204,20 @@ func pushUntilActivated(t *testing.T, c *testCluster, leader string, limit time.
 	t.Fatalf("no generation activated in %s while a node does not follow the log (active %d, staged %d)", limit,
 		st.Active, st.Staged)
 	return 0
+}
+
+// settled waits until the leader has no generation staged (the last push
+// is active too, or was superseded) and returns the active one.
+func settled(t *testing.T, c *testCluster, leader string) uint64 {
+	t.Helper()
+	var active uint64
+	eventually(t, waitTimeout, "no staged generation", func() error {
+		st := c.nodes[leader].Store().State()
+		if g, ok := st.StagedGeneration(); ok {
+			return fmt.Errorf("generation %d is staged", g.Number)
+		}
+		active = st.Active
+		return nil
+	})
+	return active
 }
