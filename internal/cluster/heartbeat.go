@@ -173,9 +173,9 @@ func (c *Cluster) View() View {
 
 // Required returns the nodes whose Ready the leader waits for before it
 // activates a staged generation: the serving nodes, less those left
-// behind (staging.go): the ones that reported they cannot load it, and,
-// past the staging timeout, the ones that have not reported Ready while
-// most others have.
+// behind (staging.go): the ones that reported they cannot load it, the
+// ones that do not follow the raft log (follow.go), and, past the staging
+// timeout, the ones that have not reported Ready while most others have.
 func (c *Cluster) Required(st *raftstore.State) []string {
 	return c.dropLeftBehind(st, c.serving(st)) // staging.go
 }
