@@ -135,13 +135,16 @@ func TestNodeWithFullDiskIsLeftBehind(t *testing.T) {
 		}
 		return err
 	})
-	var logged []string
-	for _, n := range e.c.Nodes {
-		logged = append(logged, n.LogLines("node does not follow the raft log")...)
-	}
-	if len(logged) == 0 || !strings.Contains(logged[0], `"n3"`) {
-		t.Errorf("the leader logged n3 as not following the log %d times: %q", len(logged), logged)
-	}
+	e.eventually("the leader logs n3 as not following the log", func() error {
+		var logged []string
+		for _, n := range e.c.Nodes {
+			logged = append(logged, n.LogLines("node does not follow the raft log")...)
+		}
+		if len(logged) == 0 || !strings.Contains(logged[0], `"n3"`) {
+			return fmt.Errorf("logged %q", logged)
+		}
+		return nil
+	})
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
