@@ -72,6 +72,7 @@ type statusView struct {
 			Generation uint64   `json:"generation"`
 			Errors     []string `json:"errors"`
 		} `json:"loadFailures"`
+		NotFollowing string `json:"notFollowing"`
 	} `json:"nodes"`
 }
 
@@ -345,6 +346,9 @@ func printNodes(w io.Writer, v *statusView, now time.Time) {
 				fmt.Fprintf(w, "  %s cannot load generation %d (left behind, out of rotation): %s\n", n.ID, f.Generation,
 					firstLine(f.Errors[0]))
 			}
+		}
+		if n.NotFollowing != "" {
+			fmt.Fprintf(w, "  %s left behind, out of rotation: %s\n", n.ID, n.NotFollowing)
 		}
 	}
 }

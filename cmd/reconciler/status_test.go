@@ -29,6 +29,7 @@ const statusFixture = `{"nodeId":"n2","leader":"n1","raftState":"Follower","acti
 "experiments":[],
 "nodes":[
  {"id":"n1","raftAddr":"127.0.0.1:8300","httpAddr":"127.0.0.1:8181","group":"default","subgroup":"default","state":"ACTIVE","voter":true,"leader":true,"reachable":true,"lastHeartbeat":"2026-01-02T15:04:09.5Z","generation":2,"joinTime":"2026-01-02T15:00:00Z","status":{"statistics":{"policyExecutedCount":12,"policyExecutedFailCount":1}}},
+ {"id":"n3","raftAddr":"127.0.0.1:8302","httpAddr":"127.0.0.1:8183","group":"default","subgroup":"default","state":"ACTIVE","voter":true,"leader":false,"reachable":true,"lastHeartbeat":"2026-01-02T15:04:09.5Z","generation":1,"joinTime":"2026-01-02T15:00:00Z","appliedIndex":14,"notFollowing":"not following the raft log since 2026-01-02T15:03:40Z: applied index 14, the leader had applied 18 by then"},
  {"id":"n4","raftAddr":"127.0.0.1:8303","httpAddr":"127.0.0.1:8184","group":"default","subgroup":"default","state":"ACTIVE","voter":false,"leader":false,"reachable":false,"generation":1,"joinTime":"2026-01-02T15:00:00Z","loadFailures":[{"generation":2,"errors":["web/policy.toml:9: rule \"r\" is already defined\nat line 9","second"]}]}]}`
 
 func TestStatusExperimentsTable(t *testing.T) {
@@ -85,7 +86,9 @@ Experiments
 Nodes
   ID  RAFT ADDRESS    HTTP ADDRESS    GROUP            STATE   ROLE       GENERATION  DECISIONS (FAILED)  LAST HEARTBEAT
   n1  127.0.0.1:8300  127.0.0.1:8181  default/default  ACTIVE  leader     2           12 (1)              2026-01-02T15:04:09Z (500ms ago)
+  n3  127.0.0.1:8302  127.0.0.1:8183  default/default  ACTIVE  voter      1           -                   2026-01-02T15:04:09Z (500ms ago)
   n4  127.0.0.1:8303  127.0.0.1:8184  default/default  ACTIVE  non-voter  1           -                   -
+  n3 left behind, out of rotation: not following the raft log since 2026-01-02T15:03:40Z: applied index 14, the leader had applied 18 by then
   n4 cannot load generation 2 (left behind, out of rotation): web/policy.toml:9: rule "r" is already defined (+1 more lines)
 `
 	if out.String() != want {

@@ -128,6 +128,14 @@ type nodeResource struct {
 	// errors: the leader promotes without it and it is out of rotation
 	// until it loads a later generation (nodes_state.go).
 	LoadFailures []loadFailure `json:"loadFailures,omitempty"`
+	// AppliedIndex is the raft index the node had applied at its last
+	// heartbeat (this node's own: right now).
+	AppliedIndex uint64 `json:"appliedIndex,omitempty"`
+	// NotFollowing says why the leader promotes without a node that
+	// heartbeats but has not applied the log for longer than the follow
+	// timeout ("not following the raft log since …"): it is out of rotation
+	// until it catches up.
+	NotFollowing string `json:"notFollowing,omitempty"`
 }
 
 type listNodesResponse struct {
@@ -140,12 +148,16 @@ func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.V
 		ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Group: n.Group, Subgroup: n.Subgroup,
 		State: string(n.State), Voter: n.Voter, Leader: n.ID == s.cluster.Leader(),
 		Reachable: hb.Reachable, LastHeartbeat: hb.LastHeartbeat, Generation: hb.Generation, JoinTime: n.JoinTime,
-		Status: hb.Status, HeldReasons: s.cluster.HeldReasons(n, v),
+		Status: hb.Status, HeldReasons: s.cluster.HeldReasons(n, v), AppliedIndex: hb.AppliedIndex,
+	}
+	if hb.NotFollowing != nil {
+		res.NotFollowing = hb.NotFollowing.Reason()
 	}
 	if hb.Status != nil && hb.Status.State == raftstore.NodeTerminated {
 		res.State = string(raftstore.NodeTerminated) // it said so in its last heartbeat
 	}
 	if n.ID == s.cluster.NodeID() {
+		res.AppliedIndex = st.LastIndex
 		res.Generation = 0
 		if cur := s.gens.Current(); cur != nil {
 			res.Generation = cur.Generation

@@ -64,8 +64,11 @@ const defaultGroup = "default"
 // outOfRotation says why /readyz must fail although a generation is
 // loaded: the node is PASSIVE, or it serves an older generation than the
 // active one (it could not load it, or was left behind by the leader) and
-// is not SAFE, which stays behind on purpose. It rejoins rotation as soon
-// as it serves the active generation.
+// is not SAFE, which stays behind on purpose, or the leader found it does
+// not follow the raft log (its own state cannot tell it is behind; the
+// finding comes with the answers to its heartbeats). It rejoins rotation
+// as soon as it has applied what it was missing and serves the active
+// generation.
 func (s *Server) outOfRotation(snap *Snapshot) error {
 	mode := s.mode()
 	if refuses(mode) {
@@ -75,6 +78,11 @@ func (s *Server) outOfRotation(snap *Snapshot) error {
 		return nil
 	}
 	st := s.cluster.State()
+	if lag := s.cluster.View().Nodes[s.cluster.NodeID()].NotFollowing; lag != nil && st.LastIndex < lag.LeaderIndex &&
+		s.cluster.Leader() != s.cluster.NodeID() {
+		return errorf(errs.Unavailable, "this node is %s (the leader's finding; it serves generation %d): out of rotation until it catches up",
+			lag.Reason(), snap.Generation)
+	}
 	if st.Active <= snap.Generation {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -217,5 +218,34 @@ func TestLeftBehindNodeSaysWhy(t *testing.T) {
 	n.LoadFailures = nil
 	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/nodes/n1", nil, nil).body, &n); err != nil || n.LoadFailures != nil {
 		t.Fatalf("n1 = %+v %v", n, err)
+	}
+}
+
+// TestNodeNotFollowingSaysWhy: a node the leader finds not following the
+// raft log fails /readyz with the leader's finding (its own state cannot
+// tell it is behind), GET /v1/nodes/{id} shows it, and the node is back in
+// rotation once it has applied the entry it was missing.
+func TestNodeNotFollowingSaysWhy(t *testing.T) {
+	st := clusterState() // the env (n2) serves 7, the active generation
+	st.LastIndex = 14
+	lag := &cluster.Lag{Since: time.Date(2026, 1, 2, 15, 3, 40, 0, time.UTC), LeaderIndex: 18, AppliedIndex: 14}
+	fc := &fakeCluster{state: st, view: cluster.View{Leader: "n1", Nodes: map[string]cluster.NodeView{
+		"n2": {AppliedIndex: 14, NotFollowing: lag}}}}
+	e := newTestEnv(t, Config{Cluster: fc})
+	want := "not following the raft log since 2026-01-02T15:03:40Z: applied index 14, the leader had applied 18 by then"
+	if a := e.do(http.MethodGet, "/readyz", nil, nil); a.code != 503 || !strings.Contains(string(a.body), want) {
+		t.Fatalf("readyz: %d %s", a.code, a.body)
+	}
+	var n struct {
+		AppliedIndex uint64 `json:"appliedIndex"`
+		NotFollowing string `json:"notFollowing"`
+	}
+	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/nodes/n2", nil, nil).body, &n); err != nil ||
+		n.NotFollowing != want || n.AppliedIndex != 14 {
+		t.Fatalf("n2 = %+v %v", n, err)
+	}
+	fc.applied(18) // it caught up before the leader's next answer says so
+	if a := e.do(http.MethodGet, "/readyz", nil, nil); a.code != 200 {
+		t.Fatalf("caught up: %d %s", a.code, a.body)
 	}
 }

@@ -119,6 +119,11 @@ type Config struct {
 	// Ready before promoting without it (staging.go); zero means
 	// DefaultStagingTimeout.
 	StagingTimeout time.Duration
+	// FollowTimeout is how long a node may go without applying an entry
+	// the leader had applied before the leader promotes without it
+	// (follow.go); zero means DefaultFollowTimeout. It is capped at
+	// StagingTimeout.
+	FollowTimeout  time.Duration
 	ForwardTimeout time.Duration
 	DialTimeout    time.Duration
 }
@@ -174,6 +179,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.fwd = &forwarder{self: cfg.NodeID, store: cfg.Store, client: cfg.Client, token: cfg.Token,
 		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout, peerTLS: cfg.PeerTLS}
 	c.hb = newHeartbeats(cfg.Now, orDefault(cfg.HeartbeatTimeout, ReachableIntervals*cfg.HeartbeatInterval))
+	c.hb.followTimeout = min(orDefault(cfg.FollowTimeout, DefaultFollowTimeout), cfg.StagingTimeout)
 	return c, nil
 }
 

@@ -12,7 +12,8 @@
 // heartbeat carries (status.go), failed nodes (failures.go), health checks
 // fanned out to the nodes in scope (health.go), nodes held PASSIVE at join
 // (consistency.go) and nodes left behind past the staging timeout
-// (staging.go).
+// (staging.go) or because they do not follow the raft log although they
+// heartbeat (follow.go).
 //
 // Errors keep their identity across the wire: every sentinel error of this
 // package and of raftstore has a name (Reason) that the API puts into the

@@ -44,4 +44,5 @@ func (c *Cluster) checkFailures() {
 	for _, id := range back {
 		c.log.Info("node heard from again", "node", id)
 	}
+	c.checkFollowing() // follow.go
 }

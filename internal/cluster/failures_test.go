@@ -30,6 +30,48 @@ func TestSweepMarksFailedOnce(t *testing.T) {
 	}
 }
 
+// TestSweepLagsOnce: a node that stops following is reported once, not at
+// every sweep, and once more when it follows again.
+func TestSweepLagsOnce(t *testing.T) {
+	now := time.Unix(100, 0)
+	h := newHeartbeats(func() time.Time { return now }, 2*time.Second)
+	h.followTimeout = 5 * time.Second
+	at := func(i uint64) *uint64 { return &i }
+	h.record(Heartbeat{ID: "s"})
+	h.observeApplied("s", at(7), 8) // mark: 8, which s has not reached
+	h.observeApplied("s", at(7), 9)
+	now = now.Add(4 * time.Second)
+	if lagging, back := h.sweepLags(); len(lagging)+len(back) != 0 {
+		t.Fatalf("within the follow timeout: %v %v", lagging, back)
+	}
+	now = now.Add(time.Second)
+	lagging, _ := h.sweepLags()
+	if l, ok := lagging["s"]; len(lagging) != 1 || !ok || l.LeaderIndex != 8 || l.AppliedIndex != 7 || !l.Since.Equal(time.Unix(100, 0)) {
+		t.Fatalf("past the follow timeout: %+v", lagging)
+	}
+	if lagging, _ := h.sweepLags(); len(lagging) != 0 {
+		t.Fatalf("reported twice: %v", lagging)
+	}
+	h.observeApplied("s", at(9), 9)
+	if _, back := h.sweepLags(); !slices.Equal(back, []string{"s"}) {
+		t.Fatalf("back: %v", back)
+	}
+	// Silent longer than the window (restarted), back behind: a new mark,
+	// so the follow timeout counts from now.
+	now = now.Add(time.Minute)
+	for range 5 { // heartbeats within the window from now on
+		h.observeApplied("s", at(9), 20)
+		if l := h.lag("s"); l != nil {
+			t.Fatalf("a node back from a silence is judged from before it: %+v", l)
+		}
+		now = now.Add(time.Second)
+	}
+	h.observeApplied("s", at(9), 20)
+	if l := h.lag("s"); l == nil || l.LeaderIndex != 20 {
+		t.Fatalf("past the follow timeout since it came back: %+v", l)
+	}
+}
+
 // TestSettingsDiffAndBounds: every differing setting is named, and a join
 // request cannot carry unbounded settings.
 func TestSettingsDiffAndBounds(t *testing.T) {

@@ -24,11 +24,15 @@ type heartbeats struct {
 	seen     map[string]NodeView
 	payloads map[string]json.RawMessage // the last Heartbeat.Payload of each node
 	failed   map[string]bool            // past the window, logged once (failures.go)
+
+	followTimeout time.Duration   // a node past it without reaching its mark does not follow (follow.go)
+	marks         map[string]mark // the leader's applied index each node has to reach
+	lagging       map[string]bool // not following, logged once (follow.go)
 }
 
 func newHeartbeats(now func() time.Time, window time.Duration) *heartbeats {
 	return &heartbeats{now: now, window: window, seen: map[string]NodeView{}, payloads: map[string]json.RawMessage{},
-		failed: map[string]bool{}}
+		failed: map[string]bool{}, followTimeout: DefaultFollowTimeout, marks: map[string]mark{}, lagging: map[string]bool{}}
 }
 
 // reset starts a leadership term with no heartbeats heard.
@@ -39,12 +43,15 @@ func (h *heartbeats) reset() {
 	h.seen = map[string]NodeView{}
 	h.payloads = map[string]json.RawMessage{}
 	h.failed = map[string]bool{}
+	h.marks = map[string]mark{}
+	h.lagging = map[string]bool{}
 }
 
 func (h *heartbeats) record(hb Heartbeat) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.seen[hb.ID] = NodeView{LastHeartbeat: h.now(), Generation: hb.Generation, Status: hb.Status}
+	h.seen[hb.ID] = NodeView{LastHeartbeat: h.now(), Generation: hb.Generation, Status: hb.Status,
+		AppliedIndex: h.seen[hb.ID].AppliedIndex}
 	if hb.Payload != nil {
 		h.payloads[hb.ID] = hb.Payload
 	}
@@ -91,6 +98,7 @@ func (h *heartbeats) snapshot() map[string]NodeView {
 	out := make(map[string]NodeView, len(h.seen))
 	for id, v := range h.seen {
 		v.Reachable = now.Sub(v.LastHeartbeat) < h.window
+		v.NotFollowing = h.lagLocked(id, now)
 		out[id] = v
 	}
 	return out
@@ -115,11 +123,13 @@ func (c *Cluster) Heartbeat(ctx context.Context, hb Heartbeat) (View, error) {
 	}
 	var v View
 	err := c.viaLeader(ctx, PathHeartbeat, hb, &v, func() error {
-		if _, ok := c.store.State().Nodes[hb.ID]; !ok && hb.ID != c.cfg.NodeID {
+		st := c.store.State()
+		if _, ok := st.Nodes[hb.ID]; !ok && hb.ID != c.cfg.NodeID {
 			return fmt.Errorf("%w: %s sent a heartbeat but is not registered: join it first",
 				raftstore.ErrUnknownNode, hb.ID)
 		}
 		c.hb.record(hb)
+		c.hb.observeApplied(hb.ID, hb.AppliedIndex, st.LastIndex) // follow.go
 		v = c.leaderView()
 		return nil
 	})
@@ -163,9 +173,9 @@ func (c *Cluster) View() View {
 
 // Required returns the nodes whose Ready the leader waits for before it
 // activates a staged generation: the serving nodes, less those left
-// behind (staging.go): the ones that reported they cannot load it, and,
-// past the staging timeout, the ones that have not reported Ready while
-// most others have.
+// behind (staging.go): the ones that reported they cannot load it, the
+// ones that do not follow the raft log (follow.go), and, past the staging
+// timeout, the ones that have not reported Ready while most others have.
 func (c *Cluster) Required(st *raftstore.State) []string {
 	return c.dropLeftBehind(st, c.serving(st)) // staging.go
 }
@@ -213,7 +223,8 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 func (c *Cluster) beat(ctx context.Context, served uint64) {
 	ctx, cancel := context.WithTimeout(withLocal(ctx), 2*c.cfg.HeartbeatInterval)
 	defer cancel()
-	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served, Status: c.status()}
+	applied := c.store.State().LastIndex
+	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served, Status: c.status(), AppliedIndex: &applied}
 	pb := c.piggyback()
 	if pb != nil {
 		hb.Payload = pb.Outgoing()

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,9 @@ type verdict struct {
 	// late have not reported Ready within the staging timeout while most
 	// others have: left behind.
 	late []string
+	// lagging do not follow the raft log (follow.go) while most others are
+	// Ready: left behind, with since when.
+	lagging map[string]Lag
 	// unloadable: the failed nodes leave no majority of the serving nodes
 	// able to load it. The generation, not the nodes, is at fault.
 	unloadable bool
@@ -40,6 +44,12 @@ type verdict struct {
 //   - When the failed nodes leave no majority of the serving nodes (ids)
 //     able to load it, the generation is what is wrong: unloadable, and
 //     every node stays required, so it is never activated.
+//   - A node that has not applied an entry the leader had applied for
+//     longer than the follow timeout (a full disk, a stalled apply, a
+//     raft port cut off while its heartbeats arrive) is left behind when
+//     the Ready nodes are a majority. This counts from when it stopped
+//     following, not from the generation's creation: commits every few
+//     seconds supersede each generation long before any timeout of its own.
 //   - Past the staging timeout, a node that has not reported Ready (a
 //     compile that hangs, a paused process that still counts as
 //     reachable) is left behind when the Ready nodes are a majority;
@@ -63,17 +73,35 @@ func (c *Cluster) judge(g raftstore.Generation, ids []string) verdict {
 	if 2*(len(ids)-len(v.failed)) <= len(ids) {
 		return verdict{wait: ids, failed: v.failed, unloadable: true}
 	}
-	// v.wait holds the Ready nodes so far.
-	leaveLate := c.cfg.Now().Sub(g.CreateTime) >= c.cfg.StagingTimeout && 2*len(v.wait) > len(ids)
+	c.judgePending(&v, g, pending, len(ids))
+	slices.Sort(v.wait)
+	return v
+}
+
+// judgePending sorts the nodes that have not reported into those still
+// waited for and those left behind. v.wait holds the Ready nodes so far;
+// serving is how many nodes count.
+func (c *Cluster) judgePending(v *verdict, g raftstore.Generation, pending []string, serving int) {
+	majority := 2*len(v.wait) > serving
+	timedOut := c.cfg.Now().Sub(g.CreateTime) >= c.cfg.StagingTimeout
 	for _, id := range pending {
-		if leaveLate && id != c.cfg.NodeID {
+		if id == c.cfg.NodeID || !majority {
+			v.wait = append(v.wait, id)
+			continue
+		}
+		if lag := c.hb.lag(id); lag != nil {
+			if v.lagging == nil {
+				v.lagging = map[string]Lag{}
+			}
+			v.lagging[id] = *lag
+			continue
+		}
+		if timedOut {
 			v.late = append(v.late, id)
 		} else {
 			v.wait = append(v.wait, id)
 		}
 	}
-	slices.Sort(v.wait)
-	return v
 }
 
 // dropLeftBehind removes from ids (the serving nodes) those the staged
@@ -127,10 +155,11 @@ func firstError(errs []string) string {
 // logLeftBehind logs once per generation and set of nodes which nodes
 // the leader promotes without, and why.
 func (c *Cluster) logLeftBehind(g raftstore.Generation, v verdict) {
-	if len(v.failed) == 0 && len(v.late) == 0 {
+	if len(v.failed) == 0 && len(v.late) == 0 && len(v.lagging) == 0 {
 		return
 	}
-	key := fmt.Sprint(g.Number, v.failed, v.late)
+	lagging := slices.Sorted(maps.Keys(v.lagging))
+	key := fmt.Sprint(g.Number, v.failed, v.late, lagging)
 	c.mergeMu.Lock()
 	seen := c.behindKey == key
 	c.behindKey = key
@@ -149,6 +178,12 @@ func (c *Cluster) logLeftBehind(g raftstore.Generation, v verdict) {
 	if len(v.late) > 0 {
 		c.log.Warn("nodes not Ready within the staging timeout: promoting without them; they leave rotation until they catch up",
 			"generation", g.Number, "nodes", v.late, "staging_timeout", c.cfg.StagingTimeout)
+	}
+	if len(lagging) > 0 {
+		// Warned once per node when it stopped following (follow.go); this
+		// repeats for every generation while it does not follow.
+		c.log.Info("promoting without the nodes that do not follow the raft log", "generation", g.Number,
+			"nodes", lagging)
 	}
 }
 

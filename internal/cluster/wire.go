@@ -74,6 +74,10 @@ type Heartbeat struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Status is the node's PDP_STATUS (status.go).
 	Status *NodeStatus `json:"status,omitempty"`
+	// AppliedIndex is the last raft index the node applied, so the leader
+	// sees a node that heartbeats but does not follow the log (follow.go).
+	// Nil from builds before it, which are not judged so.
+	AppliedIndex *uint64 `json:"appliedIndex,omitempty"`
 }
 
 // View is the leader's picture of the cluster that is not in the raft log:
@@ -101,6 +105,13 @@ type NodeView struct {
 	Reachable bool `json:"reachable"`
 	// Status is the node's last PDP_STATUS, nil before one arrived.
 	Status *NodeStatus `json:"status,omitempty"`
+	// AppliedIndex is the raft index the node had applied at its last
+	// heartbeat (0 from an older build).
+	AppliedIndex uint64 `json:"appliedIndex,omitempty"`
+	// NotFollowing is set while the node has gone past the follow timeout
+	// without applying an entry the leader had: the leader promotes
+	// without it, and it is out of rotation until it catches up.
+	NotFollowing *Lag `json:"notFollowing,omitempty"`
 }
 
 // SourceStatus is what the leader last read from the policy source.

@@ -75,6 +75,11 @@ type Node struct {
 	// it promotes without it (the node leaves rotation until it catches
 	// up). Zero means 60 s.
 	StagingTimeout Duration `toml:"staging_timeout"`
+	// FollowTimeout is how long a node may go without applying a raft
+	// entry the leader had applied (a full disk, a stalled apply, its raft
+	// port unreachable) before the leader promotes without it. Zero means
+	// 15 s; never longer than StagingTimeout.
+	FollowTimeout Duration `toml:"follow_timeout"`
 }
 
 // GroupDecl is one [groups.<name>] table.

@@ -178,6 +178,8 @@ func TestBadValues(t *testing.T) {
 		{"[node]\njoin = [\"a:1\", \"b\"]", "node.join[1]"},
 		{"[node]\nbootstrap = true\njoin = [\"a:1\"]", "node.bootstrap"},
 		{"[node]\ngroup = \"\"", "node.group"},
+		{"[node]\nfollow_timeout = \"500ms\"", "node.follow_timeout"},
+		{"[node]\nfollow_timeout = \"2h\"", "node.follow_timeout"},
 		{"[git]\nurl = \"\"", "git.url"},
 		{"[git]\nurl = \"ftp://h/r\"", "git.url"},
 		{"[git]\nurl = \"https://u:pw@h/r\"", "git.url"},
@@ -313,6 +315,10 @@ func TestClusterKeys(t *testing.T) {
 	}
 	if !Default().Node.Voter {
 		t.Error("nodes are voters by default")
+	}
+	c, err = Parse([]byte("[node]\nfollow_timeout = \"20s\"\n"), "")
+	if err != nil || c.Node.FollowTimeout.Duration != 20*time.Second {
+		t.Errorf("follow_timeout = %v %v", c.Node.FollowTimeout, err)
 	}
 }
 

@@ -95,6 +95,9 @@ func (n *Node) validate(e *errs) {
 	if d := n.StagingTimeout.Duration; d != 0 && (d < time.Second || d > time.Hour) {
 		e.add("node.staging_timeout", "%s must be between 1s and 1h (0: 60s)", d)
 	}
+	if d := n.FollowTimeout.Duration; d != 0 && (d < time.Second || d > time.Hour) {
+		e.add("node.follow_timeout", "%s must be between 1s and 1h (0: 15s, at most staging_timeout)", d)
+	}
 }
 
 func (g *Git) validate(e *errs) {

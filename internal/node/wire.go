@@ -65,6 +65,7 @@ func (m *Main) wire(ctx context.Context) error {
 
 		HeartbeatTimeout: cfg.Node.HeartbeatTimeout.Duration,
 		StagingTimeout:   cfg.Node.StagingTimeout.Duration,
+		FollowTimeout:    cfg.Node.FollowTimeout.Duration,
 		Status:           m.pdpStatus,
 		NodeFailed:       m.nodeFailed,
 		SelfCheck:        m.selfCheck,

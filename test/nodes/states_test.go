@@ -40,11 +40,18 @@ func start(t *testing.T) *env { return startWith(t, nil) }
 
 // startWith is start with each node's config completed by configure.
 func startWith(t *testing.T, configure func(*harness.Config)) *env {
+	e := newEnv(t, configure)
+	e.c.StartAll()
+	return e
+}
+
+// newEnv is startWith without starting the nodes.
+func newEnv(t *testing.T, configure func(*harness.Config)) *env {
 	srv := gittest.NewServer(t, gittest.Options{})
 	files := harness.ExampleFiles(t)
 	files["edge-only/policy.toml"] = edgeOnly
 	srv.InitRepo("policies", files)
-	c := harness.StartCluster(t, harness.ClusterOptions{
+	c := harness.NewCluster(t, harness.ClusterOptions{
 		Size: 4, Race: true,
 		Configure: func(cfg *harness.Config) {
 			cfg.GitURL, cfg.Poll = srv.URL("policies"), "@every 1h"
