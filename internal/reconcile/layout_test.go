@@ -1,11 +1,13 @@
 package reconcile
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 )
 
 // layoutTree is a policy spread over an include, a fragment and a test file.
@@ -99,7 +101,7 @@ func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
 	}
 
 	// Dropping a rule of the shared include cannot be written there (other
-	// policies use it): flattened.
+	// policies use it): refused, never flattened.
 	dropped := *p
 	dropped.Rules = nil
 	for _, r := range p.Rules {
@@ -107,14 +109,9 @@ func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
 			dropped.Rules = append(dropped.Rules, r)
 		}
 	}
-	dir, err = l.policyDir(live, "api", &dropped)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dir) != 1 || dir["policy.toml"] == nil || strings.Contains(string(dir["policy.toml"]), "include") {
-		t.Fatalf("not flattened: %q", dir)
-	}
-	if e := loadAPI(t, withDir(live, "api", dir)).Etag(); e != dropped.Etag() {
-		t.Errorf("the flattened policy loads to %s, want %s", e, dropped.Etag())
+	var refused *preview.Error
+	if dir, err := l.policyDir(live, "api", &dropped); !errors.As(err, &refused) ||
+		refused.Code != preview.FailedPrecondition || !strings.Contains(err.Error(), "_shared/office.toml") {
+		t.Fatalf("dropping a shared rule: %v, files %q", err, dir)
 	}
 }
