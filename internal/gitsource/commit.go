@@ -48,6 +48,11 @@ type CommitPolicyRequest struct {
 	// Files is the new content of that directory, by slash path relative
 	// to it; empty deletes the policy.
 	Files map[string][]byte
+	// Edit, when set, computes Files from the policies root of the live
+	// branch's head the commit is built on (each attempt's own, when the
+	// push lost a race), so that an edit in place is made to the files
+	// main holds then, not to an older version of them.
+	Edit func(root map[string][]byte) (map[string][]byte, error)
 	// Message is the commit message.
 	Message string
 	// AuthorName and AuthorEmail sign the commit; defaults when empty.
@@ -121,8 +126,18 @@ func (s *Source) CommitPolicy(ctx context.Context, req CommitPolicyRequest) (str
 	}
 	dir := path.Join(s.cfg.Path, req.Policy)
 	build := func(head *object.Commit) (plumbing.Hash, []plumbing.Hash, error) {
+		files := req.Files
+		if req.Edit != nil {
+			root, err := s.filesOf(head)
+			if err == nil {
+				files, err = req.Edit(root)
+			}
+			if err != nil {
+				return plumbing.ZeroHash, nil, err
+			}
+		}
 		w := objectWriter{s.repo.Storer}
-		sub, err := w.filesTree(req.Files)
+		sub, err := w.filesTree(files)
 		if err != nil {
 			return plumbing.ZeroHash, nil, err
 		}

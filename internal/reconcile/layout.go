@@ -47,7 +47,8 @@ func (l *Loop) policyDir(live map[string][]byte, pol string, p *policy.Policy) (
 	}
 	old, err := l.loadDir(live, pol, cur)
 	if err != nil {
-		return nil, fmt.Errorf("the live version of %s does not load: %w", pol, err)
+		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"%s on the live branch does not load, so it cannot be edited: %v", pol, err)}
 	}
 	ed := &dirEditor{pol: pol, live: live, cur: cur, files: map[string]*policy.FileEditor{}}
 	if err := ed.apply(old, p); err != nil {
