@@ -45,14 +45,29 @@ func NewFileEditor(data []byte) (*FileEditor, error) {
 	}
 	f := &FileEditor{src: data, lay: scanLayout(data), names: map[string][]string{}, count: map[string]int{}}
 	for array := range elementArrays {
-		list, _ := doc[array].([]map[string]any)
-		for _, el := range list {
+		for _, el := range tables(doc[array]) {
 			name, _ := el["name"].(string)
 			f.names[array] = append(f.names[array], name)
 		}
-		f.count[array] = len(list)
+		f.count[array] = len(f.names[array])
 	}
 	return f, nil
+}
+
+// tables are the tables of an array of tables, written either way.
+func tables(v any) []map[string]any {
+	switch x := v.(type) {
+	case []map[string]any:
+		return x
+	case []any:
+		out := make([]map[string]any, 0, len(x))
+		for _, el := range x {
+			m, _ := el.(map[string]any)
+			out = append(out, m)
+		}
+		return out
+	}
+	return nil
 }
 
 // Has reports whether the file defines the rule (array "rules") or test
@@ -96,6 +111,10 @@ func (f *FileEditor) line(at int, text string) string {
 	return text
 }
 
+// keyEdit is the new `key = value` line(s) of one key of a table ("" to
+// remove the key).
+type keyEdit struct{ key, text string }
+
 // SetRule rewrites, in the rule table called old.Name, the keys whose
 // values differ between old (the rule as this file gives it) and r.
 func (f *FileEditor) SetRule(old, r Rule) error {
@@ -103,30 +122,22 @@ func (f *FileEditor) SetRule(old, r Rule) error {
 	if err != nil {
 		return err
 	}
-	var w tomlWriter
-	keys := []struct {
-		key      string
-		old, new string
-		write    func()
-	}{
-		{"name", old.Name, r.Name, func() { w.str("name", r.Name, false) }},
-		{"priority", strconv.FormatInt(old.Priority, 10), strconv.FormatInt(r.Priority, 10),
-			func() { w.line("priority", strconv.FormatInt(r.Priority, 10)) }},
-		{"action", string(old.Action), string(r.Action), func() { w.str("action", string(r.Action), false) }},
-		{"description", old.Description, r.Description, func() { w.text("description", r.Description, true, f.multiline(e, "description")) }},
-		{"match", old.Match, r.Match, func() { w.text("match", r.Match, false, f.multiline(e, "match")) }},
-	}
-	for _, k := range keys {
-		if k.old == k.new {
-			continue
-		}
-		w.buf.Reset()
-		k.write()
-		if err := f.setKey(e, k.key, w.buf.String()); err != nil {
-			return fmt.Errorf("rule %q: %w", old.Name, err)
+	var edits []keyEdit
+	one := func(key string, changed bool, write func(w *tomlWriter)) {
+		if changed {
+			var w tomlWriter
+			write(&w)
+			edits = append(edits, keyEdit{key, w.buf.String()})
 		}
 	}
-	return nil
+	one("name", old.Name != r.Name, func(w *tomlWriter) { w.str("name", r.Name, false) })
+	one("priority", old.Priority != r.Priority, func(w *tomlWriter) { w.line("priority", strconv.FormatInt(r.Priority, 10)) })
+	one("action", old.Action != r.Action, func(w *tomlWriter) { w.str("action", string(r.Action), false) })
+	one("description", old.Description != r.Description, func(w *tomlWriter) {
+		w.text("description", r.Description, true, f.multiline(e, "description"))
+	})
+	one("match", old.Match != r.Match, func(w *tomlWriter) { w.text("match", r.Match, false, f.multiline(e, "match")) })
+	return f.setKeys(e, edits, func() (string, error) { return ruleTable(r), nil })
 }
 
 // SetTest is SetRule for the test called old.Name.
@@ -135,41 +146,47 @@ func (f *FileEditor) SetTest(old, t Test) error {
 	if err != nil {
 		return err
 	}
-	oldReq, _ := inlineValue(normalizeMap(old.Request))
 	newReq, err := inlineValue(normalizeMap(t.Request))
 	if err != nil {
 		return fmt.Errorf("policy: test %q: request: %w", t.Name, err)
 	}
-	ruleOf := func(t Test) string {
-		if t.Rule == nil {
-			return "\x00none"
+	var edits []keyEdit
+	one := func(key string, changed bool, text string) {
+		if changed {
+			edits = append(edits, keyEdit{key, text})
 		}
-		return *t.Rule
 	}
 	var w tomlWriter
-	keys := []struct {
-		key      string
-		old, new string
-		write    func()
-	}{
-		{"name", old.Name, t.Name, func() { w.str("name", t.Name, false) }},
-		{"request", oldReq, newReq, func() { w.line("request", newReq) }},
-		{"expect", string(old.Expect), string(t.Expect), func() { w.str("expect", string(t.Expect), false) }},
-		{"rule", ruleOf(old), ruleOf(t), func() {
-			if t.Rule != nil {
-				w.str("rule", *t.Rule, false)
-			}
-		}},
+	w.str("name", t.Name, false)
+	one("name", old.Name != t.Name, w.buf.String())
+	one("request", !bytes.Equal(requestJSON(old), requestJSON(t)), "request = "+newReq+"\n")
+	w.buf.Reset()
+	w.str("expect", string(t.Expect), false)
+	one("expect", old.Expect != t.Expect, w.buf.String())
+	w.buf.Reset()
+	if t.Rule != nil {
+		w.str("rule", *t.Rule, false)
 	}
-	for _, k := range keys {
-		if k.old == k.new {
-			continue
+	one("rule", (old.Rule == nil) != (t.Rule == nil) || old.Rule != nil && *old.Rule != *t.Rule, w.buf.String())
+	return f.setKeys(e, edits, func() (string, error) { return testTable(t) })
+}
+
+// setKeys applies edits to e key by key; when a key to change is not
+// written as one `key = value` (a sub-table, dotted keys), the whole table
+// is written again instead, as table gives it.
+func (f *FileEditor) setKeys(e *element, edits []keyEdit, table func() (string, error)) error {
+	for _, k := range edits {
+		if e.complex[k.key] {
+			text, err := table()
+			if err != nil {
+				return err
+			}
+			f.add(e.start, f.eol(e.end), text)
+			return nil
 		}
-		w.buf.Reset()
-		k.write()
-		if err := f.setKey(e, k.key, w.buf.String()); err != nil {
-			return fmt.Errorf("test %q: %w", old.Name, err)
-		}
+	}
+	for _, k := range edits {
+		f.setKey(e, k.key, k.text)
 	}
 	return nil
 }
@@ -183,19 +200,15 @@ func (f *FileEditor) multiline(e *element, key string) bool {
 
 // setKey replaces the `key = value` line(s) of e with text ("" removes
 // them), or adds text at the end of e when e has no such key.
-func (f *FileEditor) setKey(e *element, key, text string) error {
-	if e.complex[key] {
-		return fmt.Errorf("%w: %s is not written as one `%s = …`", ErrNotEditable, key, key)
-	}
+func (f *FileEditor) setKey(e *element, key, text string) {
 	if sp, ok := e.spans[key]; ok {
 		f.add(sp.start, f.eol(sp.end), text)
-		return nil
+		return
 	}
 	if text != "" {
-		at := f.eol(e.end)
+		at := f.eol(e.direct) // before any sub-table of the element
 		f.add(at, at, f.line(at, text))
 	}
-	return nil
 }
 
 // Remove deletes the table called name, with the comment lines right
@@ -223,7 +236,11 @@ func (f *FileEditor) Remove(array, name string) error {
 
 // AppendRule adds r after the file's last rule table (at the end of the
 // file when it has none), written as MarshalTOML writes rules.
-func (f *FileEditor) AppendRule(r Rule) {
+func (f *FileEditor) AppendRule(r Rule) { f.appendTable("rules", ruleTable(r)) }
+
+// ruleTable is r as a [[rules]] table, keys in the order people write
+// them in the examples.
+func ruleTable(r Rule) string {
 	var w tomlWriter
 	w.buf.WriteString("[[rules]]\n")
 	w.str("name", r.Name, false)
@@ -231,15 +248,25 @@ func (f *FileEditor) AppendRule(r Rule) {
 	w.str("action", string(r.Action), false)
 	w.text("description", r.Description, true, false)
 	w.text("match", r.Match, false, false)
-	f.appendTable("rules", w.buf.String())
+	return w.buf.String()
 }
 
 // AppendTest adds t after the file's last test table (at the end of the
 // file when it has none).
 func (f *FileEditor) AppendTest(t Test) error {
+	table, err := testTable(t)
+	if err != nil {
+		return err
+	}
+	f.appendTable("tests", table)
+	return nil
+}
+
+// testTable is t as a [[tests]] table, its request inline.
+func testTable(t Test) (string, error) {
 	req, err := inlineValue(normalizeMap(t.Request))
 	if err != nil {
-		return fmt.Errorf("policy: test %q: request: %w", t.Name, err)
+		return "", fmt.Errorf("policy: test %q: request: %w", t.Name, err)
 	}
 	var w tomlWriter
 	w.buf.WriteString("[[tests]]\n")
@@ -249,8 +276,7 @@ func (f *FileEditor) AppendTest(t Test) error {
 	if t.Rule != nil {
 		w.str("rule", *t.Rule, false)
 	}
-	f.appendTable("tests", w.buf.String())
-	return nil
+	return w.buf.String(), nil
 }
 
 func (f *FileEditor) appendTable(array, table string) {
@@ -274,11 +300,14 @@ func (f *FileEditor) SetSetting(key, value string) {
 	if value == "" {
 		return
 	}
-	at := f.lay.firstHeader
+	at := -1 // after the last key before the first table
 	for _, sp := range f.lay.topSpans {
 		if end := f.eol(sp.end); f.lay.firstHeader < 0 || end <= f.lay.firstHeader {
 			at = max(at, end)
 		}
+	}
+	if at < 0 {
+		at = f.lay.firstHeader
 	}
 	if at < 0 {
 		at = len(f.src)
@@ -318,4 +347,10 @@ func (w *tomlWriter) text(key, value string, omitEmpty, multi bool) {
 		value += "\n" // str opens with quotes and a newline, which TOML drops
 	}
 	w.str(key, value, omitEmpty)
+}
+
+// requestJSON is a test's request in canonical JSON: 443 and 443.0 (JSON
+// has one number type) are the same request.
+func requestJSON(t Test) []byte {
+	return (&Policy{Tests: []Test{{Request: t.Request}}}).Canonical()
 }

@@ -38,10 +38,12 @@ type element struct {
 	keys map[string]int
 	// Byte offsets, for editing in place: start is where the header's
 	// line starts, end where the last value of the element (sub-tables
-	// included) ends. spans are the `key = value` pieces written directly
-	// under the header; complex are keys written any other way (dotted,
-	// as a sub-table), which only a rewrite of the element can change.
+	// included) ends, direct where its last key before any sub-table ends.
+	// spans are the `key = value` pieces written directly under the
+	// header; complex are keys written any other way (dotted, as a
+	// sub-table), which only a rewrite of the element can change.
 	start, end int
+	direct     int
 	inline     bool
 	spans      map[string]span
 	complex    map[string]bool
@@ -166,7 +168,7 @@ func (s *scanner) header() {
 	s.noteTop(key[0], line)
 	if double && len(key) == 1 && elementArrays[key[0]] {
 		s.inArr = s.newElement(key[0], line)
-		s.inArr.start, s.inArr.end = start, s.i
+		s.inArr.start, s.inArr.end, s.inArr.direct = start, s.i, s.i
 		return
 	}
 	s.noteInElement(key, line)
@@ -228,6 +230,9 @@ func (s *scanner) noteSpan(full []string, sp span) {
 		return
 	}
 	e.end = sp.end
+	if s.inArr == e {
+		e.direct = sp.end
+	}
 	_, seen := e.spans[full[1]]
 	if len(full) == 2 && s.inArr == e && !seen && !e.complex[full[1]] {
 		e.spans[full[1]] = sp

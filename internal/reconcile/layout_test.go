@@ -21,9 +21,13 @@ func layoutTree() map[string][]byte {
 	}
 }
 
-func loadAPI(t *testing.T, files map[string][]byte) *policy.Policy {
+func loadAPI(t *testing.T, files map[string][]byte, pol ...string) *policy.Policy {
 	t.Helper()
-	p, err := policy.LoadPolicy(gitsource.FilesFS(files), "api", policy.LoadOptions{})
+	name := "api"
+	if len(pol) > 0 {
+		name = pol[0]
+	}
+	p, err := policy.LoadPolicy(gitsource.FilesFS(files), name, policy.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,5 +117,56 @@ func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
 	if dir, err := l.policyDir(live, "api", &dropped); !errors.As(err, &refused) ||
 		refused.Code != preview.FailedPrecondition || !strings.Contains(err.Error(), "_shared/office.toml") {
 		t.Fatalf("dropping a shared rule: %v, files %q", err, dir)
+	}
+}
+
+// A rule dropped from a policy is removed from every file of its
+// directory that defines it (a definition left behind would come back in
+// the merge); a test changed in its test file is changed there; a test
+// dropped leaves its file, or deletes the file it was alone in.
+func TestPolicyDirDropsEveryDefinition(t *testing.T) {
+	l := &Loop{}
+	live := map[string][]byte{}
+	for k, v := range exampleFiles(t) {
+		live[k] = []byte(v)
+	}
+	p, err := policy.LoadPolicy(gitsource.FilesFS(live), "edge-firewall", policy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := *p
+	next.Rules, next.Tests = nil, nil
+	for _, r := range p.Rules {
+		if r.Name != "deny-known-bad-ipv4" {
+			next.Rules = append(next.Rules, r)
+		}
+	}
+	dropped := map[string]bool{}
+	for _, tt := range p.Tests {
+		switch {
+		case tt.Rule != nil && *tt.Rule == "deny-known-bad-ipv4", strings.HasSuffix(tt.Pos.File, "tests/shared.toml"):
+			dropped[tt.Pos.File] = true
+		default:
+			next.Tests = append(next.Tests, tt)
+		}
+	}
+	dir, err := l.policyDir(live, "edge-firewall", &next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, data := range dir {
+		file := "edge-firewall/" + rel
+		if string(data) != string(live[file]) && rel != "policy.toml" && rel != "baseline.toml" && !dropped[file] {
+			t.Errorf("%s changed", file)
+		}
+		if strings.Contains(string(data), `name = "deny-known-bad-ipv4"`) {
+			t.Errorf("%s still defines deny-known-bad-ipv4", file)
+		}
+	}
+	if _, ok := dir["tests/shared.toml"]; ok {
+		t.Error("tests/shared.toml, left without tests, is still there")
+	}
+	if e := loadAPI(t, withDir(live, "edge-firewall", dir), "edge-firewall").Etag(); e != next.Etag() {
+		t.Errorf("the edited directory loads to %s, want %s", e, next.Etag())
 	}
 }
