@@ -130,12 +130,17 @@ func (l *Loop) validation(e *preview.Experiment) *preview.Validation {
 	for k, v := range dir {
 		tree[pol+"/"+k] = v
 	}
-	probs := l.validate(tree).Problems
+	v := l.validate(tree)
+	probs := v.Problems
 	if len(probs) > maxExperimentProblems { // the experiment document must stay small in the raft log
 		probs = append(probs[:maxExperimentProblems:maxExperimentProblems],
 			fmt.Sprintf("… and %d more problems", len(probs)-maxExperimentProblems))
 	}
-	return &preview.Validation{Valid: len(probs) == 0, Errors: capProblems(nonNilStrings(probs))}
+	out := &preview.Validation{Valid: len(probs) == 0, Errors: capProblems(nonNilStrings(probs))}
+	if c, ok := v.Tests[pol]; ok {
+		out.Tests = &c
+	}
+	return out
 }
 
 // maxExperimentProblems bounds the problems an experiment's validation
