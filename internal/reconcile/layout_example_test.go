@@ -171,3 +171,26 @@ func TestAPICommitOfEveryExamplePolicyKeepsItsFiles(t *testing.T) {
 		}
 	}
 }
+
+// Issue 24: the validation of an API experiment that fails a test names
+// the test file people edit, at the test's line, and counts the tests.
+func TestAPIExperimentValidationNamesTheTestFile(t *testing.T) {
+	r := newExampleRepo(t)
+	p := r.livePolicy(t, "admin-api")
+	for i := range p.Rules {
+		if p.Rules[i].Name == "deny-auditor-writes" {
+			p.Rules[i].Action = policy.ActionAllow
+		}
+	}
+	e := r.loop.WithValidation(&preview.Experiment{Name: preview.ResourceName("admin-api", "e2"), Etag: p.Etag(),
+		Policy: p, Source: preview.Source{Kind: preview.SourceAPI}})
+	v := e.Validation
+	if v == nil || v.Valid || v.Tests == nil || v.Tests.Passed >= v.Tests.Total || v.Tests.Total != len(p.Tests) {
+		t.Fatalf("validation %+v", v)
+	}
+	want := `admin-api/tests/grants.toml:3: test "auditor who is also SRE cannot write"`
+	if !strings.HasPrefix(v.Errors[0], want) {
+		t.Errorf("first error %q, want it to start with %q", v.Errors[0], want)
+	}
+	t.Logf("%d of %d tests pass; %q", v.Tests.Passed, v.Tests.Total, v.Errors)
+}
