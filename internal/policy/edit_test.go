@@ -156,3 +156,62 @@ func TestFileEditorRefusesInlineArrays(t *testing.T) {
 		t.Fatal("Has")
 	}
 }
+
+// FuzzFileEditor holds the editor to its promise on any file that
+// decodes: changing or removing the first rule gives a file that still
+// decodes, with that rule changed or gone and every other rule and test
+// as it was.
+func FuzzFileEditor(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s[0])
+		f.Add(s[1])
+	}
+	f.Add(editSrc)
+	f.Fuzz(func(t *testing.T, src string) {
+		pf, errs := decodeFile("p/policy.toml", []byte(src), kindPolicy)
+		if len(errs) > 0 || len(pf.rules) == 0 {
+			return
+		}
+		old := pf.rules[0]
+		next := old
+		next.Match, next.Priority, next.Description = old.Match+" || false", old.Priority+1, "edited"
+		for _, remove := range []bool{false, true} {
+			ed, err := NewFileEditor([]byte(src))
+			if err != nil {
+				t.Fatalf("a file that decodes is refused: %v", err)
+			}
+			want := append([]Rule{}, pf.rules[1:]...)
+			if remove {
+				err = ed.Remove("rules", old.Name)
+			} else {
+				err, want = ed.SetRule(old, next), append(want, next)
+			}
+			if errors.Is(err, ErrNotEditable) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := ed.Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, errs := decodeFile("p/policy.toml", out, kindPolicy)
+			if len(errs) > 0 {
+				t.Fatalf("the edited file does not decode: %v\n%s", errs, out)
+			}
+			if got, w := ruleSet(back.rules), ruleSet(want); got != w || len(back.tests) != len(pf.tests) {
+				t.Fatalf("rules after the edit (remove %v):\n%s\nwant\n%s\nfile:\n%s", remove, got, w, out)
+			}
+		}
+	})
+}
+
+// ruleSet renders rules without positions, sorted.
+func ruleSet(rules []Rule) string {
+	c := (&Policy{Rules: rules}).canonicalCopy()
+	for i := range c.Rules {
+		c.Rules[i].Pos = Pos{}
+	}
+	return string((&Policy{Rules: c.Rules}).Canonical())
+}
