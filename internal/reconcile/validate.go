@@ -43,7 +43,10 @@ type Validator func(files map[string][]byte, lopts policy.LoadOptions, eopts eng
 // policy loads, compiles and passes all its tests.
 func Validate(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) Validation {
 	v := engine.ValidateTree(files, lopts, eopts)
-	tests := map[string]preview.TestCounts{}
+	var tests map[string]preview.TestCounts // nil when empty, as JSON from a sandbox child gives it
+	if len(v.Policies) > 0 {
+		tests = make(map[string]preview.TestCounts, len(v.Policies))
+	}
 	for _, cp := range v.Policies {
 		tests[cp.Name()] = preview.TestCounts{}
 	}
