@@ -47,7 +47,7 @@ func withDir(live map[string][]byte, pol string, dir map[string][]byte) map[stri
 	return out
 }
 
-func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
+func TestPolicyDirKeepsTheLayout(t *testing.T) {
 	l := &Loop{}
 	live := layoutTree()
 	p := loadAPI(t, live)
