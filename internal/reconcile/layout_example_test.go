@@ -18,7 +18,7 @@ import (
 )
 
 // exampleFiles is policies.example as a tree.
-func exampleFiles(t *testing.T) map[string]string {
+func exampleFiles(t testing.TB) map[string]string {
 	t.Helper()
 	root := filepath.Join("..", "..", "policies.example")
 	files := map[string]string{}
