@@ -137,7 +137,7 @@ func (f *FileEditor) SetRule(old, r Rule) error {
 		w.text("description", r.Description, true, f.multiline(e, "description"))
 	})
 	one("match", old.Match != r.Match, func(w *tomlWriter) { w.text("match", r.Match, false, f.multiline(e, "match")) })
-	return f.setKeys(e, edits, func() (string, error) { return ruleTable(r), nil })
+	return f.setKeys(e, edits, func() (string, error) { return ruleTable(r, f.multiline(e, "match")), nil })
 }
 
 // SetTest is SetRule for the test called old.Name.
@@ -236,18 +236,25 @@ func (f *FileEditor) Remove(array, name string) error {
 
 // AppendRule adds r after the file's last rule table (at the end of the
 // file when it has none), written as MarshalTOML writes rules.
-func (f *FileEditor) AppendRule(r Rule) { f.appendTable("rules", ruleTable(r)) }
+// Its match is written over several lines when the file's last rule's is.
+func (f *FileEditor) AppendRule(r Rule) {
+	multi := false
+	if es := f.lay.elems["rules"]; len(es) > 0 {
+		multi = f.multiline(es[len(es)-1], "match")
+	}
+	f.appendTable("rules", ruleTable(r, multi))
+}
 
 // ruleTable is r as a [[rules]] table, keys in the order people write
-// them in the examples.
-func ruleTable(r Rule) string {
+// them in the examples; with multi, its match over several lines.
+func ruleTable(r Rule, multi bool) string {
 	var w tomlWriter
 	w.buf.WriteString("[[rules]]\n")
 	w.str("name", r.Name, false)
 	w.line("priority", strconv.FormatInt(r.Priority, 10))
 	w.str("action", string(r.Action), false)
 	w.text("description", r.Description, true, false)
-	w.text("match", r.Match, false, false)
+	w.text("match", r.Match, false, multi)
 	return w.buf.String()
 }
 

@@ -163,7 +163,7 @@ func TestAPICommitOfEveryExamplePolicyKeepsItsFiles(t *testing.T) {
 		}
 		added := strings.Join(r.changedLines(before, after), "\n")
 		if want := "+\n+[[rules]]\n+name = \"deny-e2\"\n+priority = 90\n+action = \"deny\"\n" +
-			"+description = \"Added through the API.\"\n+match = \"request.path == '/e2'\""; added != want {
+			"+description = \"Added through the API.\"\n+match = '''\n+request.path == '/e2'\n+'''"; added != want {
 			t.Errorf("%s: appending a rule changed\n%s\nwant\n%s", pol, added, want)
 		}
 		if got := r.srv.Show("policies", "main:"+pol+"/policy.toml"); !strings.Contains(got, `include = ["../_shared/office.toml"]`) {
