@@ -329,6 +329,12 @@ func (f *FileEditor) Bytes() ([]byte, error) {
 		if a.start != b.start {
 			return a.start - b.start
 		}
+		if ai, bi := a.start == a.end, b.start == b.end; ai != bi { // an insertion before what starts there
+			if ai {
+				return -1
+			}
+			return 1
+		}
 		return a.seq - b.seq
 	})
 	var out bytes.Buffer

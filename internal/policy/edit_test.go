@@ -215,3 +215,22 @@ func ruleSet(rules []Rule) string {
 	}
 	return string((&Policy{Rules: c.Rules}).Canonical())
 }
+
+// A key added at the end of one table and the removal of the next one
+// start at the same place; both apply, whatever their order.
+func TestFileEditorAddsToATableAndRemovesTheNext(t *testing.T) {
+	src := "[[rules]]\nname = \"a\"\npriority = 1\naction = \"deny\"\nmatch = \"true\"\n\n" +
+		"[[rules]]\nname = \"b\"\npriority = 2\naction = \"deny\"\nmatch = \"false\"\n"
+	a := rule("a", 1, ActionDeny, "true")
+	next := a
+	next.Description = "first"
+	got := edited(t, src, func(f *FileEditor) error {
+		if err := f.Remove("rules", "b"); err != nil {
+			return err
+		}
+		return f.SetRule(a, next)
+	})
+	if want := "[[rules]]\nname = \"a\"\npriority = 1\naction = \"deny\"\nmatch = \"true\"\ndescription = \"first\"\n"; got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
