@@ -42,6 +42,9 @@ func (s *Service) CreateExperiment(ctx context.Context, parent, id string, in pr
 	if err := s.leaderCheck(); err != nil {
 		return nil, err
 	}
+	if live := s.livePolicy(s.cfg.Store.State(), strings.TrimPrefix(parent, "policies/")); live != nil {
+		in = withTests(in, live.Tests)
+	}
 	if err := s.checkInput(ctx, strings.TrimPrefix(parent, "policies/"), in); err != nil {
 		return nil, err
 	}
@@ -76,6 +79,9 @@ func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.
 	return s.change(name, func(cur *preview.Experiment, now time.Time) (*preview.Operation, error) {
 		if err := readOnlyPolicy(cur, in); err != nil {
 			return nil, err
+		}
+		if cur.Policy != nil {
+			in = withTests(in, cur.Policy.Tests) // PATCH: a field left out is unchanged
 		}
 		e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
 		if err != nil {
@@ -195,15 +201,17 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 	if err != nil {
 		return nil, err
 	}
+	removed := testsRemoved(s.livePolicy(st, pol), cur.Policy)
 	if cur.Source.Kind == preview.SourcePullRequest {
 		if s.merging[name] {
 			return nil, &preview.Error{Code: preview.Aborted, Msg: fmt.Sprintf(
 				"a commit of %s is in progress (GitHub is merging its pull request)", name)}
 		}
-		return s.commitPullExperiment(ctx, cur, plan)
+		return s.commitPullExperiment(ctx, cur, plan, removed)
 	}
 	now := s.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
+	op.Metadata.TestsRemoved = removed
 	msg := fmt.Sprintf("Commit experiment %s (etag %s)", name, cur.Etag)
 	if cur.Source.Kind == preview.SourceBranch {
 		msg = fmt.Sprintf("Merge branch %s: commit experiment %s (%s)", cur.Source.Branch, name, cur.Source.HeadCommit)
@@ -242,7 +250,8 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 // promotion) or the other experiments. GitHub's sha check keeps the merge
 // to the previewed head whatever changes meanwhile; merging marks the
 // experiment so a second commit is refused until this one is over.
-func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experiment, plan preview.CommitPlan) (*preview.Operation, error) {
+func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experiment, plan preview.CommitPlan,
+	removed *int) (*preview.Operation, error) {
 	n, name := cur.Source.Number, cur.Name
 	if s.cfg.Pulls == nil {
 		return nil, &preview.Error{Code: preview.FailedPrecondition,
@@ -254,6 +263,7 @@ func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experim
 	}
 	now := s.cfg.Now()
 	op := preview.NewOperation(preview.OperationID(preview.MethodCommit, name, now), preview.MethodCommit, name, now)
+	op.Metadata.TestsRemoved = removed
 	s.merging[name] = true
 	s.mu.Unlock()
 	sha, err := s.cfg.Pulls.MergePullRequest(ctx, n, cur.Source.HeadCommit)

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +51,11 @@ type CommitPolicyRequest struct {
 	// Files is the new content of that directory, by slash path relative
 	// to it; empty deletes the policy.
 	Files map[string][]byte
+	// Edit, when set, computes Files from the policies root of the live
+	// branch's head the commit is built on (each attempt's own, when the
+	// push lost a race), so that an edit in place is made to the files
+	// main holds then, not to an older version of them.
+	Edit func(root map[string][]byte) (map[string][]byte, error)
 	// Message is the commit message.
 	Message string
 	// AuthorName and AuthorEmail sign the commit; defaults when empty.
@@ -121,6 +129,10 @@ func (s *Source) CommitPolicy(ctx context.Context, req CommitPolicyRequest) (str
 	}
 	dir := path.Join(s.cfg.Path, req.Policy)
 	build := func(head *object.Commit) (plumbing.Hash, []plumbing.Hash, error) {
+		if req.Edit != nil {
+			root, err := s.editPolicy(head, req.Policy, req.Edit)
+			return root, []plumbing.Hash{head.Hash}, err
+		}
 		w := objectWriter{s.repo.Storer}
 		sub, err := w.filesTree(req.Files)
 		if err != nil {
@@ -133,6 +145,51 @@ func (s *Source) CommitPolicy(ctx context.Context, req CommitPolicyRequest) (str
 		return root, []plumbing.Hash{head.Hash}, nil
 	}
 	return s.commitChecked(ctx, build, req.Message, signature(req.AuthorName, req.AuthorEmail, req.Now), req.Check)
+}
+
+// editPolicy is head's root tree with the files of policy's directory
+// that edit changes written (or removed) one by one: the directory's
+// other entries, file modes included, and everything else stay.
+func (s *Source) editPolicy(head *object.Commit, policy string, edit func(map[string][]byte) (map[string][]byte, error)) (plumbing.Hash, error) {
+	files, err := s.filesOf(head)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	next, err := edit(files)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	w, root := objectWriter{s.repo.Storer}, head.TreeHash
+	prefix := policy + "/"
+	changed := map[string]bool{}
+	for name, data := range next {
+		if old, ok := files[prefix+name]; !ok || !bytes.Equal(old, data) {
+			changed[name] = true
+		}
+	}
+	for name := range files {
+		if rel, ok := strings.CutPrefix(name, prefix); ok && next[rel] == nil {
+			changed[rel] = true
+		}
+	}
+	for _, rel := range slices.Sorted(maps.Keys(changed)) {
+		blob := plumbing.ZeroHash
+		if data, ok := next[rel]; ok {
+			if blob, err = w.blob(data); err != nil {
+				return plumbing.ZeroHash, err
+			}
+		}
+		if !fs.ValidPath(rel) {
+			return plumbing.ZeroHash, fmt.Errorf("gitsource: invalid file path %q", rel)
+		}
+		if root, err = w.replaceFile(root, splitPath(path.Join(s.cfg.Path, policy, rel)), blob); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("gitsource: building the tree: %w", err)
+		}
+	}
+	if root.IsZero() {
+		return w.tree(nil)
+	}
+	return root, nil
 }
 
 // signature fills in the defaults of a commit's author.

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +192,46 @@ func TestPushErrorClassification(t *testing.T) {
 		if strings.Contains(err.Error(), testToken) {
 			t.Errorf("token leaked: %v", err)
 		}
+	}
+}
+
+// With Edit, a commit writes only the files whose content the edit
+// changed (issue 24): the directory's other entries keep their blobs and
+// modes, an executable and a symlink included, which Files never reads.
+func TestCommitPolicyEditWritesOnlyWhatChanged(t *testing.T) {
+	srv, url := newRepo(t, gittest.Options{})
+	work := srv.Clone(url)
+	dir := filepath.Join(work, "policies", "alpha")
+	if err := os.WriteFile(filepath.Join(dir, "check.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("policy.toml", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Git(work, "add", "-A")
+	srv.Git(work, "commit", "-q", "-m", "alpha: a script and a link")
+	srv.Push(work, "main")
+	start := srv.Head("policies", "main")
+
+	s := newSource(t, Config{URL: url})
+	edit := func(root map[string][]byte) (map[string][]byte, error) {
+		if _, ok := root["alpha/check.sh"]; !ok {
+			t.Errorf("the edit was not given main's files: %v", slices.Sorted(maps.Keys(root)))
+		}
+		return map[string][]byte{
+			"policy.toml": []byte(policyFile("deny", "../_shared/office.toml", "request.method == 'PUT'")),
+			"check.sh":    root["alpha/check.sh"],
+		}, nil
+	}
+	h, err := s.CommitPolicy(context.Background(), CommitPolicyRequest{Policy: "alpha", Edit: edit, Message: "edit alpha", Now: commitTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := srv.RepoPath("policies")
+	if got := srv.Git(repo, "diff", "--name-status", start, h); got != "M\tpolicies/alpha/policy.toml\nD\tpolicies/alpha/tests/t.toml" {
+		t.Errorf("the commit changed\n%s", got)
+	}
+	if got := srv.Git(repo, "ls-tree", h, "policies/alpha/"); !strings.Contains(got, "100755 blob") || !strings.Contains(got, "120000 blob") {
+		t.Errorf("alpha holds\n%s", got)
 	}
 }

@@ -28,11 +28,16 @@ func (s *Source) Files(hash string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.filesOf(commit)
+}
+
+// filesOf is Files of a commit read already; called with mu held.
+func (s *Source) filesOf(commit *object.Commit) (map[string][]byte, error) {
 	root, err := s.rootTree(commit)
 	if err != nil {
 		return nil, err
 	}
-	r := &filesReader{src: s, rev: Revision{Hash: hash}, out: map[string][]byte{}}
+	r := &filesReader{src: s, rev: Revision{Hash: commit.Hash.String()}, out: map[string][]byte{}}
 	if err := r.walk(root, ""); err != nil {
 		return nil, err
 	}

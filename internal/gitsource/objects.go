@@ -185,3 +185,48 @@ func (w objectWriter) filesTree(files map[string][]byte) (plumbing.Hash, error) 
 	}
 	return root.write(w)
 }
+
+// replaceFile returns the tree base (zero: none) with the file at parts
+// set to blob, keeping its mode (regular when new), or removed when blob
+// is zero. Trees left empty disappear; every other entry stays as it is.
+func (w objectWriter) replaceFile(base plumbing.Hash, parts []string, blob plumbing.Hash) (plumbing.Hash, error) {
+	var entries []object.TreeEntry
+	if !base.IsZero() {
+		t, err := object.GetTree(w.st, base)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entries = append(entries, t.Entries...)
+	}
+	var child plumbing.Hash
+	mode := filemode.Regular
+	kept := entries[:0]
+	for _, e := range entries {
+		switch {
+		case e.Name != parts[0]:
+			kept = append(kept, e)
+		case e.Mode == filemode.Dir:
+			child = e.Hash
+		default:
+			mode = e.Mode
+		}
+	}
+	entry := object.TreeEntry{Name: parts[0], Mode: mode, Hash: blob}
+	if len(parts) > 1 {
+		h, err := w.replaceFile(child, parts[1:], blob)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entry = object.TreeEntry{Name: parts[0], Mode: filemode.Dir, Hash: h}
+	} else if !child.IsZero() {
+		kept = append(kept, object.TreeEntry{Name: parts[0], Mode: filemode.Dir, Hash: child}) // not a file: leave it
+		entry.Hash = plumbing.ZeroHash
+	}
+	if !entry.Hash.IsZero() {
+		kept = append(kept, entry)
+	}
+	if len(kept) == 0 {
+		return plumbing.ZeroHash, nil
+	}
+	return w.tree(kept)
+}

@@ -21,13 +21,32 @@ var elementArrays = map[string]bool{"rules": true, "tests": true}
 type layout struct {
 	top   map[string]int        // top-level key → line of its first definition
 	elems map[string][]*element // "rules"/"tests" → one per element, in order
+	// Byte offsets, for editing the text in place (edit.go): the span of
+	// each top-level `key = value` (its first definition), and the start
+	// of the line of the first table header (-1 when there is none).
+	topSpans    map[string]span
+	firstHeader int
 }
+
+// span is a byte range [start, end) of a document.
+type span struct{ start, end int }
 
 // element is one rule or test table: the line of its [[header]] (or of its
 // "{" in an inline array) and the lines of the keys inside it.
 type element struct {
 	line int
 	keys map[string]int
+	// Byte offsets, for editing in place: start is where the header's
+	// line starts, end where the last value of the element (sub-tables
+	// included) ends, direct where its last key before any sub-table ends.
+	// spans are the `key = value` pieces written directly under the
+	// header; complex are keys written any other way (dotted, as a
+	// sub-table), which only a rewrite of the element can change.
+	start, end int
+	direct     int
+	inline     bool
+	spans      map[string]span
+	complex    map[string]bool
 }
 
 // topLine returns the line of a top-level key, 0 when unknown.
@@ -40,7 +59,7 @@ func (l *layout) element(array string, i int) *element {
 	if es := l.elems[array]; i >= 0 && i < len(es) {
 		return es[i]
 	}
-	return &element{line: l.top[array], keys: map[string]int{}}
+	return &element{line: l.top[array], keys: map[string]int{}, inline: true}
 }
 
 // keyLine returns the line of a key inside the element, or the element's own.
@@ -63,7 +82,8 @@ type scanner struct {
 
 // scanLayout records the layout of a document that has already parsed.
 func scanLayout(src []byte) *layout {
-	s := &scanner{src: src, lay: &layout{top: map[string]int{}, elems: map[string][]*element{}}}
+	s := &scanner{src: src, lay: &layout{top: map[string]int{}, elems: map[string][]*element{},
+		topSpans: map[string]span{}, firstHeader: -1}}
 	for i, c := range src {
 		if c == '\n' {
 			s.nl = append(s.nl, i)
@@ -129,7 +149,10 @@ func (s *scanner) skipLine() {
 
 // header handles [table] and [[array]] lines.
 func (s *scanner) header() {
-	line := s.line(s.i)
+	line, start := s.line(s.i), s.lineStart(s.i)
+	if s.lay.firstHeader < 0 {
+		s.lay.firstHeader = start
+	}
 	double := s.peek(1) == '['
 	s.i++
 	if double {
@@ -145,14 +168,36 @@ func (s *scanner) header() {
 	s.noteTop(key[0], line)
 	if double && len(key) == 1 && elementArrays[key[0]] {
 		s.inArr = s.newElement(key[0], line)
+		s.inArr.start, s.inArr.end, s.inArr.direct = start, s.i, s.i
 		return
 	}
 	s.noteInElement(key, line)
+	if e := s.latest(key); e != nil {
+		e.complex[key[1]], e.end = true, s.i
+	}
+}
+
+// lineStart is the offset of the start of the line holding off.
+func (s *scanner) lineStart(off int) int {
+	return bytes.LastIndexByte(s.src[:off], '\n') + 1
+}
+
+// latest is the element a key path (from the document's root) of the
+// form rules.x... belongs to: the newest element of that array.
+func (s *scanner) latest(full []string) *element {
+	if len(full) < 2 || !elementArrays[full[0]] {
+		return nil
+	}
+	es := s.lay.elems[full[0]]
+	if len(es) == 0 || es[len(es)-1].inline {
+		return nil
+	}
+	return es[len(es)-1]
 }
 
 // keyValue handles `dotted.key = value` in the current table.
 func (s *scanner) keyValue() {
-	line := s.line(s.i)
+	line, start := s.line(s.i), s.lineStart(s.i)
 	key := s.key()
 	s.skipBlank(false)
 	if len(key) == 0 || s.peek(0) != '=' {
@@ -169,6 +214,32 @@ func (s *scanner) keyValue() {
 		return
 	}
 	s.value()
+	s.noteSpan(full, span{start, s.i})
+}
+
+// noteSpan records where a `key = value` that ends at sp.end sits.
+func (s *scanner) noteSpan(full []string, sp span) {
+	if len(s.ctx) == 0 {
+		if _, ok := s.lay.topSpans[full[0]]; !ok {
+			s.lay.topSpans[full[0]] = sp
+		}
+		return
+	}
+	e := s.latest(full)
+	if e == nil {
+		return
+	}
+	e.end = sp.end
+	if s.inArr == e {
+		e.direct = sp.end
+	}
+	_, seen := e.spans[full[1]]
+	if len(full) == 2 && s.inArr == e && !seen && !e.complex[full[1]] {
+		e.spans[full[1]] = sp
+		return
+	}
+	delete(e.spans, full[1])
+	e.complex[full[1]] = true
 }
 
 // noteTop records the first line of a top-level key.
@@ -193,7 +264,7 @@ func (s *scanner) noteInElement(full []string, line int) {
 }
 
 func (s *scanner) newElement(array string, line int) *element {
-	e := &element{line: line, keys: map[string]int{}}
+	e := &element{line: line, keys: map[string]int{}, spans: map[string]span{}, complex: map[string]bool{}}
 	s.lay.elems[array] = append(s.lay.elems[array], e)
 	return e
 }
@@ -211,7 +282,9 @@ func (s *scanner) array(name string) {
 		case ',':
 			s.i++
 		case '{':
-			s.inlineTable(s.newElement(name, s.line(s.i)))
+			e := s.newElement(name, s.line(s.i))
+			e.inline = true
+			s.inlineTable(e)
 		default:
 			s.value()
 		}

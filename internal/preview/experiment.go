@@ -100,6 +100,16 @@ type Experiment struct {
 type Validation struct {
 	Valid  bool     `json:"valid"`
 	Errors []string `json:"errors"`
+	// Tests counts the experiment's policy tests (the live policy's,
+	// unless the experiment's body gave its own) and how many pass; nil
+	// when the policy did not compile, so none could run.
+	Tests *TestCounts `json:"tests,omitempty"`
+}
+
+// TestCounts is how many of a policy's tests ran and how many passed.
+type TestCounts struct {
+	Total  int `json:"total"`
+	Passed int `json:"passed"`
 }
 
 // IsActive reports whether the experiment is being previewed now.

@@ -69,6 +69,9 @@ type OperationMetadata struct {
 	// set once it is pushed: a leader that did not start the operation
 	// completes it when that commit's generation is active or INVALID.
 	Commit string `json:"commit,omitempty"`
+	// TestsRemoved is, on a commit, how many tests of the live policy the
+	// committed experiment does not have: the tests the commit deletes.
+	TestsRemoved *int `json:"testsRemoved,omitempty"`
 }
 
 // OperationError is a google.rpc.Status: a failed operation's error.

@@ -133,12 +133,22 @@ type policyBody struct {
 	Commit     json.RawMessage `json:"commit"`
 }
 
-// normalized is the policy with its short name and the defaults a
-// policy.toml without group or on_error gets, so that a minimal body and
-// the file it commits mean the same thing.
+// normalized is the policy with its short name, the defaults a
+// policy.toml without group or on_error gets and its strings trimmed, so
+// that a minimal body and the file it commits mean the same thing.
 func (b *policyBody) normalized() *policy.Policy {
 	p := b.Policy
 	p.Name = strings.TrimPrefix(p.Name, "policies/")
+	// Trimmed as loading a file trims them, so that the committed file
+	// loads back to the experiment's etag.
+	p.Description, p.Group = strings.TrimSpace(p.Description), strings.TrimSpace(p.Group)
+	if p.Rules != nil {
+		p.Rules = append([]policy.Rule{}, p.Rules...)
+	}
+	for i := range p.Rules {
+		p.Rules[i].Match = strings.TrimSpace(p.Rules[i].Match)
+		p.Rules[i].Description = strings.TrimSpace(p.Rules[i].Description)
+	}
 	if p.Group == "" {
 		p.Group = policy.DefaultGroup
 	}

@@ -67,15 +67,9 @@ func (l *Loop) CommitToMain(ctx context.Context, e *preview.Experiment, msg stri
 		if !ok {
 			return "", ErrNoCommitter
 		}
-		var live map[string][]byte
-		if g, ok := servedGeneration(l.cfg.Store.State()); ok {
-			live = g.Files
-		}
-		files, ferr := l.policyDir(live, pol, e.Policy)
-		if ferr != nil {
-			return "", ferr
-		}
-		commit, err = committer.CommitPolicy(ctx, gitsource.CommitPolicyRequest{Policy: pol, Files: files, Message: msg,
+		// The edit is made to main's files as the commit finds them.
+		edit := func(root map[string][]byte) (map[string][]byte, error) { return l.policyDir(root, pol, e.Policy) }
+		commit, err = committer.CommitPolicy(ctx, gitsource.CommitPolicyRequest{Policy: pol, Edit: edit, Message: msg,
 			Now: l.cfg.Now(), Check: check})
 	}
 	var conflict *gitsource.ConflictError
@@ -136,12 +130,17 @@ func (l *Loop) validation(e *preview.Experiment) *preview.Validation {
 	for k, v := range dir {
 		tree[pol+"/"+k] = v
 	}
-	probs := l.validate(tree).Problems
+	v := l.validate(tree)
+	probs := v.Problems
 	if len(probs) > maxExperimentProblems { // the experiment document must stay small in the raft log
 		probs = append(probs[:maxExperimentProblems:maxExperimentProblems],
 			fmt.Sprintf("… and %d more problems", len(probs)-maxExperimentProblems))
 	}
-	return &preview.Validation{Valid: len(probs) == 0, Errors: capProblems(nonNilStrings(probs))}
+	out := &preview.Validation{Valid: len(probs) == 0, Errors: capProblems(nonNilStrings(probs))}
+	if c, ok := v.Tests[pol]; ok {
+		out.Tests = &c
+	}
+	return out
 }
 
 // maxExperimentProblems bounds the problems an experiment's validation

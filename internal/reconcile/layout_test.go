@@ -1,11 +1,13 @@
 package reconcile
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 )
 
 // layoutTree is a policy spread over an include, a fragment and a test file.
@@ -19,9 +21,13 @@ func layoutTree() map[string][]byte {
 	}
 }
 
-func loadAPI(t *testing.T, files map[string][]byte) *policy.Policy {
+func loadAPI(t *testing.T, files map[string][]byte, pol ...string) *policy.Policy {
 	t.Helper()
-	p, err := policy.LoadPolicy(gitsource.FilesFS(files), "api", policy.LoadOptions{})
+	name := "api"
+	if len(pol) > 0 {
+		name = pol[0]
+	}
+	p, err := policy.LoadPolicy(gitsource.FilesFS(files), name, policy.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +47,7 @@ func withDir(live map[string][]byte, pol string, dir map[string][]byte) map[stri
 	return out
 }
 
-func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
+func TestPolicyDirKeepsTheLayout(t *testing.T) {
 	l := &Loop{}
 	live := layoutTree()
 	p := loadAPI(t, live)
@@ -99,7 +105,7 @@ func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
 	}
 
 	// Dropping a rule of the shared include cannot be written there (other
-	// policies use it): flattened.
+	// policies use it): refused, never flattened.
 	dropped := *p
 	dropped.Rules = nil
 	for _, r := range p.Rules {
@@ -107,14 +113,83 @@ func TestPolicyDirKeepsTheLayoutOrFlattens(t *testing.T) {
 			dropped.Rules = append(dropped.Rules, r)
 		}
 	}
-	dir, err = l.policyDir(live, "api", &dropped)
+	var refused *preview.Error
+	if dir, err := l.policyDir(live, "api", &dropped); !errors.As(err, &refused) ||
+		refused.Code != preview.FailedPrecondition || !strings.Contains(err.Error(), "_shared/office.toml") {
+		t.Fatalf("dropping a shared rule: %v, files %q", err, dir)
+	}
+}
+
+// A rule dropped from a policy is removed from every file of its
+// directory that defines it (a definition left behind would come back in
+// the merge); a test changed in its test file is changed there; a test
+// dropped leaves its file, or deletes the file it was alone in.
+func TestPolicyDirDropsEveryDefinition(t *testing.T) {
+	l := &Loop{}
+	live := map[string][]byte{}
+	for k, v := range exampleFiles(t) {
+		live[k] = []byte(v)
+	}
+	p, err := policy.LoadPolicy(gitsource.FilesFS(live), "edge-firewall", policy.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dir) != 1 || dir["policy.toml"] == nil || strings.Contains(string(dir["policy.toml"]), "include") {
-		t.Fatalf("not flattened: %q", dir)
+	next := *p
+	next.Rules, next.Tests = nil, nil
+	for _, r := range p.Rules {
+		if r.Name != "deny-known-bad-ipv4" {
+			next.Rules = append(next.Rules, r)
+		}
 	}
-	if e := loadAPI(t, withDir(live, "api", dir)).Etag(); e != dropped.Etag() {
-		t.Errorf("the flattened policy loads to %s, want %s", e, dropped.Etag())
+	dropped := map[string]bool{}
+	for _, tt := range p.Tests {
+		switch {
+		case tt.Rule != nil && *tt.Rule == "deny-known-bad-ipv4", strings.HasSuffix(tt.Pos.File, "tests/shared.toml"):
+			dropped[tt.Pos.File] = true
+		default:
+			next.Tests = append(next.Tests, tt)
+		}
+	}
+	dir, err := l.policyDir(live, "edge-firewall", &next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, data := range dir {
+		file := "edge-firewall/" + rel
+		if string(data) != string(live[file]) && rel != "policy.toml" && rel != "baseline.toml" && !dropped[file] {
+			t.Errorf("%s changed", file)
+		}
+		if strings.Contains(string(data), `name = "deny-known-bad-ipv4"`) {
+			t.Errorf("%s still defines deny-known-bad-ipv4", file)
+		}
+	}
+	if _, ok := dir["tests/shared.toml"]; ok {
+		t.Error("tests/shared.toml, left without tests, is still there")
+	}
+	if e := loadAPI(t, withDir(live, "edge-firewall", dir), "edge-firewall").Etag(); e != next.Etag() {
+		t.Errorf("the edited directory loads to %s, want %s", e, next.Etag())
+	}
+}
+
+// BenchmarkPolicyDir is the cost of writing a one-rule change of
+// admin-api (five files, one shared include) in place.
+func BenchmarkPolicyDir(b *testing.B) {
+	live := map[string][]byte{}
+	for k, v := range exampleFiles(b) {
+		live[k] = []byte(v)
+	}
+	p, err := policy.LoadPolicy(gitsource.FilesFS(live), "admin-api", policy.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := *p
+	next.Rules = append([]policy.Rule(nil), p.Rules...)
+	next.Rules[len(next.Rules)-1].Match += " && true"
+	l := &Loop{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.policyDir(live, "admin-api", &next); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 )
 
 // Validation is the leader's verdict on a tree.
@@ -16,6 +17,9 @@ type Validation struct {
 	// `file:line: message` with files relative to the policies root (so
 	// the first path element names the policy). Empty when valid.
 	Problems []string
+	// Tests counts, by policy, the tests that ran and passed (policies
+	// that compiled), valid or not.
+	Tests map[string]preview.TestCounts `json:",omitempty"`
 }
 
 // Compile loads and compiles every policy of a tree into a bundle, as
@@ -39,10 +43,25 @@ type Validator func(files map[string][]byte, lopts policy.LoadOptions, eopts eng
 // policy loads, compiles and passes all its tests.
 func Validate(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) Validation {
 	v := engine.ValidateTree(files, lopts, eopts)
-	if !v.Valid() {
-		return Validation{Problems: problems(v.Problems)}
+	var tests map[string]preview.TestCounts // nil when empty, as JSON from a sandbox child gives it
+	if len(v.Policies) > 0 {
+		tests = make(map[string]preview.TestCounts, len(v.Policies))
 	}
-	return Validation{Etags: v.Etags()}
+	for _, cp := range v.Policies {
+		tests[cp.Name()] = preview.TestCounts{}
+	}
+	for _, r := range v.Tests {
+		c := tests[r.Policy]
+		c.Total++
+		if r.Passed {
+			c.Passed++
+		}
+		tests[r.Policy] = c
+	}
+	if !v.Valid() {
+		return Validation{Problems: problems(v.Problems), Tests: tests}
+	}
+	return Validation{Etags: v.Etags(), Tests: tests}
 }
 
 // problems lists each problem of err on its own.

@@ -108,11 +108,17 @@ type env struct {
 // extra [preview] settings.
 func start(t *testing.T, previewExtra string) *env {
 	t.Helper()
+	return startWith(t, repoFiles(), previewExtra)
+}
+
+// startWith is start with the repository holding files.
+func startWith(t *testing.T, files map[string]string, previewExtra string) *env {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	srv := gittest.NewServer(t, gittest.Options{})
-	url := srv.InitRepo("policies", repoFiles())
+	url := srv.InitRepo("policies", files)
 	e := &env{t: t, srv: srv, url: url, work: srv.Clone(url)}
 	e.c = harness.StartCluster(t, harness.ClusterOptions{
 		Size: 3,
@@ -214,6 +220,10 @@ type experiment struct {
 	Validation *struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
+		Tests  *struct {
+			Total  int `json:"total"`
+			Passed int `json:"passed"`
+		} `json:"tests"`
 	} `json:"validation"`
 	Conflict string `json:"conflict"`
 }
@@ -244,7 +254,8 @@ type operation struct {
 	Error    *apiError       `json:"error"`
 	Response json.RawMessage `json:"response"`
 	Metadata struct {
-		Commit string `json:"commit"` // a commit's pushed commit, from which any leader completes it
+		Commit       string `json:"commit"` // a commit's pushed commit, from which any leader completes it
+		TestsRemoved *int   `json:"testsRemoved"`
 	} `json:"metadata"`
 }
 
