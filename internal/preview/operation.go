@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/errs"
 )
 
 // Method is an experiment method that runs as a long-running operation.
@@ -116,14 +118,19 @@ func (op *Operation) Succeed(resp *Experiment, now time.Time) (*Operation, error
 	return &c, nil
 }
 
-// Fail returns op done with err. Errors that are not *Error are internal:
-// their text is not shown, since it may hold details meant for the log.
+// Fail returns op done with err, shown as the HTTP edge shows an error:
+// an *Error by its message, another error that carries a code other than
+// Internal (a sentinel such as gitsource's "nothing to commit") by its
+// text, and anything else as an internal error whose text is not shown,
+// since it may hold details meant for the log.
 func (op *Operation) Fail(err error, now time.Time) *Operation {
 	c := *op
 	st := &OperationError{Code: internalCode, Message: "internal error"}
 	var e *Error
 	if errors.As(err, &e) {
 		st = &OperationError{Code: int(e.Code), Message: e.Msg}
+	} else if code, ok := errs.CodeOf(err); ok && code != errs.Internal {
+		st = &OperationError{Code: int(code), Message: err.Error()}
 	}
 	c.Done, c.Response, c.Error, c.Metadata.EndTime = true, nil, st, now
 	return &c

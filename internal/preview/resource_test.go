@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -117,6 +118,12 @@ func TestOperationFailure(t *testing.T) {
 	internal := op.Fail(errors.New("disk on fire at /var/secret"), at(1))
 	if internal.Error.Code != 13 || internal.Error.Message != "internal error" {
 		t.Fatalf("internal error leaked: %+v", internal.Error)
+	}
+	// A coded sentinel (gitsource's "nothing to commit") is the caller's
+	// problem, not an internal one: the operation says what it was.
+	nothing := fmt.Errorf("commit: %w", errs.Sentinel(errs.FailedPrecondition, "gitsource: nothing to commit"))
+	if e := op.Fail(nothing, at(1)).Error; e.Code != int(errs.FailedPrecondition) || e.Message != nothing.Error() {
+		t.Fatalf("coded error shown as %+v", e)
 	}
 	if id := preview.OperationID(preview.MethodCommit, "x", t0); id != preview.OperationID(preview.MethodCommit, "x", t0) || len(id) != 24 {
 		t.Fatalf("OperationID not deterministic: %q", id)
