@@ -54,11 +54,9 @@ type limits struct {
 	perNode int
 }
 
-// Default limits. perSource is above what one node opens at once to
-// another (raft's pool of 3, its pipeline, a snapshot and a vote, a join
-// probe, and the HTTP client's MaxConnsPerHost, maxPeerHTTPConns), so a
-// node alone never meets it, with room for a few nodes behind one address.
-// perNode is twice what a node keeps open at most.
+// Default limits. perSource is above all a node opens to another at once
+// (maxNodeConns), so a node alone never meets it, with room for more
+// nodes behind one address; perNode is well above maxNodeConns too.
 func defaultLimits() limits {
 	return limits{
 		hello:      time.Second,
@@ -70,8 +68,14 @@ func defaultLimits() limits {
 }
 
 // maxPeerHTTPConns bounds the connections a node's HTTP client opens to
-// one other node (HTTPTransport), under the receiver's per-node bound.
-const maxPeerHTTPConns = 64
+// one other node (HTTPTransport), so that it stays under the receiver's
+// bounds.
+const maxPeerHTTPConns = 32
+
+// maxNodeConns is the most connections one node opens to another: its HTTP
+// client's, raft's (a pool of 3, the pipeline, a snapshot, a vote and
+// TimeoutNow in flight, rounded up) and a join probe.
+const maxNodeConns = maxPeerHTTPConns + 10 + 1
 
 // source is what the per-address bound counts by: the IPv4 address, or
 // the /64 of an IPv6 address (one host's allotment: an attacker with a

@@ -193,6 +193,18 @@ func TestMuxDropsSilentAndStalledHandshakes(t *testing.T) {
 	}
 }
 
+// TestDefaultLimitsFitANode: a legitimate node, which opens at most
+// maxNodeConns connections to another, never meets a default bound.
+func TestDefaultLimitsFitANode(t *testing.T) {
+	lim := defaultLimits()
+	if maxNodeConns > lim.perSource || 2*maxNodeConns > lim.perNode || lim.perSource >= lim.handshakes {
+		t.Errorf("a node opens up to %d connections; limits %+v", maxNodeConns, lim)
+	}
+	if lim.hello >= lim.handshake {
+		t.Errorf("the ClientHello deadline %v is not shorter than the handshake's %v", lim.hello, lim.handshake)
+	}
+}
+
 func TestSourceOf(t *testing.T) {
 	for addr, want := range map[string]string{
 		"127.0.0.2:1":               "127.0.0.2/32",
