@@ -224,3 +224,25 @@ func TestSourceOf(t *testing.T) {
 		t.Errorf("a non-TCP address has source %s", got)
 	}
 }
+
+// TestMuxCloseEndsHandshakes: closing the port ends the handshakes in
+// progress at once, without counting them as refusals.
+func TestMuxCloseEndsHandshakes(t *testing.T) {
+	lim := defaultLimits()
+	lim.hello = time.Minute
+	m, _ := startMux(t, lim)
+	c, err := net.Dial("tcp", m.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitStats(t, m, func(s MuxStats) bool { return s.Handshakes == 1 })
+	_ = m.Close()
+	s := waitStats(t, m, func(s MuxStats) bool { return s.Handshakes == 0 })
+	if len(s.Refused) != 0 {
+		t.Errorf("stats %+v: a handshake Close ended was counted as refused", s)
+	}
+	if open(c) {
+		t.Error("the connection is still open after Close")
+	}
+}

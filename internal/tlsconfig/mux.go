@@ -133,6 +133,10 @@ func (m *Mux) serve() {
 func (m *Mux) handshake(raw *trackedConn) {
 	conn, proto, why, err := m.verify(raw)
 	m.slots.endHandshake(raw.src)
+	if m.ctx.Err() != nil { // Close ended it: not a refusal
+		_ = raw.Close()
+		return
+	}
 	if why != "" {
 		m.refuse(raw, why, err)
 		return
