@@ -16,11 +16,14 @@ func (n *Node) Dial(ctx context.Context, addr, proto, wantID string) (net.Conn, 
 }
 
 // HTTPTransport is the client transport of node-to-node HTTP calls: mutual
-// TLS to other nodes' raft ports with ProtoHTTP.
+// TLS to other nodes' raft ports with ProtoHTTP. It opens at most
+// maxPeerHTTPConns connections to one node (more calls wait for one), so
+// a node stays under the per-node bound of the port it calls.
 func (n *Node) HTTPTransport() *http.Transport {
 	return &http.Transport{
 		TLSClientConfig:     n.ClientConfig(ProtoHTTP, ""),
 		TLSHandshakeTimeout: DefaultHandshakeTimeout,
+		MaxConnsPerHost:     maxPeerHTTPConns,
 		MaxIdleConnsPerHost: 8,
 		IdleConnTimeout:     time.Minute,
 	}

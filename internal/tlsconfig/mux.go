@@ -25,11 +25,9 @@ const (
 
 const (
 	// DefaultHandshakeTimeout bounds one TLS handshake on the node port,
-	// so a peer that connects and says nothing holds a goroutine that long.
+	// from accept to the client's Finished; the ClientHello must come
+	// within its first second (see limits).
 	DefaultHandshakeTimeout = 5 * time.Second
-	// maxHandshakes bounds the handshakes in flight; further connections
-	// are closed at once.
-	maxHandshakes = 256
 	// handOffTimeout bounds the wait for raft or the HTTP server to take
 	// an accepted connection.
 	handOffTimeout = 10 * time.Second
@@ -38,30 +36,42 @@ const (
 // Mux accepts TLS on a node's raft port, verifies the peer (a node
 // certificate from the cluster CA), and hands each connection to the
 // listener of its ALPN protocol. Handshakes run in their own goroutines:
-// a slow or hostile client never delays raft's accept loop. Every refused
-// connection is logged (at most one line per second, with a count of the
-// others), so an attempt to talk to raft without a certificate shows.
+// a slow or hostile client never delays raft's accept loop. Before the
+// handshake nobody is known, so what a caller may hold is bounded by its
+// address and for the port, and a silent connection is dropped after a
+// second; after it, by node (limits). Every refused connection is counted
+// by reason (Stats) and logged (at most one line per second, with a count
+// of the others), so an attempt to talk to raft without a certificate, or
+// a flood, shows.
 type Mux struct {
-	node *Node
-	ln   net.Listener
-	conf *tls.Config
-	log  hclog.Logger
-	subs map[string]*subListener
-	sem  chan struct{}
-	done chan struct{}
-	once sync.Once
+	node  *Node
+	ln    net.Listener
+	conf  *tls.Config
+	log   hclog.Logger
+	subs  map[string]*subListener
+	lim   limits
+	slots *slots
+	ctx   context.Context // ends with Close: handshakes in progress stop
+	stop  context.CancelFunc
+	done  chan struct{}
+	once  sync.Once
 
 	refusals *logging.Limiter // one refusal line a second, with the count of the others
 }
 
 // NewMux starts accepting on ln with node's server config; Close stops it.
 func NewMux(ln net.Listener, node *Node, logger hclog.Logger) *Mux {
+	return newMux(ln, node, logger, defaultLimits())
+}
+
+func newMux(ln net.Listener, node *Node, logger hclog.Logger, lim limits) *Mux {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	m := &Mux{node: node, ln: ln, conf: node.ServerConfig(ProtoRaft, ProtoHTTP), log: logger,
-		subs: map[string]*subListener{}, sem: make(chan struct{}, maxHandshakes), done: make(chan struct{}),
-		refusals: logging.NewLimiter(1, time.Second)}
+	ctx, stop := context.WithCancel(context.Background())
+	m := &Mux{node: node, ln: ln, conf: withHelloDeadline(node.ServerConfig(ProtoRaft, ProtoHTTP)), log: logger,
+		subs: map[string]*subListener{}, lim: lim, slots: newSlots(lim), ctx: ctx, stop: stop,
+		done: make(chan struct{}), refusals: logging.NewLimiter(1, time.Second)}
 	for _, p := range []string{ProtoRaft, ProtoHTTP} {
 		m.subs[p] = &subListener{m: m, ch: make(chan net.Conn), closed: make(chan struct{})}
 	}
@@ -76,11 +86,16 @@ func (m *Mux) Listener(proto string) net.Listener { return m.subs[proto] }
 // Addr is the bound address.
 func (m *Mux) Addr() net.Addr { return m.ln.Addr() }
 
-// Close stops accepting and closes the port.
+// Stats returns what the port holds now and what it refused, by reason.
+func (m *Mux) Stats() MuxStats { return m.slots.stats() }
+
+// Close stops accepting, ends the handshakes in progress and closes the
+// port.
 func (m *Mux) Close() error {
 	var err error
 	m.once.Do(func() {
 		close(m.done)
+		m.stop()
 		err = m.ln.Close()
 	})
 	return err
@@ -105,33 +120,62 @@ func (m *Mux) serve() {
 			continue
 		}
 		delay = 5 * time.Millisecond
-		select {
-		case m.sem <- struct{}{}:
-			go m.handshake(conn)
-		default:
-			m.refuse(conn, errors.New("too many handshakes in progress"))
+		src := sourceOf(conn.RemoteAddr())
+		if why := m.slots.startHandshake(src); why != "" {
+			m.refuse(conn, why, nil)
+			continue
 		}
+		go m.handshake(track(conn, src, m.lim))
 	}
 }
 
-func (m *Mux) handshake(raw net.Conn) {
-	defer func() { <-m.sem }()
+// handshake verifies raw's peer, gives its handshake slot back, and hands
+// the connection over or refuses it.
+func (m *Mux) handshake(raw *trackedConn) {
+	conn, proto, why, err := m.verify(raw)
+	m.slots.endHandshake(raw.src)
+	if m.ctx.Err() != nil { // Close ended it: not a refusal
+		_ = raw.Close()
+		return
+	}
+	if why != "" {
+		m.refuse(raw, why, err)
+		return
+	}
+	m.handOff(conn, proto)
+}
+
+// verify runs the handshake on raw and takes a slot of the node it names;
+// the reason and error of a refusal otherwise.
+func (m *Mux) verify(raw *trackedConn) (*tls.Conn, string, string, error) {
 	conn := tls.Server(raw, m.conf)
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultHandshakeTimeout)
-	defer cancel()
-	if err := conn.HandshakeContext(ctx); err != nil {
-		m.refuse(raw, err)
-		return
+	if err := conn.HandshakeContext(m.ctx); err != nil {
+		return nil, "", raw.failure(err), err
 	}
-	proto := conn.ConnectionState().NegotiatedProtocol
-	sub := m.subs[proto]
-	if sub == nil {
-		m.refuse(raw, errors.New("the client named no reconciler protocol (ALPN)"))
-		return
+	raw.handshakeDone()
+	cs := conn.ConnectionState()
+	proto := cs.NegotiatedProtocol
+	if m.subs[proto] == nil {
+		return nil, "", RefusedProtocol, errors.New("the client named no reconciler protocol (ALPN)")
 	}
+	id, err := PeerID(&cs)
+	if err != nil {
+		return nil, "", RefusedHandshake, err
+	}
+	if !raw.hold(m.slots, id) {
+		return nil, "", RefusedNodeConnections,
+			fmt.Errorf("node %s already has %d connections open on this port", id, m.lim.perNode)
+	}
+	return conn, proto, "", nil
+}
+
+// handOff gives conn to its protocol's listener, or closes it when that
+// does not take it within handOffTimeout.
+func (m *Mux) handOff(conn *tls.Conn, proto string) {
 	handed := &nodeConn{Conn: conn, m: m, state: conn.ConnectionState()}
 	t := time.NewTimer(handOffTimeout)
 	defer t.Stop()
+	sub := m.subs[proto]
 	select {
 	case sub.ch <- handed:
 	case <-sub.closed:
@@ -143,15 +187,40 @@ func (m *Mux) handshake(raw net.Conn) {
 	}
 }
 
-// refuse closes conn and logs why, rate limited.
-func (m *Mux) refuse(conn net.Conn, why error) {
-	_ = conn.Close()
+// boundCause says which bound of the port a refusal met, for the log;
+// the other refusals (a failed handshake) carry their own error.
+var boundCause = map[string]string{
+	RefusedHandshakes:       "too many handshakes in progress on this port",
+	RefusedSourceHandshakes: "too many handshakes in progress from this address",
+	RefusedNodeConnections:  "too many connections open from this node",
+	RefusedHelloTimeout:     "no ClientHello in time",
+	RefusedHandshakeTimeout: "the handshake did not finish within its deadline",
+}
+
+// refuse closes conn, counts it and logs why, rate limited. A connection
+// refused before the handshake, or that timed out, is reset rather than
+// closed: it was told nothing it needs, and a flood then leaves no
+// TIME_WAIT sockets behind.
+func (m *Mux) refuse(conn net.Conn, why string, err error) {
+	switch why {
+	case RefusedHandshake, RefusedProtocol, RefusedNodeConnections:
+		_ = conn.Close() // the client may need the TLS alert written before
+	default:
+		abort(conn)
+	}
+	m.slots.refuse(why)
 	ok, others := m.refusals.Allow()
 	if !ok {
 		return
 	}
-	m.log.Warn("refused a node-to-node connection: only cluster nodes with a certificate from the cluster CA may connect",
-		"remote", conn.RemoteAddr().String(), "error", why, "others_refused", others)
+	msg := "refused a node-to-node connection: only cluster nodes with a certificate from the cluster CA may connect"
+	if cause, bound := boundCause[why]; bound {
+		msg = "refused a node-to-node connection: over a bound of the node port"
+		if why != RefusedNodeConnections {
+			err = errors.New(cause)
+		}
+	}
+	m.log.Warn(msg, "remote", conn.RemoteAddr().String(), "reason", why, "error", err, "others_refused", others)
 }
 
 // nodeConn is a connection the Mux hands on. It ends the connection when
@@ -175,7 +244,7 @@ func (c *nodeConn) ConnectionState() tls.ConnectionState { return c.state }
 func (c *nodeConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 && c.m.node.deny != nil && c.m.node.Denied(&c.state) {
-		c.m.refuse(c.Conn, fmt.Errorf("%w since the connection was opened", ErrDenied))
+		c.m.refuse(c.Conn, RefusedDenied, fmt.Errorf("%w since the connection was opened", ErrDenied))
 		return 0, net.ErrClosed
 	}
 	return n, err
