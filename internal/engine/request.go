@@ -53,6 +53,16 @@ func DecodeRequest(data []byte) (*Request, error) {
 	return decodeRequestPrecise(data)
 }
 
+// defaultRawPath makes raw_path the path when a request in the JSON form
+// (or a policy test) gives none: the caller describes the path as it was
+// sent, so a rule on request.raw_path (the path a backend receives, "..",
+// "%2F" and all) means the same in every decision form.
+func defaultRawPath(req *Request) {
+	if req.RawPath == "" {
+		req.RawPath = req.Path
+	}
+}
+
 // decodeRequestPrecise is DecodeRequest without its size check and fast
 // path (request_fast.go): a token stream that words every error. The fast
 // path defers to it for all it does not accept, so every error comes from
@@ -87,6 +97,7 @@ func decodeRequestPrecise(data []byte) (*Request, error) {
 	if err := finishRequest(req); err != nil {
 		return nil, err
 	}
+	defaultRawPath(req)
 	return req, nil
 }
 
@@ -271,6 +282,7 @@ func RequestFromMap(m map[string]any) (*Request, error) {
 	if err := finishRequest(req); err != nil {
 		return nil, err
 	}
+	defaultRawPath(req)
 	return req, nil
 }
 

@@ -21,7 +21,7 @@ func TestDecodeRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Request{
-		Method: "POST", Path: "/a", Host: "h", Scheme: "https",
+		Method: "POST", Path: "/a", RawPath: "/a", Host: "h", Scheme: "https", // raw_path defaults to path
 		Query: map[string]string{"q": "1"}, Headers: map[string]string{"x-token": "t", "accept": "*/*"},
 		SourceIP: "2001:db8::1", Principal: "alice", Groups: []string{"g"},
 		Attributes: map[string]any{"n": 1.5, "list": []any{true, nil, "s"}, "obj": map[string]any{"k": map[string]any{}}},
