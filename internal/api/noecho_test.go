@@ -7,6 +7,10 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // lockedBuffer is a log sink that handlers may write to while the test
@@ -70,5 +74,29 @@ func TestNoEchoOfRequestValues(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "gateway check undecided") {
 		t.Errorf("the debug log was not written, so it proves nothing:\n%s", logs.String())
+	}
+}
+
+// TestUnenforcedLogNoEcho: a node in TEST logs each decision with its
+// match error; an error that quotes the request (cel-go's "no such key:
+// <key>") loses the quote there, in every decision form.
+func TestUnenforcedLogNoEcho(t *testing.T) {
+	p := &policy.Policy{Name: "quoting", DefaultAction: policy.ActionAllow, Group: "default", OnError: policy.OnErrorDeny,
+		Rules: []policy.Rule{{Name: "lookup", Priority: 1, Action: policy.ActionDeny, Match: "request.headers[request.path] == 'x'"}}}
+	b, err := engine.NewBundle([]*policy.Policy{p}, engine.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens := &fakeGenerations{}
+	gens.set(&Snapshot{Generation: 2, Bundle: b})
+	st := &fixedState{}
+	st.v.Store(raftstore.NodeTest)
+	logs := &lockedBuffer{}
+	e := newTestEnv(t, Config{Generations: gens, States: st, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})})
+	e.post("/v1/policies/quoting:evaluate", `{"path":"/SECRET"}`)
+	e.do("GET", "/v1/policies/quoting:authorize", nil, map[string]string{"X-Original-URI": "/SECRET"})
+	out := logs.String()
+	if strings.Count(out, "decision not enforced") != 2 || !strings.Contains(out, "no such key") || strings.Contains(out, "SECRET") {
+		t.Errorf("want two TEST lines naming the error without the key:\n%s", out)
 	}
 }
