@@ -120,3 +120,23 @@ func TestRedactMatchError(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGatewayPath is the path reading of one gateway check, for a
+// plain path and for one with escapes, in each mode; NormalizePath alone
+// (what issue 16 added) for comparison.
+func BenchmarkGatewayPath(b *testing.B) {
+	for name, raw := range map[string]string{"plain": "/account/login/static/js/app.4f9c1e.js", "escaped": "/a%2Fb/%7Euser/..%2F%41dmin\\x"} {
+		b.Run(name+"/NormalizePath", func(b *testing.B) {
+			for b.Loop() {
+				_, _ = url.PathUnescape(NormalizePath(raw))
+			}
+		})
+		for _, a := range []EscapedSlashes{RejectEscapedSlashes, UnescapeSlashes, KeepEscapedSlashes} {
+			b.Run(name+"/"+a.String(), func(b *testing.B) {
+				for b.Loop() {
+					_, _ = GatewayPath(raw, a)
+				}
+			})
+		}
+	}
+}
