@@ -69,6 +69,10 @@ type Config struct {
 	Logger hclog.Logger
 	// TrustedProxies are the peers whose forwarding headers are believed.
 	TrustedProxies []netip.Prefix
+	// PathEscapedSlashes is what the gateway forms do with a path that
+	// holds "%2F", "%5C" or a backslash ([api] path_escaped_slashes); the
+	// zero value rejects it (engine.EscapedSlashes).
+	PathEscapedSlashes engine.EscapedSlashes
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
 	// Registry receives the API's metrics and is served at /metrics; nil
@@ -149,6 +153,7 @@ type Server struct {
 	mirror  Mirror
 	log     hclog.Logger
 	trusted []netip.Prefix
+	slashes engine.EscapedSlashes
 	maxBody int64
 	now     func() time.Time
 	metrics *metrics
@@ -190,6 +195,7 @@ func New(cfg Config) *Server {
 		mirror:  cfg.Mirror,
 		log:     cfg.Logger,
 		trusted: cfg.TrustedProxies,
+		slashes: cfg.PathEscapedSlashes,
 		maxBody: cfg.MaxBodyBytes,
 		now:     cfg.Now,
 		cluster: cfg.Cluster,

@@ -107,12 +107,12 @@ func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64, p
 		a := s.undecided(snap, err, s.failure.of(policy) == FailureAllow)
 		if !pinned {
 			s.shadowUndecided(&a, snap, policy, func() (*engine.Request, error) {
-				return BuildGatewayRequest(check, s.trusted, received)
+				return s.buildGateway(check, received)
 			})
 		}
 		return a
 	}
-	req, err := BuildGatewayRequest(check, s.trusted, received)
+	req, err := s.buildGateway(check, received)
 	if err != nil {
 		return s.undecided(snap, err, false)
 	}

@@ -51,19 +51,31 @@ type GatewayCheck struct {
 	Peer netip.Addr
 }
 
+// GatewayOptions are a node's settings for reading gateway checks.
+type GatewayOptions struct {
+	// Trusted are the proxies whose forwarding headers are believed.
+	Trusted []netip.Prefix
+	// Slashes is what a path's escaped slashes and backslashes become
+	// ([api] path_escaped_slashes); the zero value rejects them.
+	Slashes engine.EscapedSlashes
+}
+
 // BuildGatewayRequest builds the request that check describes, received
-// at received, believing forwarding headers only from trusted peers:
+// at received, believing forwarding headers only from opts.Trusted peers:
 //   - method: check.Method, upper-cased;
-//   - path and query: check.URI (nginx's $request_uri, Envoy's :path)
-//     percent-decoded, so "/%61dmin" matches "/admin" rules, else
-//     check.Path and check.Query;
+//   - raw_path and query: check.URI (nginx's $request_uri, Envoy's :path)
+//     as sent, else check.RawPath and check.Query;
+//   - path: raw_path read by engine.GatewayPath (normalised, escaped
+//     slashes as opts.Slashes says, percent-decoded), so "/%61dmin" and
+//     "//admin" match "/admin" rules;
 //   - host and scheme: X-Forwarded-Host / X-Forwarded-Proto from a trusted
 //     proxy, else Host and the scheme of the connection or the URI;
 //   - headers: all of them, names lower-cased, repeated values joined ", ";
 //   - source_ip: see clientIP.
 //
 // Its errors are errs.InvalidArgument: the check itself is malformed.
-func BuildGatewayRequest(check *GatewayCheck, trusted []netip.Prefix, received time.Time) (*engine.Request, error) {
+func BuildGatewayRequest(check *GatewayCheck, opts GatewayOptions, received time.Time) (*engine.Request, error) {
+	trusted := opts.Trusted
 	fromProxy := isTrusted(trusted, check.Peer)
 	req := &engine.Request{
 		Method:  strings.ToUpper(check.Method),
@@ -76,6 +88,9 @@ func BuildGatewayRequest(check *GatewayCheck, trusted []netip.Prefix, received t
 		req.Scheme = "https"
 	}
 	if err := setOriginalURI(req, check); err != nil {
+		return nil, err
+	}
+	if err := gatewayPath(req, opts.Slashes); err != nil {
 		return nil, err
 	}
 	if fromProxy {
@@ -120,11 +135,18 @@ func checkOf(r *http.Request, tail string) *GatewayCheck {
 
 // gatewayRequest builds the request of an HTTP gateway-form check.
 func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time) (*engine.Request, error) {
-	return BuildGatewayRequest(checkOf(r, tail), s.trusted, received)
+	return s.buildGateway(checkOf(r, tail), received)
 }
 
-// setOriginalURI fills path and query from check.URI, else from its Path
-// and Query.
+// buildGateway is BuildGatewayRequest with the node's options.
+func (s *Server) buildGateway(check *GatewayCheck, received time.Time) (*engine.Request, error) {
+	return BuildGatewayRequest(check, GatewayOptions{Trusted: s.trusted, Slashes: s.slashes}, received)
+}
+
+// setOriginalURI fills raw_path and query from check.URI, else from its
+// RawPath (or Path) and Query. Its errors name no part of the URI: the
+// message reaches the client's response (X-Policy-Error) and the logs, and
+// a query can hold credentials (issue 22, finding 9).
 func setOriginalURI(req *engine.Request, check *GatewayCheck) error {
 	raw := check.URI
 	if raw == "" {
@@ -132,20 +154,18 @@ func setOriginalURI(req *engine.Request, check *GatewayCheck) error {
 		if req.RawPath == "" {
 			req.RawPath = (&url.URL{Path: check.Path}).EscapedPath()
 		}
-		req.Path = normalizedPath(req.RawPath)
 		req.Query = firstValues(check.Query)
 		return nil
 	}
 	u, err := url.ParseRequestURI(raw)
 	if err != nil {
-		return errorf(errs.InvalidArgument, "X-Original-URI %q is not a request URI", raw)
+		return errorf(errs.InvalidArgument, "X-Original-URI is not a request URI (origin or absolute form, valid percent-escapes)")
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return errorf(errs.InvalidArgument, "X-Original-URI %q has a malformed query", raw)
+		return errorf(errs.InvalidArgument, "X-Original-URI has a malformed query")
 	}
-	req.RawPath = u.EscapedPath()
-	req.Path = normalizedPath(req.RawPath)
+	req.RawPath = rawPathOf(raw, u)
 	req.Query = firstValues(q)
 	if u.Scheme != "" {
 		req.Scheme = strings.ToLower(u.Scheme)
@@ -251,7 +271,7 @@ func parseHop(s string) (netip.Addr, error) {
 	if err != nil {
 		ap, err2 := netip.ParseAddrPort(s)
 		if err2 != nil {
-			return netip.Addr{}, errorf(errs.InvalidArgument, "forwarded client address %q is not an IP address", s)
+			return netip.Addr{}, errorf(errs.InvalidArgument, "a forwarded client address (X-Forwarded-For or X-Real-IP) is not an IP address")
 		}
 		a = ap.Addr()
 	}

@@ -223,7 +223,7 @@ func (s *Server) writeUnenforced(w http.ResponseWriter, name string, d *engine.D
 const unenforcedLines = 200
 
 // logUnenforced logs one TEST decision (no request content, only its
-// outcome), at most unenforcedLines a second; the next line let through
+// outcome; a match error without the values it quotes), at most unenforcedLines a second; the next line let through
 // counts the ones held back.
 func (s *Server) logUnenforced(name string, d *engine.Decision, generation uint64) {
 	ok, held := s.unenforcedLog.Allow()
@@ -231,5 +231,5 @@ func (s *Server) logUnenforced(name string, d *engine.Decision, generation uint6
 		return
 	}
 	s.log.Info("decision not enforced (node in TEST)", "policy", name, "decision", d.Verdict, "rule", d.Rule, "not_logged_before", held,
-		"generation", generation, "error", d.Error)
+		"generation", generation, "error", engine.RedactMatchError(d.Error))
 }

@@ -269,6 +269,10 @@ type API struct {
 	// node's config, not in policy.toml, because the node needs it exactly
 	// when it has no policy.toml to read (no generation, unknown policy).
 	FailureModes map[string]string `toml:"failure_modes"`
+	// PathEscapedSlashes is what the gateway forms (:authorize, :mirror,
+	// ext_authz) do with a path that holds "%2F", "%5C" or a backslash:
+	// "reject" (the default), "unescape" or "keep" (pathslashes.go).
+	PathEscapedSlashes string `toml:"path_escaped_slashes"`
 	// GRPCAddr, when set, is where Envoy's ext_authz gRPC service
 	// (internal/extauthz) listens; "" (the default) serves none.
 	GRPCAddr string `toml:"grpc_addr"`
@@ -379,6 +383,8 @@ func Default() *Config {
 			TrustedProxies: []string{},
 			MaxBodyBytes:   DefaultMaxBodyBytes,
 			FailureMode:    "deny",
+
+			PathEscapedSlashes: PathSlashesReject,
 		},
 		Log: Log{Level: "info", Format: "text"},
 	}

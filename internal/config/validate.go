@@ -257,6 +257,7 @@ func (a *API) validate(e *errs) {
 		e.add("api.max_body_bytes", "%d must be between 1 and %d", a.MaxBodyBytes, maxBodyBytesLimit)
 	}
 	a.validateFailureModes(e)
+	a.validatePathSlashes(e)
 	a.validateTrust(e)
 }
 

@@ -50,7 +50,7 @@ func decodeJSONObject(dec *json.Decoder, depth int, count *int) (map[string]any,
 		}
 		key := tok.(string)
 		if _, dup := m[key]; dup {
-			return nil, fmt.Errorf("key %q given twice", key)
+			return nil, errors.New("a key is given twice")
 		}
 		if m[key], err = decodeJSONValue(dec, depth+1, count); err != nil {
 			return nil, err

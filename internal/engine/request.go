@@ -30,6 +30,10 @@ const (
 	MaxAttributeValues = 10_000
 )
 
+// badRequest is an error of the request schema. Its message names the
+// field and what is wrong, never a value of the request: it reaches the
+// client, the logs and, through a gateway, the client's response headers,
+// and a value can be a credential (issue 22, finding 9).
 func badRequest(field, format string, args ...any) error {
 	if field == "" {
 		return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
@@ -51,6 +55,16 @@ func DecodeRequest(data []byte) (*Request, error) {
 		return req, nil
 	}
 	return decodeRequestPrecise(data)
+}
+
+// defaultRawPath makes raw_path the path when a request in the JSON form
+// (or a policy test) gives none: the caller describes the path as it was
+// sent, so a rule on request.raw_path (the path a backend receives, "..",
+// "%2F" and all) means the same in every decision form.
+func defaultRawPath(req *Request) {
+	if req.RawPath == "" {
+		req.RawPath = req.Path
+	}
 }
 
 // decodeRequestPrecise is DecodeRequest without its size check and fast
@@ -87,6 +101,7 @@ func decodeRequestPrecise(data []byte) (*Request, error) {
 	if err := finishRequest(req); err != nil {
 		return nil, err
 	}
+	defaultRawPath(req)
 	return req, nil
 }
 
@@ -156,7 +171,7 @@ func finishRequest(req *Request) error {
 	for k, v := range req.Headers {
 		lk := strings.ToLower(k)
 		if _, dup := lower[lk]; dup {
-			return badRequest("headers", "%q is given twice (header names are case-insensitive)", lk)
+			return badRequest("headers", "a header name is given twice (header names are case-insensitive)")
 		}
 		lower[lk] = v
 	}
@@ -180,7 +195,7 @@ func asAddress(key string, v any) (string, error) {
 		return "", err
 	}
 	if _, perr := netip.ParseAddr(s); perr != nil {
-		return "", badRequest(key, "%q is not an IPv4 or IPv6 address", s)
+		return "", badRequest(key, "the value is not an IPv4 or IPv6 address")
 	}
 	return s, nil
 }
@@ -194,7 +209,7 @@ func asStringMap(key string, v any) (map[string]string, error) {
 		for k, e := range m {
 			s, ok := e.(string)
 			if !ok {
-				return nil, badRequest(key, "value of %q must be a string, not %s", k, typeName(e))
+				return nil, badRequest(key, "every value must be a string, not %s", typeName(e))
 			}
 			out[k] = s
 		}
@@ -228,7 +243,7 @@ func asTime(key string, v any) (time.Time, error) {
 	case string:
 		parsed, err := time.Parse(time.RFC3339Nano, t)
 		if err != nil {
-			return time.Time{}, badRequest(key, "%q is not an RFC 3339 timestamp", t)
+			return time.Time{}, badRequest(key, "the value is not an RFC 3339 timestamp")
 		}
 		return parsed, nil
 	}
@@ -271,6 +286,7 @@ func RequestFromMap(m map[string]any) (*Request, error) {
 	if err := finishRequest(req); err != nil {
 		return nil, err
 	}
+	defaultRawPath(req)
 	return req, nil
 }
 

@@ -108,6 +108,7 @@ func decodeRequestFast(data []byte) (*Request, bool) {
 	if d.pos != len(data) {
 		return nil, false
 	}
+	defaultRawPath(req)
 	return req, true
 }
 

@@ -21,7 +21,7 @@ func TestDecodeRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Request{
-		Method: "POST", Path: "/a", Host: "h", Scheme: "https",
+		Method: "POST", Path: "/a", RawPath: "/a", Host: "h", Scheme: "https", // raw_path defaults to path
 		Query: map[string]string{"q": "1"}, Headers: map[string]string{"x-token": "t", "accept": "*/*"},
 		SourceIP: "2001:db8::1", Principal: "alice", Groups: []string{"g"},
 		Attributes: map[string]any{"n": 1.5, "list": []any{true, nil, "s"}, "obj": map[string]any{"k": map[string]any{}}},
@@ -53,15 +53,15 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"wrong type", `{"method": 1}`, `field "method": must be a string, not a number`},
 		{"null", `{"path": null}`, `field "path": must be a string, not null`},
 		{"groups not strings", `{"groups": ["a", 1]}`, `field "groups": item 1 must be a string`},
-		{"headers not strings", `{"headers": {"a": ["b"]}}`, `field "headers": value of "a" must be a string, not a list`},
-		{"duplicate header", `{"headers": {"X-A": "1", "x-a": "2"}}`, `field "headers": "x-a" is given twice`},
-		{"invalid ip", `{"source_ip": "10.0.0.256"}`, `field "source_ip": "10.0.0.256" is not an IPv4 or IPv6 address`},
-		{"empty ip", `{"source_ip": ""}`, `field "source_ip": "" is not an IPv4 or IPv6 address`},
-		{"bad time", `{"time": "yesterday"}`, `field "time": "yesterday" is not an RFC 3339 timestamp`},
+		{"headers not strings", `{"headers": {"a": ["b"]}}`, `field "headers": every value must be a string, not a list`},
+		{"duplicate header", `{"headers": {"X-A": "1", "x-a": "2"}}`, `field "headers": a header name is given twice`},
+		{"invalid ip", `{"source_ip": "10.0.0.256"}`, `field "source_ip": the value is not an IPv4 or IPv6 address`},
+		{"empty ip", `{"source_ip": ""}`, `field "source_ip": the value is not an IPv4 or IPv6 address`},
+		{"bad time", `{"time": "yesterday"}`, `field "time": the value is not an RFC 3339 timestamp`},
 		{"attributes not an object", `{"attributes": [1]}`, `field "attributes": must be an object`},
 		{"too deep", deep, `field "attributes": nested deeper than 32 levels`},
 		{"too many", many, `field "attributes": more than 10000 values`},
-		{"duplicate attribute key", `{"attributes": {"a": 1, "a": 2}}`, `key "a" given twice`},
+		{"duplicate attribute key", `{"attributes": {"a": 1, "a": 2}}`, `field "attributes": a key is given twice`},
 		{"trailing data", `{} {}`, "unexpected data after the request object"},
 		{"trailing garbage", `{}x`, "unexpected data after the request object"},
 		{"huge", `{"path": "` + strings.Repeat("a", MaxRequestBytes) + `"}`, "over the limit"},
@@ -74,6 +74,9 @@ func TestDecodeRequestErrors(t *testing.T) {
 		}
 		if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q, want ErrBadRequest containing %q", tc.name, err, tc.want)
+		}
+		if strings.Contains(err.Error(), "yesterday") || strings.Contains(err.Error(), "10.0.0.256") || strings.Contains(err.Error(), `"x-a"`) {
+			t.Errorf("%s: error %q echoes a value of the request (issue 22, finding 9)", tc.name, err)
 		}
 	}
 }

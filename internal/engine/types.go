@@ -12,8 +12,10 @@ import (
 type Request struct {
 	Method string `json:"method,omitempty"`
 	Path   string `json:"path,omitempty"`
-	// RawPath is the path as the client sent it, when the gateway forms
-	// normalised it into Path (NormalizePath); "" otherwise.
+	// RawPath is the path as the client sent it (percent-encoded, without
+	// the query): in the gateway forms, what Path was read from
+	// (GatewayPath); in the JSON form and policy tests, as given, else
+	// Path.
 	RawPath    string            `json:"raw_path,omitempty"`
 	Host       string            `json:"host,omitempty"`
 	Scheme     string            `json:"scheme,omitempty"`

@@ -18,6 +18,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add("get", "::bad", "", "not an ip", ":authority", "x", "nope", "7")
 	f.Add("DELETE", "/%zz?%zz", "H", "192.0.2.1", "x-forwarded-for", "garbage, 10.1.2.3", "web", "99999999999999999999999")
 	f.Add("", "", "", "", "", "", "", "0")
+	f.Add("GET", "/public%2F..%2Fadmin?lang=de", "www.example", "198.51.100.9", "", "", "web", "")
+	f.Add("GET", `/public/..\admin`, "www.example", "198.51.100.9", "", "", "web", "")
 	g := &gens{}
 	g.set(7, testBundle(f))
 	az := &authorization{az: api.New(api.Config{Generations: g, TrustedProxies: trusted})}

@@ -71,9 +71,17 @@ type env struct {
 
 func newEnv(t testing.TB, modes api.FailureModes) *env {
 	t.Helper()
+	return newEnvWith(t, testBundle(t), api.Config{FailureModes: modes})
+}
+
+// newEnvWith serves b as generation 7 with cfg, whose generations, logger
+// and trusted proxies it fills.
+func newEnvWith(t testing.TB, b *engine.Bundle, cfg api.Config) *env {
+	t.Helper()
 	g := &gens{}
-	g.set(7, testBundle(t))
-	a := api.New(api.Config{Generations: g, Logger: testlog.New(t), TrustedProxies: trusted, FailureModes: modes})
+	g.set(7, b)
+	cfg.Generations, cfg.Logger, cfg.TrustedProxies = g, testlog.New(t), trusted
+	a := api.New(cfg)
 	s := New(Config{Addr: "127.0.0.1:0", Authorizer: a, Logger: testlog.New(t)})
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/extauthz"
 	"github.com/policyrollout/reconciler/internal/logging"
 )
@@ -52,4 +53,10 @@ func failureModes(a config.API) api.FailureModes {
 		out.Policies[name], _ = api.ParseFailureMode(m)
 	}
 	return out
+}
+
+// pathSlashes converts the validated [api] path_escaped_slashes.
+func pathSlashes(a config.API) engine.EscapedSlashes {
+	v, _ := engine.ParseEscapedSlashes(a.PathEscapedSlashes)
+	return v
 }

@@ -66,3 +66,37 @@ func TestNodeServesExtAuthz(t *testing.T) {
 		t.Error("a Check was answered after Close")
 	}
 }
+
+// TestNodePathEscapedSlashes: [api] path_escaped_slashes reaches the
+// gateway forms of a running node: "/x%2F..%2Fv1" (which a backend that
+// decodes "%2F" reads as /v1) is refused by default, and is "/v1", which
+// the "v1" rule allows, with "unescape".
+func TestNodePathEscapedSlashes(t *testing.T) {
+	for value, wantAllow := range map[string]bool{"": false, "unescape": true} {
+		cfg := singleNode(t, webPolicy(1))
+		if value != "" {
+			cfg.API.PathEscapedSlashes = value
+		}
+		m := &Main{Config: cfg, Logger: testLogger(t)}
+		if err := m.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, waitTimeout, "generation 1", func() error { return serves("http://"+m.Addr(), 1) })
+		req, err := http.NewRequest(http.MethodGet, "http://"+m.Addr()+"/v1/policies/web:authorize", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Original-URI", "/x%2F..%2Fv1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if (resp.StatusCode == http.StatusOK) != wantAllow {
+			t.Errorf("path_escaped_slashes %q: %d %s", value, resp.StatusCode, resp.Header.Get("X-Policy-Error"))
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

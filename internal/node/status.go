@@ -52,5 +52,6 @@ func (m *Main) settings() cluster.Settings {
 		"policy.merge_default":      string(m.Config.Policy.MergeDefault),
 		"engine.max_rule_cost":      strconv.FormatUint(o.MaxRuleCost, 10),
 		"engine.runtime_cost_limit": strconv.FormatUint(o.RuntimeCostLimit, 10),
+		"api.path_escaped_slashes":  m.Config.API.PathEscapedSlashes,
 	}
 }

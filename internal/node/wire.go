@@ -112,6 +112,8 @@ func (m *Main) wire(ctx context.Context) error {
 		PeerTLS:        m.tls != nil,
 		States:         &m.state,
 		Group:          cfg.Node.Group,
+
+		PathEscapedSlashes: pathSlashes(cfg.API),
 	})
 	m.addParts()
 	return nil

@@ -21,6 +21,7 @@ func TestNginx(t *testing.T) {
 	e := startEnv(t, 3)
 	t.Run("allowed requests reach the backend", e.testAllowed)
 	t.Run("denied requests get 403 with the policy headers", e.testDenied)
+	t.Run("escaped slashes never reach the backend", e.testEscapedSlashes)
 	t.Run("client address from the trusted proxy only", e.testClientAddress)
 	t.Run("an unknown policy is a 403, not a 500", e.testUnknownPolicy)
 	t.Run("mirrored requests counted once each", e.testMirror)
@@ -50,6 +51,23 @@ func (e *env) testDenied(t *testing.T) {
 	}
 	if n := e.backend.count("/admin/users") + e.backend.count("/elsewhere") + e.backend.count("/%61dmin/users"); n != 0 {
 		t.Errorf("denied requests reached the backend %d times", n)
+	}
+}
+
+// testEscapedSlashes (issue 22, finding 8): nginx passes the raw URI to
+// the node and to the backend. "/public%2F..%2Fadmin/users" was read by
+// the node as "/public/../admin/users", a public page, and reached a
+// backend for which it is /admin/users. By default a path with an escaped
+// slash or backslash is denied as malformed.
+func (e *env) testEscapedSlashes(t *testing.T) {
+	for _, path := range []string{"/public%2F..%2Fadmin/users", "/public%2f..%5cadmin/users", "/public/..%5Cadmin/users"} {
+		r := get(t, clientFrom(outsideIP), e.nginx.Base()+path, nil)
+		if r.code != http.StatusForbidden || !strings.HasPrefix(r.header.Get("X-Policy-Error"), "INVALID_ARGUMENT: ") {
+			t.Errorf("%s: %d %v", path, r.code, r.header)
+		}
+	}
+	if n := e.backend.count("/public/../admin/users") + e.backend.count(`/public/..\admin/users`); n != 0 {
+		t.Errorf("paths with escaped slashes reached the backend %d times", n)
 	}
 }
 
