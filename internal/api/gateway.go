@@ -120,7 +120,7 @@ func checkOf(r *http.Request, tail string) *GatewayCheck {
 
 // gatewayRequest builds the request of an HTTP gateway-form check.
 func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time) (*engine.Request, error) {
-	return BuildGatewayRequest(checkOf(r, tail), s.trusted, received)
+	return s.buildGateway(checkOf(r, tail), received)
 }
 
 // setOriginalURI fills path and query from check.URI, else from its Path
