@@ -159,11 +159,11 @@ type Server struct {
 	// maxHeaders and inflight bound decision requests (limits.go).
 	maxHeaders int
 	inflight   *inFlight
-	now     func() time.Time
-	metrics *metrics
-	bufs    sync.Pool
-	promH   http.Handler
-	cluster Cluster
+	now        func() time.Time
+	metrics    *metrics
+	bufs       sync.Pool
+	promH      http.Handler
+	cluster    Cluster
 
 	creds        *auth.Set
 	authErr      error // credentials that did not load: guarded routes answer 500
