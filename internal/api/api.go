@@ -156,14 +156,11 @@ type Server struct {
 	log     hclog.Logger
 	trusted []netip.Prefix
 	maxBody int64
-	// maxHeaders and inflight bound decision requests (limits.go).
-	maxHeaders int
-	inflight   *inFlight
-	now        func() time.Time
-	metrics    *metrics
-	bufs       sync.Pool
-	promH      http.Handler
-	cluster    Cluster
+	now     func() time.Time
+	metrics *metrics
+	bufs    sync.Pool
+	promH   http.Handler
+	cluster Cluster
 
 	creds        *auth.Set
 	authErr      error // credentials that did not load: guarded routes answer 500
@@ -190,6 +187,10 @@ type Server struct {
 	unenforcedLog *logging.Limiter
 	stats         *decisionStats
 	group         string
+
+	// maxHeaders and inflight bound decision requests (limits.go).
+	maxHeaders int
+	inflight   *inFlight
 }
 
 // New returns a Server for cfg.
