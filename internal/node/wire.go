@@ -110,6 +110,9 @@ func (m *Main) wire(ctx context.Context) error {
 		PeerTLS:        m.tls != nil,
 		States:         &m.state,
 		Group:          cfg.Node.Group,
+
+		MaxRequestHeaders:    cfg.API.MaxRequestHeaders,
+		MaxDecisionsInFlight: cfg.API.MaxDecisionsInFlight,
 	})
 	m.addParts()
 	return nil
