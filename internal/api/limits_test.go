@@ -35,7 +35,7 @@ func jsonHeaders(n int) string {
 
 // TestDecisionHeaderCap (issue 22, finding 6): every decision form
 // decoded any number of headers (50,000 in a 0.74 MB body cost 8.5 MB in
-// flight). Past [api] max_request_headers (default 100, Envoy's) the JSON
+// flight). Past [api] max_request_headers (default 128) the JSON
 // forms answer 400 INVALID_ARGUMENT and :authorize denies with an
 // INVALID_ARGUMENT reason, as for any malformed check; no answer echoes a
 // header value.
@@ -51,7 +51,7 @@ func TestDecisionHeaderCap(t *testing.T) {
 
 	a := e.post("/v1/policies/web:evaluate", jsonHeaders(engine.DefaultMaxHeaders+1))
 	wantError(t, a, http.StatusBadRequest, "INVALID_ARGUMENT")
-	if !strings.Contains(string(a.body), "more than 100 headers") {
+	if !strings.Contains(string(a.body), "more than "+strconv.Itoa(engine.DefaultMaxHeaders)+" headers") {
 		t.Errorf(":evaluate body %s does not say why", a.body)
 	}
 	noSecret(a)

@@ -317,7 +317,7 @@ const (
 	// DefaultMaxRequestHeaders and DefaultMaxDecisionsInFlight are
 	// internal/api's defaults (engine.DefaultMaxHeaders and
 	// api.DefaultMaxDecisionsInFlight; internal/node checks they agree).
-	DefaultMaxRequestHeaders    = 100
+	DefaultMaxRequestHeaders    = 128
 	DefaultMaxDecisionsInFlight = 128
 )
 

@@ -29,10 +29,11 @@ const (
 	// objects) inside attributes.
 	MaxAttributeValues = 10_000
 	// DefaultMaxHeaders is how many headers a decision request may carry
-	// when Limits leave it unset: Envoy's own default (max_headers_count),
-	// so a request Envoy lets through fits. Each header costs a map entry
-	// and its strings, many times its bytes in the body.
-	DefaultMaxHeaders = 100
+	// when Limits leave it unset: Envoy's own default (max_headers_count,
+	// 100) and room for the headers a gateway adds to what it forwards
+	// (x-request-id, x-forwarded-*, X-Original-*). Each header costs a map
+	// entry and its strings, many times its bytes in the body.
+	DefaultMaxHeaders = 128
 )
 
 // Limits bound a decision request beyond MaxRequestBytes; the API sets

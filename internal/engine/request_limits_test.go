@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ func TestDecodeRequestHeaderCap(t *testing.T) {
 			t.Errorf("escaped=%v: %d headers refused: %v", escaped, DefaultMaxHeaders, err)
 		}
 		_, err := DecodeRequest([]byte(headersBody(DefaultMaxHeaders+1, escaped)))
-		want := `field "headers": more than 100 headers`
+		want := fmt.Sprintf(`field "headers": more than %d headers`, DefaultMaxHeaders)
 		if err == nil || !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("escaped=%v: %d headers: error %v, want ErrBadRequest with %q", escaped, DefaultMaxHeaders+1, err, want)
 		}

@@ -35,7 +35,7 @@ func TestCheckHeaderCap(t *testing.T) {
 	resp := e.check(t, checkReq{method: "GET", path: "/healthz", host: "h", source: "203.0.113.9", headers: headers})
 	h := headersOfResponse(resp)
 	if resp.GetStatus().GetCode() != int32(code.Code_PERMISSION_DENIED) ||
-		!strings.HasPrefix(h["x-policy-error"], "INVALID_ARGUMENT: the request has 101 headers") {
+		!strings.HasPrefix(h["x-policy-error"], "INVALID_ARGUMENT: the request has "+strconv.Itoa(engine.DefaultMaxHeaders+1)+" headers") {
 		t.Errorf("Check over the cap: %v %v", resp.GetStatus(), h)
 	}
 	if strings.Contains(resp.String(), "secret-") {
