@@ -158,7 +158,8 @@ type authorization struct {
 
 // Check answers OK or PERMISSION_DENIED, never a gRPC error: Envoy would
 // apply its own failure_mode_allow to an error, and the node's failure
-// mode has already decided.
+// mode has already decided. (Only an overloaded node answers UNAVAILABLE,
+// before Check runs: admit.go.)
 func (a *authorization) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	t, ok := targetOf(req)
 	if !ok {
