@@ -75,6 +75,12 @@ type Config struct {
 	PathEscapedSlashes engine.EscapedSlashes
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
 	MaxBodyBytes int64
+	// MaxRequestHeaders bounds the headers of a decision request, in every
+	// form; 0 means engine.DefaultMaxHeaders (limits.go).
+	MaxRequestHeaders int
+	// MaxDecisionsInFlight bounds the decisions worked on at once, in
+	// every form; 0 means DefaultMaxDecisionsInFlight (limits.go).
+	MaxDecisionsInFlight int
 	// Registry receives the API's metrics and is served at /metrics; nil
 	// makes a new one. Other subsystems register on the same registry.
 	Registry *prometheus.Registry
@@ -186,6 +192,10 @@ type Server struct {
 	unenforcedLog *logging.Limiter
 	stats         *decisionStats
 	group         string
+
+	// maxHeaders and inflight bound decision requests (limits.go).
+	maxHeaders int
+	inflight   *inFlight
 }
 
 // New returns a Server for cfg.
@@ -243,6 +253,11 @@ func New(cfg Config) *Server {
 	}
 	s.metrics = newMetrics(reg, s.gens)
 	s.undecidedTotal = newUndecidedCounter(reg)
+	s.inflight = newInFlight(reg, cfg.MaxDecisionsInFlight)
+	s.maxHeaders = cfg.MaxRequestHeaders
+	if s.maxHeaders <= 0 {
+		s.maxHeaders = engine.DefaultMaxHeaders
+	}
 	s.promH = s.metrics.handler()
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	return s

@@ -201,8 +201,14 @@ func newUndecidedCounter(reg *prometheus.Registry) *prometheus.CounterVec {
 // authorize answers the HTTP gateway form, pinned to generation gen when
 // pinned: 200 allow, 403 deny, the
 // decision in headers and no body (Envoy passes a denial's body on to the
-// client). It never answers another status: see FailureMode.
+// client). It answers no other status (see FailureMode) but one: 503 with
+// Retry-After when the node has its limit of decisions in flight, which
+// the gateway handles as it would a node that is down (limits.go).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, name, tail string, gen uint64, pinned bool) {
+	if !s.admitDecision(w, r, FormAuthorize) {
+		return
+	}
+	defer s.DoneDecision()
 	a := s.decideGateway(checkOf(r, tail), name, gen, pinned)
 	h := w.Header()
 	if a.Error != "" {

@@ -36,6 +36,10 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		s.fail(w, r, errPassive())
 		return
 	}
+	if !s.admitDecision(w, r, FormEvaluate) {
+		return
+	}
+	defer s.DoneDecision()
 	cp, err := s.lookupServed(snap, name)
 	if err != nil {
 		s.evaluateUnknown(w, r, snap, name, err)

@@ -31,7 +31,7 @@ func (s *Server) decodeRequest(w http.ResponseWriter, r *http.Request, received 
 	if len(data) == 0 {
 		return nil, errorf(errs.InvalidArgument, "the request body is empty; send a JSON request object")
 	}
-	req, err := engine.DecodeRequest(data)
+	req, err := engine.DecodeRequestWithin(data, engine.Limits{MaxHeaders: s.maxHeaders})
 	if err != nil {
 		return nil, err
 	}

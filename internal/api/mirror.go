@@ -23,6 +23,10 @@ func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Sna
 		s.fail(w, r, errPassive())
 		return
 	}
+	if !s.admitDecision(w, r, FormMirror) {
+		return
+	}
+	defer s.DoneDecision()
 	if _, err := s.lookupServed(snap, name); err != nil && !(s.preview != nil && snap != nil && s.preview.Previewing(name)) {
 		s.fail(w, r, err) // a policy not live yet is mirrored while it has ACTIVE experiments
 		return

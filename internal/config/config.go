@@ -276,6 +276,12 @@ type API struct {
 	// GRPCAddr, when set, is where Envoy's ext_authz gRPC service
 	// (internal/extauthz) listens; "" (the default) serves none.
 	GRPCAddr string `toml:"grpc_addr"`
+	// MaxRequestHeaders bounds the headers of one decision request, in
+	// every form (JSON bodies, gateway checks, ext_authz Checks).
+	MaxRequestHeaders int `toml:"max_request_headers"`
+	// MaxDecisionsInFlight bounds the decision requests a node works on at
+	// once, all forms together; past it they are refused with 503.
+	MaxDecisionsInFlight int `toml:"max_decisions_in_flight"`
 }
 
 // TrustedPrefixes returns TrustedProxies parsed. It assumes a validated
@@ -330,6 +336,12 @@ const (
 	// internal/sandbox's defaults (cmd/reconciler checks they agree).
 	DefaultValidationMemoryLimit = 1 << 30
 	DefaultValidationTimeout     = 30 * time.Second
+
+	// DefaultMaxRequestHeaders and DefaultMaxDecisionsInFlight are
+	// internal/api's defaults (engine.DefaultMaxHeaders and
+	// api.DefaultMaxDecisionsInFlight; internal/node checks they agree).
+	DefaultMaxRequestHeaders    = 128
+	DefaultMaxDecisionsInFlight = 128
 )
 
 // Default returns the configuration used for every key a file leaves out.
@@ -384,7 +396,9 @@ func Default() *Config {
 			MaxBodyBytes:   DefaultMaxBodyBytes,
 			FailureMode:    "deny",
 
-			PathEscapedSlashes: PathSlashesReject,
+			PathEscapedSlashes:   PathSlashesReject,
+			MaxRequestHeaders:    DefaultMaxRequestHeaders,
+			MaxDecisionsInFlight: DefaultMaxDecisionsInFlight,
 		},
 		Log: Log{Level: "info", Format: "text"},
 	}

@@ -256,9 +256,26 @@ func (a *API) validate(e *errs) {
 	if a.MaxBodyBytes < 1 || a.MaxBodyBytes > maxBodyBytesLimit {
 		e.add("api.max_body_bytes", "%d must be between 1 and %d", a.MaxBodyBytes, maxBodyBytesLimit)
 	}
+	a.validateDecisionLimits(e)
 	a.validateFailureModes(e)
 	a.validatePathSlashes(e)
 	a.validateTrust(e)
+}
+
+// Ranges of the decision limits: above them a limit no longer bounds
+// memory in any useful way.
+const (
+	maxRequestHeadersLimit    = 10_000
+	maxDecisionsInFlightLimit = 100_000
+)
+
+func (a *API) validateDecisionLimits(e *errs) {
+	if a.MaxRequestHeaders < 1 || a.MaxRequestHeaders > maxRequestHeadersLimit {
+		e.add("api.max_request_headers", "%d must be between 1 and %d", a.MaxRequestHeaders, maxRequestHeadersLimit)
+	}
+	if a.MaxDecisionsInFlight < 1 || a.MaxDecisionsInFlight > maxDecisionsInFlightLimit {
+		e.add("api.max_decisions_in_flight", "%d must be between 1 and %d", a.MaxDecisionsInFlight, maxDecisionsInFlightLimit)
+	}
 }
 
 func (l *Log) validate(e *errs) {

@@ -28,7 +28,33 @@ const (
 	// MaxAttributeValues bounds the number of values (scalars, lists and
 	// objects) inside attributes.
 	MaxAttributeValues = 10_000
+	// DefaultMaxHeaders is how many headers a decision request may carry
+	// when Limits leave it unset: Envoy's own default (max_headers_count,
+	// 100) and room for the headers a gateway adds to what it forwards
+	// (x-request-id, x-forwarded-*, X-Original-*). Each header costs a map
+	// entry and its strings, many times its bytes in the body.
+	DefaultMaxHeaders = 128
 )
+
+// Limits bound a decision request beyond MaxRequestBytes; the API sets
+// them from [api]. The zero value means the defaults.
+type Limits struct {
+	// MaxHeaders bounds the entries of headers (repeated names count);
+	// 0 means DefaultMaxHeaders.
+	MaxHeaders int
+}
+
+func (l Limits) maxHeaders() int {
+	if l.MaxHeaders <= 0 {
+		return DefaultMaxHeaders
+	}
+	return l.MaxHeaders
+}
+
+// errTooManyHeaders words the header cap without echoing a header.
+func errTooManyHeaders(limit int) error {
+	return badRequest("headers", "more than %d headers; a decision request may carry at most %d", limit, limit)
+}
 
 // badRequest is an error of the request schema. Its message names the
 // field and what is wrong, never a value of the request: it reaches the
@@ -45,16 +71,24 @@ func badRequest(field, format string, args ...any) error {
 // unknown or repeated top-level fields, values of the wrong type (null
 // included), a source_ip that is not an address, attributes nested deeper
 // than MaxAttributeDepth and trailing data are all errors wrapping
-// ErrBadRequest. Header names are lower-cased. A missing time is left zero
-// for the caller to fill with the receipt time.
+// ErrBadRequest, and so are more headers than DefaultMaxHeaders. Header
+// names are lower-cased. A missing time is left zero for the caller to
+// fill with the receipt time.
 func DecodeRequest(data []byte) (*Request, error) {
+	return DecodeRequestWithin(data, Limits{})
+}
+
+// DecodeRequestWithin is DecodeRequest within lim: a request over a limit
+// is refused as soon as the decoder reaches it, so refusing it costs no
+// more than the part read.
+func DecodeRequestWithin(data []byte, lim Limits) (*Request, error) {
 	if len(data) > MaxRequestBytes {
 		return nil, badRequest("", "body of %d bytes is over the limit of %d", len(data), MaxRequestBytes)
 	}
-	if req, ok := decodeRequestFast(data); ok {
+	if req, ok := decodeRequestFastWithin(data, lim); ok {
 		return req, nil
 	}
-	return decodeRequestPrecise(data)
+	return decodeRequestPreciseWithin(data, lim)
 }
 
 // defaultRawPath makes raw_path the path when a request in the JSON form
@@ -67,11 +101,16 @@ func defaultRawPath(req *Request) {
 	}
 }
 
-// decodeRequestPrecise is DecodeRequest without its size check and fast
-// path (request_fast.go): a token stream that words every error. The fast
-// path defers to it for all it does not accept, so every error comes from
-// here.
+// decodeRequestPrecise is decodeRequestPreciseWithin the default limits.
 func decodeRequestPrecise(data []byte) (*Request, error) {
+	return decodeRequestPreciseWithin(data, Limits{})
+}
+
+// decodeRequestPreciseWithin is DecodeRequestWithin without its size
+// check and fast path (request_fast.go): a token stream that words every
+// error. The fast path defers to it for all it does not accept, so every
+// error comes from here.
+func decodeRequestPreciseWithin(data []byte, lim Limits) (*Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, badRequest("", "body must be a JSON object")
@@ -88,7 +127,7 @@ func decodeRequestPrecise(data []byte) (*Request, error) {
 			return nil, badRequest(key, "given twice")
 		}
 		seen[key] = true
-		if err := decodeField(dec, req, key); err != nil {
+		if err := decodeField(dec, req, key, lim); err != nil {
 			return nil, err
 		}
 	}
@@ -106,7 +145,12 @@ func decodeRequestPrecise(data []byte) (*Request, error) {
 }
 
 // decodeField reads the value of one top-level field into req.
-func decodeField(dec *json.Decoder, req *Request, key string) error {
+func decodeField(dec *json.Decoder, req *Request, key string, lim Limits) error {
+	if key == "headers" {
+		m, err := decodeHeaders(dec, lim.maxHeaders())
+		req.Headers = m
+		return err
+	}
 	if key == "attributes" {
 		v, err := decodeJSONValue(dec, 1, new(int))
 		if err != nil {
@@ -124,6 +168,53 @@ func decodeField(dec *json.Decoder, req *Request, key string) error {
 		return badRequest("", "malformed JSON: %v", err)
 	}
 	return setField(req, key, v)
+}
+
+// decodeHeaders streams the headers object, so that one over limit is
+// refused after limit+1 entries rather than after building them all. Its
+// errors are those setField gives a decoded value.
+func decodeHeaders(dec *json.Decoder, limit int) (map[string]string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, badRequest("", "malformed JSON: %v", err)
+	}
+	if tok != json.Delim('{') {
+		return nil, badRequest("headers", "must be an object of strings, not %s", tokenTypeName(tok))
+	}
+	m := map[string]string{}
+	for n := 0; dec.More(); n++ {
+		if n == limit {
+			return nil, errTooManyHeaders(limit)
+		}
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, badRequest("", "malformed JSON: %v", err)
+		}
+		vt, err := dec.Token()
+		if err != nil {
+			return nil, badRequest("", "malformed JSON: %v", err)
+		}
+		v, ok := vt.(string)
+		if !ok {
+			return nil, badRequest("headers", "value of %q must be a string, not %s", kt, tokenTypeName(vt))
+		}
+		m[kt.(string)] = v // object keys are always strings; the last of repeated names wins, as in a map
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, badRequest("", "malformed JSON: %v", err)
+	}
+	return m, nil
+}
+
+// tokenTypeName is typeName for the first token of a value.
+func tokenTypeName(tok json.Token) string {
+	switch tok {
+	case json.Delim('{'):
+		return "an object"
+	case json.Delim('['):
+		return "a list"
+	}
+	return typeName(tok)
 }
 
 // setField assigns a decoded value (from JSON or TOML) to the named field.

@@ -52,18 +52,25 @@ const (
 )
 
 type fastDecoder struct {
-	data   []byte
-	pos    int
-	shared string // string(data) when len(data) <= sharedBodyMax, else ""
-	count  int    // attribute values so far
+	data       []byte
+	maxHeaders int
+	pos        int
+	shared     string // string(data) when len(data) <= sharedBodyMax, else ""
+	count      int    // attribute values so far
 }
 
 type stringPair struct{ k, v string }
 
-// decodeRequestFast decodes data, or reports false when the precise decoder
-// must (see above). It does not check MaxRequestBytes.
+// decodeRequestFast is decodeRequestFastWithin the default limits.
 func decodeRequestFast(data []byte) (*Request, bool) {
-	d := fastDecoder{data: data}
+	return decodeRequestFastWithin(data, Limits{})
+}
+
+// decodeRequestFastWithin decodes data, or reports false when the precise
+// decoder must (see above), over a limit of lim included. It does not
+// check MaxRequestBytes.
+func decodeRequestFastWithin(data []byte, lim Limits) (*Request, bool) {
+	d := fastDecoder{data: data, maxHeaders: lim.maxHeaders()}
 	d.skipSpace()
 	if !d.consume('{') {
 		return nil, false
@@ -151,10 +158,10 @@ func (d *fastDecoder) field(req *Request, key []byte) (int, bool) {
 		}
 		return seenTime, ok
 	case "query":
-		req.Query, ok = d.stringMap(false)
+		req.Query, ok = d.stringMap(false, 0)
 		return seenQuery, ok
 	case "headers":
-		req.Headers, ok = d.stringMap(true)
+		req.Headers, ok = d.stringMap(true, d.maxHeaders)
 		return seenHeaders, ok
 	case "groups":
 		req.Groups, ok = d.stringList()
@@ -261,7 +268,8 @@ func (d *fastDecoder) stringValue() (string, bool) {
 // stringMap decodes an object of strings. Header names are lower-cased,
 // and names equal once lower-cased fail: the precise decoder decides
 // whether that is an error (different names) or not (a repeated name).
-func (d *fastDecoder) stringMap(lower bool) (map[string]string, bool) {
+// More than limit entries (0: no limit) fail as soon as the next is read.
+func (d *fastDecoder) stringMap(lower bool, limit int) (map[string]string, bool) {
 	if !d.consume('{') {
 		return nil, false
 	}
@@ -285,6 +293,9 @@ func (d *fastDecoder) stringMap(lower bool) (map[string]string, bool) {
 			}
 			if lower {
 				k = strings.ToLower(k)
+			}
+			if len(pairs) == limit && limit > 0 {
+				return nil, false
 			}
 			pairs = append(pairs, stringPair{k, v})
 			d.skipSpace()

@@ -30,6 +30,19 @@ type Authorizer interface {
 
 var _ Authorizer = (*api.Server)(nil)
 
+// Admitter bounds the decisions in flight; api.Server implements it, for
+// its HTTP forms and this server alike, so both share one bound.
+type Admitter interface {
+	// AdmitDecision takes a slot, or reports false when all are taken.
+	AdmitDecision(form string) bool
+	// DoneDecision gives the slot back.
+	DoneDecision()
+	// MaxDecisionsInFlight is the bound, for the error message.
+	MaxDecisionsInFlight() int
+}
+
+var _ Admitter = (*api.Server)(nil)
+
 // DefaultMaxRecvBytes bounds one CheckRequest: Envoy sends the headers
 // (60 KiB at most by default) and no body unless told to.
 const DefaultMaxRecvBytes = 1 << 20
@@ -47,6 +60,9 @@ type Config struct {
 	Logger hclog.Logger
 	// MaxRecvBytes bounds a request; 0 means DefaultMaxRecvBytes.
 	MaxRecvBytes int
+	// Admitter bounds the Checks in flight; nil means the Authorizer's
+	// when it is one (api.Server is), else no bound.
+	Admitter Admitter
 }
 
 // Server is the gRPC server. Start it once, Stop it once.
@@ -69,9 +85,12 @@ func New(cfg Config) *Server {
 	if cfg.MaxRecvBytes <= 0 {
 		cfg.MaxRecvBytes = DefaultMaxRecvBytes
 	}
+	if ad, ok := cfg.Authorizer.(Admitter); ok && cfg.Admitter == nil {
+		cfg.Admitter = ad
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, health: health.NewServer(), served: make(chan struct{})}
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvBytes), grpc.MaxConcurrentStreams(DefaultMaxStreams))
-	authv3.RegisterAuthorizationServer(s.grpc, &authorization{az: cfg.Authorizer})
+	s.grpc.RegisterService(&authorizationDesc, &authorization{az: cfg.Authorizer, admit: cfg.Admitter})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s
 }
@@ -133,12 +152,14 @@ func (s *Server) Stop(ctx context.Context) error {
 // authorization implements envoy.service.auth.v3.Authorization.
 type authorization struct {
 	authv3.UnimplementedAuthorizationServer
-	az Authorizer
+	az    Authorizer
+	admit Admitter // nil: no bound
 }
 
 // Check answers OK or PERMISSION_DENIED, never a gRPC error: Envoy would
 // apply its own failure_mode_allow to an error, and the node's failure
-// mode has already decided.
+// mode has already decided. (Only an overloaded node answers UNAVAILABLE,
+// before Check runs: admit.go.)
 func (a *authorization) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	t, ok := targetOf(req)
 	if !ok {

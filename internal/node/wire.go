@@ -113,7 +113,9 @@ func (m *Main) wire(ctx context.Context) error {
 		States:         &m.state,
 		Group:          cfg.Node.Group,
 
-		PathEscapedSlashes: pathSlashes(cfg.API),
+		PathEscapedSlashes:   pathSlashes(cfg.API),
+		MaxRequestHeaders:    cfg.API.MaxRequestHeaders,
+		MaxDecisionsInFlight: cfg.API.MaxDecisionsInFlight,
 	})
 	m.addParts()
 	return nil

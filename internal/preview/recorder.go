@@ -30,14 +30,16 @@ func NewRecorder(maxRequests int, maxBytes int64) *Recorder {
 	return &Recorder{ring: make([]recorded, max(1, maxRequests)), maxBytes: max(1, maxBytes)}
 }
 
-// Add records req for policyName, evicting the oldest requests as needed.
-// A single request over the byte bound is not recorded. The recorder
-// keeps req: callers must not modify it afterwards.
+// Add records a copy of req for policyName (retain.go), evicting the
+// oldest requests as needed. A single request over the byte bound is not
+// recorded. The copy shares no memory with req, so the recorder never
+// keeps a body or buffer req's strings point into, only what it counts.
 func (r *Recorder) Add(policyName string, req *engine.Request) {
 	size := requestSize(req) + int64(len(policyName))
 	if size > r.maxBytes {
 		return
 	}
+	req = retained(req)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for r.n > 0 && (r.n == len(r.ring) || r.bytes+size > r.maxBytes) {
@@ -76,42 +78,62 @@ func (r *Recorder) Usage() (requests int, bytes int64) {
 	return r.n, r.bytes
 }
 
-// requestSize estimates the memory a request holds: string bytes plus a
-// fixed overhead per value. It need not be exact, only proportional, so
-// that the byte bound holds up to a constant factor.
+// requestSize is the memory a recorded copy of req holds (retained):
+// the struct, one buffer of all its strings, and its maps, lists and
+// boxed attribute values, sized as the Go runtime allocates them. Maps
+// dominate small requests: an empty-but-one map is a table of 8 slots.
 func requestSize(req *engine.Request) int64 {
-	const value, entry = 16, 48
-	n := int64(256) // the struct and its headers
-	n += int64(len(req.Method) + len(req.Path) + len(req.RawPath) + len(req.Host) + len(req.Scheme) + len(req.SourceIP) + len(req.Principal))
-	for k, v := range req.Query {
-		n += int64(len(k)+len(v)) + entry
+	const structBytes = 192 // engine.Request's size class
+	n := int64(structBytes) + roundUp(int64(stringBytes(req)), 16)
+	if req.Query != nil {
+		n += mapBytes(len(req.Query))
 	}
-	for k, v := range req.Headers {
-		n += int64(len(k)+len(v)) + entry
+	if req.Headers != nil {
+		n += mapBytes(len(req.Headers))
 	}
-	for _, g := range req.Groups {
-		n += int64(len(g)) + value
+	if req.Groups != nil {
+		n += roundUp(16*int64(len(req.Groups)), 16)
 	}
-	return n + valueSize(req.Attributes)
+	if req.Attributes != nil {
+		n += valueSize(req.Attributes)
+	}
+	return n
 }
 
+// valueSize is what an attribute value holds besides its string bytes:
+// an interface boxes a string header (16 bytes), a list header (24) or a
+// number (8); a map is its table.
 func valueSize(v any) int64 {
-	const value, entry = 16, 48
 	switch x := v.(type) {
 	case string:
-		return int64(len(x)) + value
+		return 16
 	case map[string]any:
-		n := int64(entry)
-		for k, e := range x {
-			n += int64(len(k)) + entry + valueSize(e)
-		}
-		return n
-	case []any:
-		n := int64(value)
+		n := mapBytes(len(x))
 		for _, e := range x {
 			n += valueSize(e)
 		}
 		return n
+	case []any:
+		n := 24 + roundUp(16*int64(len(x)), 16)
+		for _, e := range x {
+			n += valueSize(e)
+		}
+		return n
+	case float64:
+		return 8
 	}
-	return value
+	return 0
 }
+
+// mapBytes is the size of a map of n entries of 32 bytes (string keys,
+// string or interface values): its header and a table of slots, 8 at
+// least and at most 7/8 full, each with a control byte.
+func mapBytes(n int) int64 {
+	slots := int64(8)
+	for slots*7/8 < int64(n) {
+		slots *= 2
+	}
+	return 48 + slots*33
+}
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }

@@ -1,0 +1,95 @@
+package preview_test
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/preview"
+)
+
+// paddedBody is a small request padded to 15 KiB: within the decoder's
+// shared-body size, so every string it decodes is a substring of one
+// string of the whole body.
+func paddedBody(i int) []byte {
+	return []byte(`{"method":"GET","path":"/p` + strconv.Itoa(i) + `","host":"h","headers":{"user-agent":"ua","x-i":"` +
+		strconv.Itoa(i) + `"},"query":{"q":"1"},"groups":["g"],"attributes":{"tier":"gold","n":1,"l":["a",true]}}` +
+		strings.Repeat(" ", 15<<10))
+}
+
+// TestRecorderRetainsOnlyWhatItCounts (issue 22, finding 7): the recorder
+// kept decoded requests as they were, so each pinned the whole 16 KiB
+// body its strings shared, while it counted only the fields: 176 MB of
+// heap for 12,000 padded requests under a 16 MiB bound. It now copies
+// what it keeps, and the heap it holds is within its own accounting.
+func TestRecorderRetainsOnlyWhatItCounts(t *testing.T) {
+	const n = 2000
+	r := preview.NewRecorder(n, 1<<30)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		req, err := engine.DecodeRequest(paddedBody(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Add("web", req)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	count, accounted := r.Usage()
+	retained := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d padded requests of %d bytes: %d bytes retained, %d accounted", count, len(paddedBody(0)), retained, accounted)
+	if count != n {
+		t.Fatalf("recorded %d of %d", count, n)
+	}
+	if retained > accounted+accounted/4 || retained < accounted/2 {
+		t.Errorf("the recorder holds %d bytes of heap but accounts for %d", retained, accounted)
+	}
+	runtime.KeepAlive(r)
+}
+
+// TestRecorderCopiesStrings: no string a recorded request holds is one of
+// the request it was given, so none pins the given request's memory.
+func TestRecorderCopiesStrings(t *testing.T) {
+	req, err := engine.DecodeRequest(paddedBody(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := preview.NewRecorder(10, 1<<20)
+	r.Add("web", req)
+	got := r.Requests("web")
+	if len(got) != 1 {
+		t.Fatalf("recorded %d", len(got))
+	}
+	kept := got[0]
+	same := func(what, a, b string) {
+		t.Helper()
+		if a != b {
+			t.Errorf("%s = %q, want %q", what, a, b)
+		}
+		if a != "" && unsafe.StringData(a) == unsafe.StringData(b) {
+			t.Errorf("%s aliases the given request's memory", what)
+		}
+	}
+	same("method", kept.Method, req.Method)
+	same("path", kept.Path, req.Path)
+	same("host", kept.Host, req.Host)
+	same("groups[0]", kept.Groups[0], req.Groups[0])
+	for k, v := range req.Headers {
+		same("headers["+k+"]", kept.Headers[k], v)
+	}
+	for k, v := range req.Query {
+		same("query["+k+"]", kept.Query[k], v)
+	}
+	same("attributes.tier", kept.Attributes["tier"].(string), req.Attributes["tier"].(string))
+	if l := kept.Attributes["l"].([]any); len(l) != 2 || l[0] != "a" || l[1] != true || kept.Attributes["n"] != 1.0 {
+		t.Errorf("attributes = %v", kept.Attributes)
+	}
+	if !kept.Time.Equal(req.Time) {
+		t.Errorf("time = %v, want %v", kept.Time, req.Time)
+	}
+}
