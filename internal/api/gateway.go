@@ -138,11 +138,6 @@ func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time
 	return s.buildGateway(checkOf(r, tail), received)
 }
 
-// buildGateway is BuildGatewayRequest with the node's options.
-func (s *Server) buildGateway(check *GatewayCheck, received time.Time) (*engine.Request, error) {
-	return BuildGatewayRequest(check, GatewayOptions{Trusted: s.trusted, Slashes: s.slashes}, received)
-}
-
 // setOriginalURI fills raw_path and query from check.URI, else from its
 // RawPath (or Path) and Query. Its errors name no part of the URI: the
 // message reaches the client's response (X-Policy-Error) and the logs, and

@@ -95,9 +95,9 @@ func ErrOverloaded(max int) error {
 	return errorf(errs.Unavailable, "this node is working on its limit of %d decisions ([api] max_decisions_in_flight); retry shortly or on another node", max)
 }
 
-// buildGateway is BuildGatewayRequest after the header cap: a check over
-// it is malformed (INVALID_ARGUMENT), and the message gives the count,
-// never a header. Headers count by name, as the request a policy sees
+// buildGateway is BuildGatewayRequest with the node's options, after the
+// header cap: a check over it is malformed (INVALID_ARGUMENT), and the
+// message gives the count, never a header. Headers count by name, as the request a policy sees
 // has them (the values of a repeated name are joined into one): len is
 // free, where counting values walks the map on every decision, and the
 // values of one name are bounded by the bytes of the check (64 KiB of
@@ -106,5 +106,5 @@ func (s *Server) buildGateway(check *GatewayCheck, received time.Time) (*engine.
 	if n := len(check.Header); n > s.maxHeaders {
 		return nil, errorf(errs.InvalidArgument, "the request has %d headers, over the limit of %d ([api] max_request_headers)", n, s.maxHeaders)
 	}
-	return BuildGatewayRequest(check, s.trusted, received)
+	return BuildGatewayRequest(check, GatewayOptions{Trusted: s.trusted, Slashes: s.slashes}, received)
 }
