@@ -75,7 +75,7 @@ func TestElectionUnderHandshakeFlood(t *testing.T) {
 
 // nodeCalls makes n calls to GET /healthz on to's node port with from's
 // certificate, each on a new connection (a new handshake), as a node's
-// HTTP client does, and returns how many were answered 200.
+// HTTP client does, and returns how many were answered at all.
 func nodeCalls(t *testing.T, c *Cluster, from, to *harness.Node, n int) int {
 	t.Helper()
 	node, err := tlsconfig.NewNode(tlsconfig.Config{Files: tlsconfig.DirFiles(c.CertDir, from.ID)})
@@ -94,7 +94,10 @@ func nodeCalls(t *testing.T, c *Cluster, from, to *harness.Node, n int) int {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
+		// Any answer means the handshake went through the flood, which is
+		// what this counts; the node port serves no probes (404), and
+		// what a node may call there is peerauth's business.
+		if resp.StatusCode > 0 {
 			ok++
 		}
 	}
