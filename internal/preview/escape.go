@@ -1,0 +1,82 @@
+package preview
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Everything a pull request chose (policy, rule, branch and node names,
+// reasons, sample values) reaches the comment through one of these, so
+// that it stays inert text: no markup, mention, link, HTML or math, and
+// no way to end a table cell, a code span, a code block or a <details>
+// section early.
+
+// maxShownName bounds one name in the summary table and in a section's
+// <summary> line, so one row or line cannot take the comment's budget.
+const maxShownName = 100
+
+// mdText escapes free text (a reason, a title) for a Markdown paragraph or
+// table cell: every ASCII punctuation character is backslash-escaped
+// (CommonMark allows it for all of them, and they render as themselves),
+// so no emphasis, link, autolink, mention (@), math ($), HTML (<) or cell
+// end (|) can start; line breaks become spaces.
+func mdText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\r' || r == 0:
+			b.WriteByte(' ')
+		case r < utf8.RuneSelf && isPunct(byte(r)):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isPunct reports whether c is ASCII punctuation (CommonMark's escapable
+// characters).
+func isPunct(c byte) bool {
+	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
+}
+
+// htmlText escapes text for a raw HTML line such as <summary>…</summary>,
+// where Markdown is not parsed: everything but ASCII letters, digits,
+// spaces, '-' and '.' becomes a numeric character reference, line breaks
+// and control characters become spaces.
+func htmlText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < ' ' || r == 0x7f:
+			b.WriteByte(' ')
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ' ' || r == '-' || r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteString("&#" + strconv.Itoa(int(r)) + ";")
+		}
+	}
+	return b.String()
+}
+
+// cellCode shows a name as a code span inside a table cell. A pipe is
+// escaped (GFM splits rows before parsing code spans and honours \| in
+// them); a name with a backslash is shown as escaped text instead,
+// because "\\|" would end the cell and a code span cannot escape "\".
+func cellCode(s string) string {
+	if strings.Contains(s, `\`) {
+		return mdText(s)
+	}
+	return strings.ReplaceAll(code(s), "|", `\|`)
+}
+
+// clip cuts s to at most n runes, marking the cut with "…".
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
