@@ -17,17 +17,17 @@ import (
 const maxShownName = 100
 
 // mdText escapes free text (a reason, a title) for a Markdown paragraph or
-// table cell: every ASCII punctuation character is backslash-escaped
-// (CommonMark allows it for all of them, and they render as themselves),
-// so no emphasis, link, autolink, mention (@), math ($), HTML (<) or cell
-// end (|) can start; line breaks become spaces.
+// table cell: the characters that start emphasis, code, links, images,
+// headings, mentions (@), math ($), entities (&), HTML (<) or end a cell
+// (|) are backslash-escaped (they render as themselves); line breaks
+// become spaces.
 func mdText(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch {
 		case r == '\n' || r == '\r' || r == 0:
 			b.WriteByte(' ')
-		case r < utf8.RuneSelf && isPunct(byte(r)):
+		case strings.ContainsRune(mdSpecial, r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		default:
@@ -37,11 +37,9 @@ func mdText(s string) string {
 	return b.String()
 }
 
-// isPunct reports whether c is ASCII punctuation (CommonMark's escapable
-// characters).
-func isPunct(c byte) bool {
-	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
-}
+// mdSpecial are the characters mdText escapes: those the renderer
+// escaped before, plus $ (GitHub's math) and & (entities).
+const mdSpecial = "\\`*_{}[]()<>#+!|@~$&"
 
 // htmlText escapes text for a raw HTML line such as <summary>…</summary>,
 // where Markdown is not parsed: everything but ASCII letters, digits,
