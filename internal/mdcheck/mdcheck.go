@@ -10,6 +10,7 @@ package mdcheck
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -21,7 +22,8 @@ var allowedTags = []string{"<details>", "</details>", "<summary>", "</summary>"}
 // Check returns what breaks GitHub's rules or the comment's own in body:
 // longer than limit code points (as GitHub counts), a first line other
 // than marker, a code block left open, unbalanced <details>/<summary>,
-// raw HTML other than those and marker, or a table whose rows have
+// raw HTML other than those and marker, a bidi, zero-width or control
+// character outside code blocks, or a table whose rows have
 // different numbers of cells. Nil means body is a whole comment.
 func Check(body string, limit int, marker string) []string {
 	var bad []string
@@ -43,6 +45,9 @@ func Check(body string, limit int, marker string) []string {
 			fence = strings.Repeat("`", run)
 			cells = -1
 			continue
+		}
+		if strings.IndexFunc(line, disguising) >= 0 {
+			bad = append(bad, fmt.Sprintf("line %d: a bidi, zero-width or control character: %q", i+1, line))
 		}
 		if strings.HasPrefix(line, "|") {
 			n := countCells(line)
@@ -68,6 +73,12 @@ func Check(body string, limit int, marker string) []string {
 		bad = append(bad, fmt.Sprintf("%d <details> left open", depth))
 	}
 	return bad
+}
+
+// disguising reports whether r could disguise a name: control characters,
+// bidi and zero-width marks, line and paragraph separators.
+func disguising(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 func leadingRun(s string, c byte) int {

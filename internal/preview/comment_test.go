@@ -137,7 +137,7 @@ func TestCommentOrdersFailingFirst(t *testing.T) {
 // a code span or block, or a <details> section.
 var hostile = []string{
 	"</details><img src=x onerror=alert(1)>", "a|b", `a\|b`, "`", "``x``", "```", "a\nb\r\n| x |", "@admin", "$x$",
-	"<!-- x", "</summary></details>\n\n<details>", "[link](https://evil.example)", "a\\", "*_~", "&lt;script&gt;",
+	"<!-- x", "</summary></details>\n\n<details>", "[link](https://evil.example)", "a\\", "*_~", "&lt;script&gt;", "a\u202eevil\u200b", "a\u2028b",
 }
 
 // TestCommentEscapesHostileNames: names from the pull request stay inert

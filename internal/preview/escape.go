@@ -3,6 +3,7 @@ package preview
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -23,10 +24,8 @@ const maxShownName = 100
 // become spaces.
 func mdText(s string) string {
 	var b strings.Builder
-	for _, r := range s {
+	for _, r := range plain(s) {
 		switch {
-		case r == '\n' || r == '\r' || r == 0:
-			b.WriteByte(' ')
 		case strings.ContainsRune(mdSpecial, r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
@@ -47,10 +46,8 @@ const mdSpecial = "\\`*_{}[]()<>#+!|@~$&"
 // and control characters become spaces.
 func htmlText(s string) string {
 	var b strings.Builder
-	for _, r := range s {
+	for _, r := range plain(s) {
 		switch {
-		case r < ' ' || r == 0x7f:
-			b.WriteByte(' ')
 		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ' ' || r == '-' || r == '.':
 			b.WriteRune(r)
 		default:
@@ -69,6 +66,18 @@ func cellCode(s string) string {
 		return mdText(s)
 	}
 	return strings.ReplaceAll(code(s), "|", `\|`)
+}
+
+// plain makes s one line of visible text: control characters, line and
+// paragraph separators, and the bidi and zero-width marks that would
+// disguise a name (Unicode Cf) become spaces.
+func plain(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // clip cuts s to at most n runes, marking the cut with "…".

@@ -137,7 +137,7 @@ func compactJSON(v any) string {
 // than any run inside, so names from a pull request cannot break out
 // into markdown (mentions, links, HTML).
 func code(s string) string {
-	s = strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
+	s = plain(s)
 	fence := strings.Repeat("`", longestRun(s, '`')+1)
 	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
 		s = " " + s + " "
