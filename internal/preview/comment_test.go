@@ -115,7 +115,11 @@ func TestCommentCutsTableRows(t *testing.T) {
 	if !strings.Contains(body, "rows of the table") || !strings.HasSuffix(body, "`/reconciler commit`\n") {
 		t.Errorf("no cut line or no commands: …%s", body[len(body)-400:])
 	}
-	t.Logf("2000 policies: %d code points, %d sections shown", utf8.RuneCountInString(body), checkWhole(t, body, sums))
+	shown := checkWhole(t, body, sums)
+	t.Logf("2000 policies: %d code points, %d sections shown", utf8.RuneCountInString(body), shown)
+	if shown == 0 || !strings.Contains(body, section(Fixture(3))) {
+		t.Errorf("the table took the whole comment: %d sections, none for failing policy-003", shown)
+	}
 }
 
 // TestCommentOrdersFailingFirst: the failing policies come first, in the

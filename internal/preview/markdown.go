@@ -51,8 +51,10 @@ type Report struct {
 // section per policy with its etags, state, counts, top transitions, a
 // few redacted sample diffs, node coverage and window, then where the
 // full report is and the commands. What does not fit is left out whole:
-// table rows past the budget, then whole sections; nothing is cut inside
-// a section, a table, a code block or an HTML element.
+// table rows past the budget (past three quarters of it when not all
+// rows fit, so the first sections still have room), then whole
+// sections; nothing is cut inside a section, a table, a code block or an
+// HTML element.
 func RenderMarkdown(w io.Writer, r Report) error {
 	_, err := io.WriteString(w, r.markdown())
 	return err
@@ -75,6 +77,9 @@ func (r Report) markdown() string {
 		reserve = runes(head) + runes(r.footer(n, 0, 0))
 	}
 	table, rows := summaryTable(sums, limit-reserve)
+	if rows < n { // the table alone would take it all: leave room for the first (failing) sections
+		table, rows = summaryTable(sums, (limit-reserve)*3/4)
+	}
 	left := limit - reserve - runes(table)
 	var b strings.Builder
 	b.WriteString(head)
