@@ -37,8 +37,8 @@ type Report struct {
 	// validation errors); it is dropped only if it alone would not fit.
 	Notes string
 	// FullReport is trusted Markdown saying where the full report is
-	// (the CLI command, the API URL); it is shown on every comment, and
-	// says more when sections were cut. "" shows a generic line.
+	// (the CLI command, the API URL), shown on every comment that has
+	// summaries. "" shows a generic line, only when sections were cut.
 	FullReport string
 	// Limit bounds the comment in Unicode code points (as GitHub counts);
 	// 0 means CommentBudget.
@@ -156,7 +156,7 @@ func (r Report) footer(total, rows, sections int) string {
 		}
 		b.WriteString(". ")
 	}
-	if total > 0 {
+	if total > 0 && (r.FullReport != "" || total > sections) {
 		b.WriteString(r.fullReport() + "\n\n")
 	}
 	if b.WriteString(r.Notes); r.Notes != "" && !strings.HasSuffix(r.Notes, "\n") {
