@@ -188,3 +188,12 @@ func FuzzCommentNames(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkComment200 renders a 200-policy comment (every section, then
+// the cut).
+func BenchmarkComment200(b *testing.B) {
+	r := pullReport(Fixtures(200), 0)
+	for b.Loop() {
+		_ = r.markdown()
+	}
+}
