@@ -232,13 +232,34 @@ func (c *Client) create(ctx context.Context, pr int, body string) (PostedComment
 	return pc, err
 }
 
-// fitComment cuts a body to GitHub's limit.
+// fitComment cuts a body to GitHub's limit: a last resort, since the
+// preview comment is rendered within it (preview.RenderMarkdown). The cut
+// falls at a line end when there is one, and closes a code block left
+// open, so that the note after it is not shown as code.
 func fitComment(body string) string {
 	if utf8.RuneCountInString(body) <= maxCommentRunes {
 		return body
 	}
-	keep := maxCommentRunes - utf8.RuneCountInString(truncated)
-	return string([]rune(body)[:keep]) + truncated
+	const fence = "\n```"
+	keep := string([]rune(body)[:maxCommentRunes-utf8.RuneCountInString(truncated+fence)])
+	if i := strings.LastIndexByte(keep, '\n'); i > 0 {
+		keep = keep[:i]
+	}
+	if openFence(keep) {
+		keep += fence
+	}
+	return keep + truncated
+}
+
+// openFence reports whether body ends inside a ``` code block.
+func openFence(body string) bool {
+	open := false
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "```") {
+			open = !open
+		}
+	}
+	return open
 }
 
 // IssueComment is a pull request conversation comment as GitHub has it now.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/policyrollout/reconciler/internal/githubemu"
 )
@@ -218,8 +219,22 @@ func TestUpsertCommentTooLong(t *testing.T) {
 	if _, err := e.c.UpsertComment(context.Background(), n, strings.Repeat("é", 70000)); err != nil {
 		t.Fatal(err)
 	}
-	if body := e.marked(n)[0].Body; !strings.HasSuffix(body, truncated) || len([]rune(body)) != maxCommentRunes {
+	if body := e.marked(n)[0].Body; !strings.HasSuffix(body, truncated) || len([]rune(body)) > maxCommentRunes {
 		t.Errorf("body of %d runes", len([]rune(body)))
+	}
+}
+
+// TestFitCommentCutsAtLineEnd: the last-resort cut falls at a line end
+// and closes a code block it would leave open.
+func TestFitCommentCutsAtLineEnd(t *testing.T) {
+	body := "intro\n```\n" + strings.Repeat("a line of the code block\n", 4000) + "```\n"
+	got := fitComment(body)
+	if n := utf8.RuneCountInString(got); n > maxCommentRunes {
+		t.Fatalf("%d code points", n)
+	}
+	cut := strings.TrimSuffix(got, truncated)
+	if !strings.HasSuffix(cut, "a line of the code block\n```") || strings.Count(cut, "```")%2 != 0 {
+		t.Errorf("cut ends %q", cut[len(cut)-60:])
 	}
 }
 

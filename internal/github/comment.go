@@ -176,12 +176,28 @@ func countsKey(summaries []preview.Summary) string {
 	return b.String()
 }
 
-// commentBody renders the pull request's comment (preview.RenderMarkdown)
-// with the head it was computed at and the validation errors.
+// maxErrorLine bounds one validation error in the comment, so that the
+// errors never take the room of the policies' sections.
+const maxErrorLine = 300
+
+// commentBody renders the pull request's comment (preview.RenderMarkdown,
+// which keeps it within GitHub's limit) with the head it was computed at
+// in the title (what a command binds to), the hold notice, the validation
+// errors and where the full report is.
 func commentBody(rec PullRecord, summaries []preview.Summary) string {
 	var b bytes.Buffer
-	title := fmt.Sprintf("Policy preview of #%d at %s", rec.Number, short(rec.HeadCommit))
-	_ = preview.RenderMarkdown(&b, preview.Report{Title: title, Summaries: summaries, Commands: true})
+	_ = preview.RenderMarkdown(&b, preview.Report{
+		Title:     fmt.Sprintf("Policy preview of #%d at %s", rec.Number, short(rec.HeadCommit)),
+		Summaries: summaries, Commands: true, Notes: commentNotes(rec), FullReport: fullReport(rec.Number),
+	})
+	return b.String()
+}
+
+// commentNotes is what the comment says besides the policies: the hold
+// notice, no policy changed, the validation errors (at most
+// maxListedErrors, each cut to maxErrorLine).
+func commentNotes(rec PullRecord) string {
+	var b strings.Builder
 	b.WriteString(holdNotice(rec))
 	if len(rec.ChangedPolicies) == 0 {
 		b.WriteString("\nThis pull request changes no policy.\n")
@@ -193,11 +209,26 @@ func commentBody(rec PullRecord, summaries []preview.Summary) string {
 				fmt.Fprintf(&b, "… and %d more\n", len(rec.Validation.Errors)-i)
 				break
 			}
-			b.WriteString(strings.ReplaceAll(oneLine(e), "```", "'''") + "\n")
+			b.WriteString(strings.ReplaceAll(clipLine(oneLine(e), maxErrorLine), "```", "'''") + "\n")
 		}
 		b.WriteString("```\n")
 	}
 	return b.String()
+}
+
+// fullReport says where a pull request's full report is: every policy's
+// section, with all its samples, is its pr-N experiment.
+func fullReport(pr int) string {
+	return fmt.Sprintf("Full report: `reconciler status` lists the experiments `pr-%d`; "+
+		"`GET /v1/policies/{policy}/experiments/pr-%d?view=FULL` on the reconciler's API shows one with its samples.", pr, pr)
+}
+
+// clipLine cuts s to at most n runes, marking the cut.
+func clipLine(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 func short(sha string) string {

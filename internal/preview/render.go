@@ -1,33 +1,18 @@
 package preview
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
-
-	"github.com/policyrollout/reconciler/internal/engine"
 )
-
-// Marker is the hidden first line of the pull request comment, by which
-// the forge finds the comment to edit in place (CONTRACT §5).
-const Marker = "<!-- reconciler:preview -->"
 
 // How much of the stats the renderings show.
 const (
 	topTransitions = 5
 	shownSamples   = 3
 )
-
-// Report is what the pull request comment shows: one summary per changed
-// policy and, for pull requests, the comment commands.
-type Report struct {
-	Title     string // "" means "Policy preview"
-	Summaries []Summary
-	Commands  bool
-}
 
 // RenderJSON writes the summaries as an indented JSON array.
 func RenderJSON(w io.Writer, summaries []Summary) error {
@@ -148,131 +133,11 @@ func compactJSON(v any) string {
 	return string(b)
 }
 
-// RenderMarkdown writes the report as the pull request comment: the
-// marker, then per policy its etags, state, counts, top transitions, a
-// few redacted sample diffs, node coverage and window, then the commands.
-func RenderMarkdown(w io.Writer, r Report) error {
-	var b strings.Builder
-	b.WriteString(Marker + "\n")
-	title := r.Title
-	if title == "" {
-		title = "Policy preview"
-	}
-	fmt.Fprintf(&b, "## %s\n\n", mdText(title))
-	if len(r.Summaries) == 0 {
-		b.WriteString("No policy changes to preview.\n")
-	}
-	for _, s := range r.Summaries {
-		mdSummary(&b, s)
-	}
-	if r.Commands {
-		b.WriteString("---\nComment to act on this preview: `/reconciler preview start` · `/reconciler preview stop` · `/reconciler commit`\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func mdSummary(b *strings.Builder, s Summary) {
-	status := "passing"
-	if s.Failing {
-		status = "**failing**"
-	}
-	fmt.Fprintf(b, "### %s (%s): %s\n\n", code(s.Policy), s.Kind, status)
-	if s.Failing {
-		fmt.Fprintf(b, "> %s\n\n", mdText(s.Reason))
-	}
-	b.WriteString("| | |\n|---|---|\n")
-	if s.Experiment != "" {
-		fmt.Fprintf(b, "| Experiment | %s |\n", tcell(code(s.Experiment)))
-	}
-	fmt.Fprintf(b, "| Experiment etag | %s |\n| Live etag | %s |\n", tcell(code(s.ExperimentEtag)), tcell(code(orNone(s.LiveEtag))))
-	if s.Experiment != "" {
-		fmt.Fprintf(b, "| Preview state | %s |\n", stateText(s))
-	}
-	if s.NotPreviewed != "" {
-		fmt.Fprintf(b, "| Not previewed | %s |\n", tcell(mdText(s.NotPreviewed)))
-	}
-	if w := s.Stats.Window; w != nil {
-		fmt.Fprintf(b, "| Window | %s to %s |\n", stamp(w.Start), stamp(w.End))
-	}
-	b.WriteString("\n")
-	mdCounts(b, s.Stats, s.Experiment == "")
-	mdTransitions(b, s.Stats)
-	mdSamples(b, s.Stats)
-	mdNodes(b, s.Stats)
-}
-
-// mdCounts writes the counts table; offline replays label their row
-// "Recorded", since that traffic was not mirrored live.
-func mdCounts(b *strings.Builder, st Stats, offline bool) {
-	b.WriteString("| Traffic | Evaluated | Unchanged | ALLOW→DENY | DENY→ALLOW | Rule changed | Errors | Dropped |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
-	row := func(label string, c Counts) {
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", label,
-			c.Evaluated, c.Unchanged, c.AllowToDeny, c.DenyToAllow, c.RuleChanged, c.Errors, c.Dropped)
-	}
-	label := "Live"
-	if offline {
-		label = "Recorded"
-	}
-	row(label, st.Counts)
-	if st.Replayed.Evaluated > 0 {
-		row("Replayed", st.Replayed.Counts)
-	}
-	b.WriteString("\n")
-}
-
-func mdTransitions(b *strings.Builder, st Stats) {
-	ts := top(st)
-	if len(ts) == 0 {
-		return
-	}
-	b.WriteString("Top rule transitions:\n\n| Live | Experiment | Requests |\n|---|---|--:|\n")
-	for _, t := range ts {
-		fmt.Fprintf(b, "| %s | %s | %d |\n", tcell(mdOutcome(t.LiveDecision, t.LiveRule)),
-			tcell(mdOutcome(t.ExperimentDecision, t.ExperimentRule)), t.Count)
-	}
-	b.WriteString("\n")
-}
-
-func mdOutcome(v engine.Verdict, rule string) string {
-	if rule == "" {
-		return string(v) + " (default)"
-	}
-	return string(v) + " " + code(rule)
-}
-
-func mdSamples(b *strings.Builder, st Stats) {
-	ss := samples(st)
-	if len(ss) == 0 {
-		return
-	}
-	fmt.Fprintf(b, "<details><summary>Sample changes (%d of %d kept, redacted)</summary>\n\n", len(ss), len(st.Samples))
-	for _, s := range ss {
-		fmt.Fprintf(b, "%s → %s\n\n", mdOutcome(s.LiveDecision, s.LiveRule), mdOutcome(s.ExperimentDecision, s.ExperimentRule))
-		body, _ := json.MarshalIndent(s.Request, "", "  ")
-		fence := fenceFor(string(body))
-		fmt.Fprintf(b, "%sjson\n%s\n%s\n\n", fence, body, fence)
-	}
-	b.WriteString("</details>\n\n")
-}
-
-func mdNodes(b *strings.Builder, st Stats) {
-	if len(st.Nodes) == 0 {
-		return
-	}
-	parts := make([]string, len(st.Nodes))
-	for i, n := range st.Nodes {
-		parts[i] = fmt.Sprintf("%s %d evaluated, %d dropped", code(n.Node), n.Evaluated, n.Dropped)
-	}
-	fmt.Fprintf(b, "Nodes (%d): %s\n\n", len(st.Nodes), strings.Join(parts, "; "))
-}
-
 // code renders s as an inline code span, with a backtick fence longer
 // than any run inside, so names from a pull request cannot break out
 // into markdown (mentions, links, HTML).
 func code(s string) string {
-	s = strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
+	s = plain(s)
 	fence := strings.Repeat("`", longestRun(s, '`')+1)
 	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
 		s = " " + s + " "
@@ -294,20 +159,4 @@ func longestRun(s string, c byte) int {
 		}
 	}
 	return best
-}
-
-// tcell escapes the pipes that would end a table cell (GFM honours \|
-// even inside code spans).
-func tcell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-// mdText escapes markdown and HTML in free text such as reasons.
-func mdText(s string) string {
-	var b bytes.Buffer
-	for _, r := range strings.NewReplacer("\n", " ", "\r", " ").Replace(s) {
-		if strings.ContainsRune("\\`*_{}[]()<>#+!|@~", r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
