@@ -108,7 +108,11 @@ func (s *Service) DeleteExperiment(ctx context.Context, name, etag string) (*pre
 		if err != nil {
 			return nil, err
 		}
-		if err := s.deleteExperiment(ctx, name, opPut); err != nil {
+		with := []raftstore.Payload{opPut}
+		if d := s.dismissalPut(s.cfg.Store.State(), cur); d != nil {
+			with = append(with, d)
+		}
+		if err := s.deleteExperiment(ctx, name, with...); err != nil {
 			return nil, err
 		}
 		s.log.Info("experiment deleted", "experiment", name)
