@@ -81,7 +81,7 @@ const maxFilterTerms = 8
 
 // ParseComparisons parses the AIP-160 subset the lists support: empty, or
 // `field = value` terms joined by AND, each field one of fields and at
-// most once, a value without spaces, backslashes or "=", perhaps in
+// most once, a value of printable ASCII without spaces, backslashes or "=", perhaps in
 // double quotes (kept: Unquote removes them where a field accepts them). Anything else is INVALID_ARGUMENT naming the
 // filter parameter, so that a filter we would misread is refused rather
 // than ignored.
@@ -112,12 +112,26 @@ func ParseComparisons(s string, fields ...string) ([]Comparison, error) {
 		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
 			inner = value[1 : len(value)-1]
 		}
-		if inner == "" || strings.ContainsAny(inner, "\"\\= \t\r\n") {
+		if !filterValue(inner) {
 			return nil, bad(fmt.Sprintf("empty or unsupported value in %q", strings.TrimSpace(part)))
 		}
 		out = append(out, Comparison{Field: field, Value: value})
 	}
 	return out, nil
+}
+
+// filterValue reports whether v can be a filter value: printable ASCII
+// without spaces, quotes, backslashes or "=" (names, states, booleans).
+func filterValue(v string) bool {
+	if v == "" || len(v) > 256 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' || c == '=' {
+			return false
+		}
+	}
+	return true
 }
 
 // Unquote is v without the double quotes around it, if any.
