@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -75,7 +74,7 @@ func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, t
 				if err != nil {
 					return nil, err
 				}
-				return s.experiments.CreateExperiment(ctx, parent, r.URL.Query().Get("experimentId"), in)
+				return s.experiments.CreateExperiment(ctx, parent, queryParam(r, "experimentId", "experiment_id"), in)
 			})
 		default:
 			w.Header().Set("Allow", "GET, POST")
@@ -211,18 +210,13 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 		s.fail(w, r, err)
 		return
 	}
-	q := r.URL.Query()
-	size := 0
-	if v := q.Get("pageSize"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			s.fail(w, r, errorf(errs.InvalidArgument, "pageSize %q is not a number", v))
-			return
-		}
-		size = n
+	size, err := pageSizeParam(queryParam(r, "pageSize", "page_size"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	res, err := preview.List(s.readExperiments(), preview.ListRequest{Parent: parent, PageSize: size,
-		PageToken: q.Get("pageToken"), Filter: q.Get("filter")})
+		PageToken: queryParam(r, "pageToken", "page_token"), Filter: r.URL.Query().Get("filter")})
 	if err != nil {
 		s.fail(w, r, err)
 		return

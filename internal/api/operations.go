@@ -142,18 +142,13 @@ type operationList = preview.OperationListResponse
 
 // listOperations answers GET /v1/operations?filter=&pageSize=&pageToken=.
 func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	size, err := pageSizeParam(q.Get("pageSize"), q.Get("page_size"))
+	size, err := pageSizeParam(queryParam(r, "pageSize", "page_size"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	token := q.Get("pageToken")
-	if token == "" {
-		token = q.Get("page_token")
-	}
 	res, err := preview.ListOperations(s.cluster.State(), preview.OperationListRequest{
-		Filter: q.Get("filter"), PageSize: size, PageToken: token})
+		Filter: r.URL.Query().Get("filter"), PageSize: size, PageToken: queryParam(r, "pageToken", "page_token")})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -161,12 +156,18 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) {
 	s.writeValue(w, r, operationList(res))
 }
 
-// pageSizeParam reads pageSize (or its proto3 spelling page_size).
-func pageSizeParam(camel, snake string) (int, error) {
-	v := camel
-	if v == "" {
-		v = snake
+// queryParam is the query parameter camel, or its proto3 spelling snake
+// when camel is absent (both are accepted, as in request bodies).
+func queryParam(r *http.Request, camel, snake string) string {
+	q := r.URL.Query()
+	if v := q.Get(camel); v != "" {
+		return v
 	}
+	return q.Get(snake)
+}
+
+// pageSizeParam reads a pageSize parameter (AIP-158).
+func pageSizeParam(v string) (int, error) {
 	if v == "" {
 		return 0, nil
 	}
