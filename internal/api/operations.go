@@ -210,8 +210,10 @@ type waitRequest struct {
 // waitOperation answers POST /v1/operations/{id}:wait: the operation once
 // it is done, or as it is when the timeout (at most maxWaitTimeout)
 // passes or the client goes away. It reads this node's replicated state,
-// so any node answers; one this node does not know is asked of the
-// leader once.
+// so any node answers. One this node does not know yet (just created on
+// the leader) is waited for up to maxCatchUp, then read from the leader
+// once: a forwarded read is bounded by the cluster's forward timeout, so
+// the wait itself is never forwarded.
 func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name string) {
 	raw, ok := s.admitBody(w, r, auth.RoleReader)
 	if !ok {
@@ -224,6 +226,7 @@ func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name stri
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	unknownUntil := time.Now().Add(min(timeout, maxCatchUp))
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
 	for {
@@ -232,21 +235,39 @@ func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name stri
 		case err != nil:
 			s.fail(w, r, err)
 			return
-		case !ok:
-			if !s.askLeader(w, r, raw) {
-				s.fail(w, r, errorf(errs.NotFound, "operation %q not found", name))
-			}
+		case !ok && time.Now().After(unknownUntil):
+			s.readFromLeader(w, r, name)
 			return
-		case op.Done:
+		case ok && op.Done:
 			s.writeValue(w, r, op)
 			return
 		}
 		select {
 		case <-ctx.Done():
-			s.writeValue(w, r, op) // not done yet: AIP-151 answers it as it is
+			if op == nil {
+				s.readFromLeader(w, r, name)
+			} else {
+				s.writeValue(w, r, op) // not done yet: AIP-151 answers it as it is
+			}
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// readFromLeader answers with the leader's GET of operation name, or
+// NOT_FOUND when no other node leads.
+func (s *Server) readFromLeader(w http.ResponseWriter, r *http.Request, name string) {
+	call := callOf(r, nil)
+	call.Method, call.Path = http.MethodGet, "/v1/"+name
+	a, asked, err := s.cluster.ForwardRead(forwardedContext(r.Context(), r), call)
+	switch {
+	case asked && err != nil:
+		s.fail(w, r, err)
+	case asked:
+		writeAnswer(w, &a)
+	default:
+		s.fail(w, r, errorf(errs.NotFound, "operation %q not found", name))
 	}
 }
 
