@@ -55,7 +55,8 @@ func (s *Server) routeOperations(w http.ResponseWriter, r *http.Request, p strin
 	case "cancel":
 		if s.allow(w, r, http.MethodPost) {
 			s.writeOperation(w, r, func(ctx context.Context) (any, error) {
-				return s.experiments.CancelOperation(ctx, name)
+				_, err := s.experiments.CancelOperation(ctx, name)
+				return struct{}{}, err // google.protobuf.Empty, as CancelOperation answers
 			})
 		}
 	case "wait":
