@@ -18,10 +18,16 @@ func TestDeletedBranchExperimentAndOperations(t *testing.T) {
 	e.reconcile()
 	const name = "policies/web/experiments/branch-try"
 	first := e.waitExperiment(name)
-	del := e.op(http.MethodDelete, "/v1/"+name, "")
-	if del.Error != nil {
-		t.Fatalf("delete: %+v", del.Error)
-	}
+	var del operation
+	e.eventually("the delete answered (UNAVAILABLE, no leader for a moment, is retried)", func() error {
+		if code := e.call(2, http.MethodDelete, "/v1/"+name, "", &del); code != 200 || del.Error != nil || !del.Done {
+			if code == http.StatusServiceUnavailable {
+				return fmt.Errorf("HTTP %d", code)
+			}
+			t.Fatalf("delete: %d %+v", code, del)
+		}
+		return nil
+	})
 
 	// branch-zz-other is stored after branch-try would be (name order),
 	// so once it exists the pass has decided about branch-try.
