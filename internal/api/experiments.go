@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +23,10 @@ type Experiments interface {
 	StartPreview(ctx context.Context, name string) (*preview.Operation, error)
 	StopPreview(ctx context.Context, name string) (*preview.Operation, error)
 	CommitExperiment(ctx context.Context, name string, req preview.CommitRequest) (*preview.Operation, error)
+	// CancelOperation and DeleteOperation are the AIP-151 methods that
+	// change an operation ("operations/{id}").
+	CancelOperation(ctx context.Context, name string) (*preview.Operation, error)
+	DeleteOperation(ctx context.Context, name string) error
 }
 
 // Preview is the node's preview runtime (internal/node): live decisions
@@ -71,7 +74,7 @@ func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, t
 				if err != nil {
 					return nil, err
 				}
-				return s.experiments.CreateExperiment(ctx, parent, r.URL.Query().Get("experimentId"), in)
+				return s.experiments.CreateExperiment(ctx, parent, queryParam(r, "experimentId", "experiment_id"), in)
 			})
 		default:
 			w.Header().Set("Allow", "GET, POST")
@@ -123,8 +126,8 @@ func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, t
 				}
 				return s.experiments.StopPreview(ctx, name)
 			}
-			var body preview.CommitRequest
-			if err := decodeStrict(raw, &body); err != nil {
+			body, err := decodeCommit(raw)
+			if err != nil {
 				return nil, err
 			}
 			return s.experiments.CommitExperiment(ctx, name, body)
@@ -132,6 +135,32 @@ func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, t
 	default:
 		s.fail(w, r, errorf(errs.NotFound, "no such method %q on experiments: use startPreview, stopPreview or commit", verb))
 	}
+}
+
+// commitBody is the body of :commit, with the proto3 JSON spelling of
+// parentEtag accepted beside the lowerCamelCase one.
+type commitBody struct {
+	Name            string `json:"name"`
+	Etag            string `json:"etag"`
+	ParentEtag      string `json:"parentEtag"`
+	ParentEtagProto string `json:"parent_etag"`
+}
+
+// decodeCommit reads a :commit body strictly.
+func decodeCommit(raw []byte) (preview.CommitRequest, error) {
+	var b commitBody
+	if err := decodeStrict(raw, &b); err != nil {
+		return preview.CommitRequest{}, err
+	}
+	if b.ParentEtag != "" && b.ParentEtagProto != "" && b.ParentEtag != b.ParentEtagProto {
+		return preview.CommitRequest{}, errorf(errs.InvalidArgument,
+			"parentEtag and parent_etag are the same field and differ: send one of them")
+	}
+	parent := b.ParentEtag
+	if parent == "" {
+		parent = b.ParentEtagProto
+	}
+	return preview.CommitRequest{Etag: b.Etag, ParentEtag: parent}, nil
 }
 
 // decodeEmpty accepts {} or {"name": "..."} (AIP request messages).
@@ -181,18 +210,13 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 		s.fail(w, r, err)
 		return
 	}
-	q := r.URL.Query()
-	size := 0
-	if v := q.Get("pageSize"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			s.fail(w, r, errorf(errs.InvalidArgument, "pageSize %q is not a number", v))
-			return
-		}
-		size = n
+	size, err := pageSizeParam(queryParam(r, "pageSize", "page_size"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	res, err := preview.List(s.readExperiments(), preview.ListRequest{Parent: parent, PageSize: size,
-		PageToken: q.Get("pageToken"), Filter: q.Get("filter")})
+		PageToken: queryParam(r, "pageToken", "page_token"), Filter: r.URL.Query().Get("filter")})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -58,6 +58,9 @@ var routeTable = []routeRule{
 	{http.MethodPost, "/v1/policies/web/experiments/e1:startPreview", classAPI, auth.RoleWriter, isExperimentPath},
 	{http.MethodPost, "/v1/policies/web/experiments/e1:stopPreview", classAPI, auth.RoleWriter, isExperimentPath},
 	{http.MethodPost, "/v1/policies/web/experiments/e1:commit", classAPI, auth.RoleWriter, isExperimentPath},
+	{http.MethodPost, "/v1/operations/0a1b:cancel", classAPI, auth.RoleWriter, isOperationVerb("cancel")},
+	{http.MethodDelete, "/v1/operations/0a1b", classAPI, auth.RoleWriter, isOperationVerb("")},
+	{http.MethodPost, "/v1/operations/0a1b:wait", classAPI, auth.RoleReader, isOperationVerb("wait")},
 	{http.MethodPost, clusterPrefix + "reconcile", classAPI, auth.RoleWriter, is(clusterPrefix + "reconcile")},
 	{http.MethodPost, rollbackPath, classAPI, auth.RoleAdmin, is(rollbackPath)},
 	{http.MethodPost, acceptHistoryPath, classAPI, auth.RoleAdmin, is(acceptHistoryPath)},
@@ -136,4 +139,17 @@ func isExperimentPath(p string) bool {
 	}
 	_, verb, tail := splitPolicyPath(rest)
 	return verb == "" && strings.HasPrefix(tail, "/experiments")
+}
+
+// isOperationVerb matches /v1/operations/{id}:{verb} ("" for the
+// operation itself).
+func isOperationVerb(verb string) func(string) bool {
+	return func(p string) bool {
+		rest, ok := strings.CutPrefix(p, operationsPrefix)
+		if !ok {
+			return false
+		}
+		_, v, _ := strings.Cut(rest, ":")
+		return v == verb
+	}
 }

@@ -40,8 +40,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.rollback(w, r)
 	case p == acceptHistoryPath:
 		s.acceptHistory(w, r)
-	case strings.HasPrefix(p, operationsPrefix):
-		s.getOperation(w, r, p[len(operationsPrefix):])
+	case p == operationsList || strings.HasPrefix(p, operationsPrefix):
+		s.routeOperations(w, r, p)
 	case p == webhook.Path:
 		s.serveWebhook(w, r)
 	case p == WebhookCommandsPath:

@@ -108,7 +108,11 @@ func (s *Service) DeleteExperiment(ctx context.Context, name, etag string) (*pre
 		if err != nil {
 			return nil, err
 		}
-		if err := s.deleteExperiment(ctx, name, opPut); err != nil {
+		with := []raftstore.Payload{opPut}
+		if d := s.dismissalPut(s.cfg.Store.State(), cur); d != nil {
+			with = append(with, d)
+		}
+		if err := s.deleteExperiment(ctx, name, with...); err != nil {
 			return nil, err
 		}
 		s.log.Info("experiment deleted", "experiment", name)
@@ -309,12 +313,8 @@ func (s *Service) completeCommit(op *preview.Operation, commit string) {
 		done = op.Fail(&preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"commit %s was pushed but its generation was not active within %s", commit, wait)}, now)
 	}
-	if doc, ok := s.cfg.Store.State().Operations[strings.TrimPrefix(op.Name, "operations/")]; ok {
-		if cur, err := preview.DecodeOperation(doc.Data); err == nil && cur.Done {
-			return // completed by a leader meanwhile (resumeCommits)
-		}
-	}
-	if err := s.putOperation(ctx, done); err != nil {
+	// Completed by a leader meanwhile (resumeCommits) or cancelled: left as is.
+	if _, err := s.completeIfRunning(ctx, done); err != nil {
 		s.log.Warn("cannot complete the commit operation", "operation", op.Name, "error", err)
 	}
 }

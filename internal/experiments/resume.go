@@ -68,11 +68,15 @@ func (s *Service) ResumeCommits(ctx context.Context, seen *GenerationsKey) *Gene
 		if done == nil {
 			continue
 		}
-		if err := s.putOperation(ctx, done); err != nil {
+		stored, err := s.completeIfRunning(ctx, done)
+		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Debug("cannot complete a commit operation left by an earlier leader; later", "operation", id, "error", err)
 			}
 			return seen
+		}
+		if !stored {
+			continue // cancelled or completed meanwhile
 		}
 		s.log.Info("commit operation left by an earlier leader completed", "operation", op.Name,
 			"target", op.Metadata.Target, "generation", g.Number, "state", g.State)

@@ -133,6 +133,9 @@ type Service struct {
 	// request experiments being merged, under mu.
 	mu      sync.Mutex
 	merging map[string]bool
+	// opMu orders the cancel and delete of operations with their
+	// completion (operations_api.go).
+	opMu sync.Mutex
 	// commitWaits holds the names of the commit operations this node's
 	// completeCommit waits for, which ResumeCommits leaves to it.
 	commitWaits sync.Map

@@ -67,7 +67,9 @@ func (s *Service) SyncBranches(ctx context.Context, changes []Change, live map[s
 // pull request) match want, by experiment name: a missing one is created
 // (and auto-started), one whose policy changed is updated (and
 // auto-started), one whose head alone moved keeps its preview with the new
-// head, and one of that kind no longer wanted is deleted. A name held by
+// head, and one of that kind no longer wanted is deleted. One a client
+// deleted stays deleted while its source proposes the same policy
+// (dismiss.go). A name held by
 // an experiment of another kind (an API one took it first) is left alone.
 // Called with expMu held.
 func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.SourceKind, want map[string]wantedExperiment) error {
@@ -76,7 +78,8 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 		noun, goneMsg = "branch", "branch gone or back to live; experiment deleted"
 	}
 	now := s.cfg.Now()
-	exps := s.experiments(s.cfg.Store.State())
+	st := s.cfg.Store.State()
+	exps := s.experiments(st)
 	byName := map[string]*preview.Experiment{}
 	for _, e := range exps {
 		byName[e.Name] = e
@@ -87,6 +90,8 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 		cur := byName[name]
 		var next *preview.Experiment
 		switch {
+		case cur == nil && isDismissed(st, name, w.policy.Etag()):
+			continue // deleted by a client: stays deleted while the source proposes this policy
 		case cur == nil:
 			e, err := preview.Create(exps, preview.CreateRequest{Parent: "policies/" + w.policy.Name, Policy: w.policy,
 				Source: w.source}, s.settings(), now)
@@ -116,7 +121,11 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 		default:
 			continue
 		}
-		if err := s.putExperiment(ctx, next); err != nil {
+		p, err := experimentPut(next)
+		if err != nil {
+			return err
+		}
+		if err := s.propose(ctx, "storing "+next.Name, append(undismiss(st, name), p)...); err != nil {
 			return err
 		}
 		args := []any{"experiment", name, "etag", next.Etag, "head", head, "active", next.IsActive()}
@@ -134,7 +143,7 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 		}
 		s.log.Info(goneMsg, "experiment", e.Name)
 	}
-	return nil
+	return s.forgetDismissals(ctx, kind, want)
 }
 
 // wanted computes, by experiment name, what each source wants.

@@ -179,11 +179,25 @@ func ExperimentID(src Source, userID string) (string, error) {
 	case SourceAPI, "":
 		if !idRE.MatchString(userID) {
 			return "", errorf(InvalidArgument,
-				"experiment id %q must match [a-z][a-z0-9-]{0,62}", userID)
+				"experimentId %q must match [a-z][a-z0-9-]{0,62} (or leave experimentId out: the server then picks one)", userID)
 		}
 		return userID, nil
 	}
 	return "", errorf(InvalidArgument, "unknown source kind %q", src.Kind)
+}
+
+// GeneratedID is the id the server gives an API experiment created
+// without experimentId (AIP-133): "exp-" and ten hex digits derived from
+// the policy, the time and a counter, so that the leader decides it
+// before proposing and it is free among existing.
+func GeneratedID(existing []*Experiment, polName string, now time.Time) string {
+	for n := 0; ; n++ {
+		sum := sha256.Sum256([]byte(polName + "\x00" + strconv.FormatInt(now.UnixNano(), 10) + "\x00" + strconv.Itoa(n)))
+		id := "exp-" + hex.EncodeToString(sum[:5])
+		if find(existing, ResourceName(polName, id)) == nil {
+			return id
+		}
+	}
 }
 
 // branchID sanitises a branch name into "branch-<name>". A branch name

@@ -50,8 +50,9 @@ type CreateRequest struct {
 	// Parent is the live policy's resource name, "policies/{policy}". The
 	// live policy need not exist: that previews a new policy.
 	Parent string
-	// ExperimentID is the id for API-created experiments; pull requests
-	// and branches derive theirs (see ExperimentID).
+	// ExperimentID is the id for API-created experiments (empty: the
+	// server picks one, GeneratedID); pull requests and branches derive
+	// theirs (see ExperimentID).
 	ExperimentID string
 	// Policy is the full proposed policy. Its Name must be the parent's
 	// (an empty Name is taken to mean it).
@@ -70,6 +71,9 @@ func Create(existing []*Experiment, req CreateRequest, s Settings, now time.Time
 	polName, err := parsePolicy(req.Parent)
 	if err != nil {
 		return nil, err
+	}
+	if req.ExperimentID == "" && (req.Source.Kind == SourceAPI || req.Source.Kind == "") {
+		req.ExperimentID = GeneratedID(existing, polName, now)
 	}
 	id, err := ExperimentID(req.Source, req.ExperimentID)
 	if err != nil {

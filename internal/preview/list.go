@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -53,21 +54,92 @@ const filterField = "preview_metadata.state"
 // around "=". Anything else is INVALID_ARGUMENT, so that a filter we
 // would misread is refused rather than ignored.
 func ParseFilter(s string) (Filter, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return Filter{}, nil
+	terms, err := ParseComparisons(s, filterField)
+	if err != nil || len(terms) == 0 {
+		return Filter{}, err
 	}
-	field, value, ok := strings.Cut(s, "=")
-	field, value = strings.TrimSpace(field), strings.TrimSpace(value)
-	if !ok || field != filterField {
+	if len(terms) > 1 {
 		return Filter{}, errorf(InvalidArgument,
-			"unsupported filter %q: only %s = ACTIVE or %s = SUSPENDED", s, filterField, filterField)
+			"unsupported filter %q: only %s = ACTIVE or %s = SUSPENDED", strings.TrimSpace(s), filterField, filterField)
 	}
-	switch State(value) {
+	switch value := terms[0].Value; State(value) {
 	case Active, Suspended:
 		return Filter{State: State(value)}, nil
+	default:
+		return Filter{}, errorf(InvalidArgument, "unsupported filter value %q: want ACTIVE or SUSPENDED", value)
 	}
-	return Filter{}, errorf(InvalidArgument, "unsupported filter value %q: want ACTIVE or SUSPENDED", value)
+}
+
+// Comparison is one `field = value` term of a filter.
+type Comparison struct {
+	Field, Value string
+}
+
+// maxFilterTerms bounds the terms of one filter (each is one comparison
+// per listed resource).
+const maxFilterTerms = 8
+
+// ParseComparisons parses the AIP-160 subset the lists support: empty, or
+// `field = value` terms joined by AND, each field one of fields and at
+// most once, a value of printable ASCII without spaces, backslashes or "=", perhaps in
+// double quotes (kept: Unquote removes them where a field accepts them). Anything else is INVALID_ARGUMENT naming the
+// filter parameter, so that a filter we would misread is refused rather
+// than ignored.
+func ParseComparisons(s string, fields ...string) ([]Comparison, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	bad := func(why string) error {
+		return errorf(InvalidArgument, "filter %q: %s; supported: %s = value, terms joined by AND",
+			s, why, strings.Join(fields, ", "))
+	}
+	parts := strings.Split(s, " AND ")
+	if len(parts) > maxFilterTerms {
+		return nil, bad(fmt.Sprintf("more than %d terms", maxFilterTerms))
+	}
+	out := make([]Comparison, 0, len(parts))
+	for _, part := range parts {
+		field, value, ok := strings.Cut(part, "=")
+		field, value = strings.TrimSpace(field), strings.TrimSpace(value)
+		if !ok || !slices.Contains(fields, field) {
+			return nil, bad(fmt.Sprintf("unsupported term %q", strings.TrimSpace(part)))
+		}
+		if slices.ContainsFunc(out, func(c Comparison) bool { return c.Field == field }) {
+			return nil, bad(fmt.Sprintf("%s is compared twice", field))
+		}
+		inner := value
+		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+			inner = value[1 : len(value)-1]
+		}
+		if !filterValue(inner) {
+			return nil, bad(fmt.Sprintf("empty or unsupported value in %q", strings.TrimSpace(part)))
+		}
+		out = append(out, Comparison{Field: field, Value: value})
+	}
+	return out, nil
+}
+
+// filterValue reports whether v can be a filter value: printable ASCII
+// without spaces, quotes, backslashes or "=" (names, states, booleans).
+func filterValue(v string) bool {
+	if v == "" || len(v) > 256 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' || c == '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// Unquote is v without the double quotes around it, if any.
+func Unquote(v string) string {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return v
 }
 
 // pageToken is what an opaque page token encodes: where the page ended
@@ -91,7 +163,7 @@ func decodeToken(s string) (pageToken, error) {
 		err = json.Unmarshal(b, &t)
 	}
 	if err != nil {
-		return t, errorf(InvalidArgument, "page token is not one this API issued")
+		return t, errorf(InvalidArgument, "pageToken is not one this API issued: send the nextPageToken of the previous page, unchanged")
 	}
 	return t, nil
 }
@@ -117,7 +189,7 @@ func List(exps []*Experiment, req ListRequest) (ListResponse, error) {
 			return ListResponse{}, err
 		}
 		if prev.Parent != tok.Parent || prev.Filter != tok.Filter {
-			return ListResponse{}, errorf(InvalidArgument, "page token was issued for another parent or filter")
+			return ListResponse{}, errorf(InvalidArgument, "pageToken was issued for another parent or filter: send the request it was issued for, or no pageToken")
 		}
 		tok.After = prev.After
 	}
@@ -127,7 +199,7 @@ func List(exps []*Experiment, req ListRequest) (ListResponse, error) {
 func pageSize(n int) (int, error) {
 	switch {
 	case n < 0:
-		return 0, errorf(InvalidArgument, "page size must not be negative, not %d", n)
+		return 0, errorf(InvalidArgument, "pageSize must not be negative, not %d", n)
 	case n == 0:
 		return DefaultPageSize, nil
 	}

@@ -101,6 +101,12 @@ type inputBody struct {
 	CreateTime      json.RawMessage   `json:"createTime"`
 	UpdateTime      json.RawMessage   `json:"updateTime"`
 	Stats           json.RawMessage   `json:"stats"`
+	// The proto3 JSON spellings of the output-only fields (AIP-203:
+	// accepted and ignored like the lowerCamelCase ones).
+	PreviewMetadataProto json.RawMessage `json:"preview_metadata"`
+	ReasonProto          json.RawMessage `json:"not_previewed_reason"`
+	CreateTimeProto      json.RawMessage `json:"create_time"`
+	UpdateTimeProto      json.RawMessage `json:"update_time"`
 }
 
 // ParseInput decodes a create or update body strictly: unknown fields,
@@ -118,8 +124,29 @@ func ParseInput(body []byte) (Input, error) {
 	var p *policy.Policy
 	if in.Policy != nil {
 		p = in.Policy.normalized()
+		if err := uniqueRules(p.Rules); err != nil {
+			return Input{}, err
+		}
 	}
 	return Input{Policy: p, Annotations: in.Annotations, Etag: in.Etag}, nil
+}
+
+// uniqueRules refuses a body that names a rule twice, naming both places
+// in the body (a body has no file and line to point at).
+func uniqueRules(rules []policy.Rule) error {
+	first := make(map[string]int, len(rules))
+	var dups []string
+	for i, r := range rules {
+		if j, dup := first[r.Name]; dup {
+			dups = append(dups, fmt.Sprintf("policy.rules[%d]: rule %q is defined twice (also at policy.rules[%d])", i, r.Name, j))
+			continue
+		}
+		first[r.Name] = i
+	}
+	if len(dups) == 0 {
+		return nil
+	}
+	return errorf(InvalidArgument, "experiment body: %s", strings.Join(dups, "; "))
 }
 
 // policyBody is the embedded policy of a create or update body. It takes

@@ -10,6 +10,8 @@ func tableHandlers() map[CommandType]handler {
 		TypeLegacyDeleteExperiment: row(1, applyLegacyDelete),
 		TypePutExperiment:          row(1, applyPutExperiment),
 		TypeDeleteExperiment:       row(1, applyDeleteExperiment),
+		TypePutDismissal:           row(1, applyPutDismissal),
+		TypeDeleteDismissal:        row(1, applyDeleteDismissal),
 		TypePutSourceStatus:        row(1, applyPutSourceStatus),
 		TypeDeleteSourceStatus:     row(1, applyDeleteSourceStatus),
 		TypePutBranch:              row(1, applyPutBranch),

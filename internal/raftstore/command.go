@@ -33,6 +33,9 @@ const (
 	TypeLegacyDeleteExperiment CommandType = 21
 	TypePutExperiment          CommandType = 22
 	TypeDeleteExperiment       CommandType = 23
+	// Dismissals of deleted source experiments (dismissals.go).
+	TypePutDismissal    CommandType = 24
+	TypeDeleteDismissal CommandType = 25
 
 	TypePutOperation    CommandType = 30
 	TypeDeleteOperation CommandType = 31
@@ -68,6 +71,8 @@ var typeNames = map[CommandType]string{
 	TypeLegacyDeleteExperiment: "LegacyDeleteExperiment",
 	TypePutExperiment:          "PutExperiment",
 	TypeDeleteExperiment:       "DeleteExperiment",
+	TypePutDismissal:           "PutDismissal",
+	TypeDeleteDismissal:        "DeleteDismissal",
 	TypePutOperation:           "PutOperation",
 	TypeDeleteOperation:        "DeleteOperation",
 	TypePutSourceStatus:        "PutSourceStatus",

@@ -122,6 +122,9 @@ type State struct {
 	Experiments map[string]Experiment `json:"experiments"`
 	// Operations holds the long-running operations by id.
 	Operations map[string]Operation `json:"operations"`
+	// Dismissed holds the branch and pull request experiments deleted
+	// through the API, by experiment name (dismissals.go).
+	Dismissed map[string]Dismissal `json:"dismissed,omitempty"`
 	// Sources holds the status of each failing policy source, by source
 	// name (SourceGit).
 	Sources map[string]SourceStatus `json:"sources"`
@@ -143,6 +146,7 @@ func NewState() *State {
 		Nodes:       map[string]Node{},
 		Experiments: map[string]Experiment{},
 		Operations:  map[string]Operation{},
+		Dismissed:   map[string]Dismissal{},
 		Sources:     map[string]SourceStatus{},
 		Branches:    map[string]BranchRecord{},
 		Pulls:       map[int]PullRecord{},
@@ -161,6 +165,7 @@ func (s *State) Clone() *State {
 	c.Nodes = maps.Clone(s.Nodes)
 	c.Experiments = maps.Clone(s.Experiments)
 	c.Operations = maps.Clone(s.Operations)
+	c.Dismissed = maps.Clone(s.Dismissed)
 	// Records are replaced whole, never modified in place, so their
 	// slices and maps are shared like the documents' bytes.
 	c.Sources = maps.Clone(s.Sources)
@@ -229,6 +234,9 @@ func (s *State) normalize() {
 	}
 	if s.Operations == nil {
 		s.Operations = map[string]Operation{}
+	}
+	if s.Dismissed == nil {
+		s.Dismissed = map[string]Dismissal{}
 	}
 	if s.Sources == nil {
 		s.Sources = map[string]SourceStatus{}

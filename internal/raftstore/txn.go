@@ -18,6 +18,7 @@ type Txn struct {
 // txnTypes are the command types a Txn may hold.
 var txnTypes = map[CommandType]bool{
 	TypePutExperiment: true, TypeDeleteExperiment: true,
+	TypePutDismissal: true, TypeDeleteDismissal: true,
 	TypePutOperation: true, TypeDeleteOperation: true,
 	TypePutSourceStatus: true, TypeDeleteSourceStatus: true,
 	TypePutBranch: true, TypeDeleteBranch: true,
