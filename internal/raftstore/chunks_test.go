@@ -1,8 +1,8 @@
 package raftstore
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
