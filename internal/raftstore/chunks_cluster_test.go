@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // countingProposer sends through whoever leads and counts the bytes of the
@@ -26,7 +27,7 @@ func (p *countingProposer) Propose(ctx context.Context, pl Payload) (Result, err
 			return Result{}, err
 		}
 		data, _ := cmd.Marshal()
-		res, err := s.Propose(ctx, pl)
+		res, err := s.Apply(ctx, cmd)
 		if errors.Is(err, ErrNotLeader) {
 			continue
 		}
@@ -40,17 +41,24 @@ func (p *countingProposer) Propose(ctx context.Context, pl Payload) (Result, err
 
 func TestClusterChunkedGeneration20MB(t *testing.T) {
 	c := newCluster(t, 3, nil)
+	// 28 MB through the log, JSON and base64 on every node: minutes
+	// under -race on a busy machine, well under a second here otherwise.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	list := netset(7, 1_250_000) // about 20 MB of CIDR lines
 	for len(list) < 20<<20 {
 		list = append(list, netset(uint64(len(list)), 10_000)...)
 	}
 	prop := &countingProposer{c: c}
-	first := promoteChunked(t, c, prop, 1, bigFiles(list))
-	t.Logf("generation 1: %d bytes of list, %d bytes in %d entries", len(list), prop.bytes, prop.count)
+	start := time.Now()
+	first := promoteChunked(ctx, t, c, prop, 1, bigFiles(list))
+	t.Logf("generation 1: %d bytes of list, %d bytes in %d entries, promoted in %v", len(list), prop.bytes, prop.count, time.Since(start))
 
 	changed := changeLine(list)
 	prop.bytes, prop.count = 0, 0
-	stats := promoteChunked(t, c, prop, 2, bigFiles(changed))
+	start = time.Now()
+	stats := promoteChunked(ctx, t, c, prop, 2, bigFiles(changed))
+	t.Logf("one-line change promoted in %v", time.Since(start))
 	pct := 100 * float64(prop.bytes) / float64(len(list))
 	t.Logf("one-line change: %d bytes in %d entries (%.3f%% of the list; %d chunks, %d chunk bytes)",
 		prop.bytes, prop.count, pct, stats.Chunks, stats.ChunkBytes)
@@ -79,22 +87,26 @@ func TestClusterChunkedGeneration20MB(t *testing.T) {
 
 // promoteChunked stages files as generation gen through
 // ProposeGeneration, reports every node ready and activates it.
-func promoteChunked(t *testing.T, c *cluster, prop *countingProposer, gen uint64, files map[string][]byte) StageStats {
+func promoteChunked(ctx context.Context, t *testing.T, c *cluster, prop *countingProposer, gen uint64, files map[string][]byte) StageStats {
 	t.Helper()
-	_, stats, err := ProposeGeneration(ctxT(t), prop, &StageGeneration{Generation: gen, Commit: "c",
+	_, stats, err := ProposeGeneration(ctx, prop, &StageGeneration{Generation: gen, Commit: "c",
 		Files: files, Etags: map[string]string{"web": "e"}})
 	if err != nil {
 		t.Fatalf("stage %d: %v", gen, err)
 	}
 	for i := range c.stores {
-		if _, err := prop.Propose(ctxT(t), &ReportReady{Generation: gen, NodeID: c.id(i)}); err != nil {
+		if _, err := prop.Propose(ctx, &ReportReady{Generation: gen, NodeID: c.id(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := prop.Propose(ctxT(t), &ActivateGeneration{Generation: gen})
+	res, err := prop.Propose(ctx, &ActivateGeneration{Generation: gen})
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied(t, res.Index, c.stores...)
+	for _, s := range c.stores {
+		if err := s.WaitForIndex(ctx, res.Index); err != nil {
+			t.Fatalf("%s: %v", s.ID(), err)
+		}
+	}
 	return stats
 }
