@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // recorder is a Proposer that records what it is given and commits
@@ -202,6 +203,12 @@ func TestFSMChunksSharedAndCollected(t *testing.T) {
 	if &g1.Files["_lists/allow.txt"][0] != &g2.Files["_lists/allow.txt"][0] {
 		t.Fatal("an unchanged file is held twice")
 	}
+	// Every chunk points into a reassembled file: no second copy.
+	for hash, c := range s.Chunks {
+		if !insideAFile(c.Data, s) {
+			t.Fatalf("chunk %s holds its own copy", hash)
+		}
+	}
 	h.mustApply(&ActivateGeneration{Generation: 2, Time: at(4)})
 	stageAll(t, h, 3, bigFiles(netset(5, 50_000)))
 	h.mustApply(&ActivateGeneration{Generation: 3, Time: at(6)})
@@ -281,6 +288,15 @@ func TestFSMSnapshotRestoreChunks(t *testing.T) {
 	if len(got.Chunks) != len(want.Chunks) {
 		t.Fatalf("restored %d chunks, want %d", len(got.Chunks), len(want.Chunks))
 	}
+	for hash, c := range got.Chunks {
+		if !insideAFile(c.Data, got) {
+			t.Fatalf("restored chunk %s holds its own copy", hash)
+		}
+	}
+	g1, g2 := got.Generations[1], got.Generations[2]
+	if &g1.Files["_lists/allow.txt"][0] != &g2.Files["_lists/allow.txt"][0] {
+		t.Fatal("restored generations hold an unchanged file twice")
+	}
 	// The restored node takes the next one-line change like the others.
 	h2 := &fsmHarness{t: t, fsm: f2, index: h.index}
 	h2.mustApply(&ActivateGeneration{Generation: 2, Time: at(4)})
@@ -308,4 +324,19 @@ func FuzzPutChunksDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// insideAFile reports whether b's bytes lie inside the buffer of a file of
+// a generation of s.
+func insideAFile(b []byte, s *State) bool {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, g := range s.Generations {
+		for _, f := range g.Files {
+			start := uintptr(unsafe.Pointer(unsafe.SliceData(f)))
+			if p >= start && p+uintptr(len(b)) <= start+uintptr(len(f)) {
+				return true
+			}
+		}
+	}
+	return false
 }
