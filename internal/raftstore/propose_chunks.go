@@ -65,12 +65,18 @@ func ProposeGeneration(ctx context.Context, s Proposer, p *StageGeneration) (Res
 	return res, stats, err
 }
 
+// hashedChunk is a chunk to send with its hash.
+type hashedChunk struct {
+	hash string
+	data []byte
+}
+
 // splitBundle returns each file's chunk hashes and the distinct chunks in
 // the order first seen.
-func splitBundle(files map[string][]byte) (map[string][]string, [][]byte) {
+func splitBundle(files map[string][]byte) (map[string][]string, []hashedChunk) {
 	chunked := make(map[string][]string, len(files))
 	seen := map[string]bool{}
-	var chunks [][]byte
+	var chunks []hashedChunk
 	for _, path := range sortedKeys(files) {
 		hashes := []string{}
 		for _, c := range SplitChunks(files[path]) {
@@ -78,7 +84,7 @@ func splitBundle(files map[string][]byte) (map[string][]string, [][]byte) {
 			hashes = append(hashes, h)
 			if !seen[h] {
 				seen[h] = true
-				chunks = append(chunks, c)
+				chunks = append(chunks, hashedChunk{hash: h, data: c})
 			}
 		}
 		chunked[path] = hashes
@@ -88,7 +94,7 @@ func splitBundle(files map[string][]byte) (map[string][]string, [][]byte) {
 
 // putChunks proposes the chunks held does not have, in entries of at most
 // MaxChunkCommandBytes.
-func putChunks(ctx context.Context, s Proposer, gen uint64, chunks [][]byte, held map[string]Chunk) (StageStats, error) {
+func putChunks(ctx context.Context, s Proposer, gen uint64, chunks []hashedChunk, held map[string]Chunk) (StageStats, error) {
 	stats := StageStats{Chunked: true}
 	var batch [][]byte
 	size := 0
@@ -103,10 +109,11 @@ func putChunks(ctx context.Context, s Proposer, gen uint64, chunks [][]byte, hel
 		batch, size = nil, 0
 		return nil
 	}
-	for _, c := range chunks {
-		if _, ok := held[ChunkHash(c)]; ok {
+	for _, hc := range chunks {
+		if _, ok := held[hc.hash]; ok {
 			continue
 		}
+		c := hc.data
 		if size+len(c) > MaxChunkCommandBytes {
 			if err := flush(); err != nil {
 				return stats, err
