@@ -202,8 +202,9 @@ func (l *Loop) markInvalid(ctx context.Context, n uint64, commit string, problem
 }
 
 // validate checks that a tree can become a generation, exactly as
-// `reconciler validate` does: the tree budgets (policy.MaxTreeBytes is
-// raftstore.MaxGenerationBytes) and every policy valid.
+// `reconciler validate` does: the tree budgets (within
+// raftstore.MaxGenerationBytes, which stage checks again) and every policy
+// valid.
 func (l *Loop) validate(files map[string][]byte) Validation {
 	if l.cfg.Validator != nil {
 		return l.cfg.Validator(files, l.cfg.LoadOptions, l.cfg.EngineOptions)
