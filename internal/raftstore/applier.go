@@ -35,7 +35,8 @@ type handler struct {
 
 // handlers is the dispatch table: one row per command type.
 var handlers = map[CommandType]handler{
-	TypeStageGeneration:    row(1, applyStage),
+	TypeStageGeneration:    versionedRow(StageChunkedVersion, applyStage),
+	TypePutChunks:          row(1, applyPutChunks),
 	TypeReportReady:        row(1, applyReady),
 	TypeReportFailed:       versionedRow(ReportFailedVersion, applyFailed),
 	TypeActivateGeneration: row(1, applyActivate),
@@ -137,20 +138,33 @@ func (a *Applier) Apply(cmd Command) error {
 	} else {
 		err = handlers[cmd.Type].apply(a.State, cmd.Version, cmd.Payload)
 	}
+	if err == nil && persistBeforePublish(cmd.Type) {
+		collectChunks(a.State) // files may have been released
+	}
 	if err != nil && !errors.Is(err, ErrRejected) {
 		err = fmt.Errorf("%w: %s: %w", ErrRejected, cmd.Type, err)
 	}
 	return err
 }
 
-func applyStage(s *State, p StageGeneration) error {
+func applyStage(s *State, version uint8, p StageGeneration) error {
 	if p.Generation <= s.Highest {
 		return reject(ErrGenerationNotNewer, "generation %d is not above the highest known %d",
 			p.Generation, s.Highest)
 	}
+	files := nonNil(p.Files)
+	if len(p.Chunked) > 0 {
+		if version < StageChunkedVersion {
+			return reject(ErrInvalidCommand, "chunked files in a version %d stage", version)
+		}
+		var err error
+		if files, err = assemble(s, p.Generation, p.Chunked); err != nil {
+			return err
+		}
+	}
 	if old, ok := s.StagedGeneration(); ok {
 		old.setState(GenerationSuperseded, p.CreateTime)
-		old.Files = nil // never served: no reason to keep the bundle
+		old.Files, old.Chunked = nil, nil // never served: no reason to keep the bundle
 		s.Generations[old.Number] = old
 	}
 	s.Generations[p.Generation] = Generation{
@@ -158,7 +172,8 @@ func applyStage(s *State, p StageGeneration) error {
 		State:      GenerationStaged,
 		Commit:     p.Commit,
 		Etags:      nonNil(p.Etags),
-		Files:      nonNil(p.Files),
+		Files:      files,
+		Chunked:    p.Chunked,
 		CreateTime: p.CreateTime,
 		StateTime:  p.CreateTime,
 		ReadyNodes: map[string]time.Time{},
@@ -218,7 +233,7 @@ func applyActivate(s *State, p ActivateGeneration) error {
 			p.Generation, g.State)
 	}
 	if prev, ok := s.PreviousGeneration(); ok {
-		prev.Files = nil // two generations back: nothing pins it any more
+		prev.Files, prev.Chunked = nil, nil // two generations back: nothing pins it any more
 		s.Generations[prev.Number] = prev
 	}
 	s.Previous = 0
@@ -282,7 +297,7 @@ func recordInvalid(s *State, p MarkInvalid) error {
 // invalidate turns the staged generation g into an INVALID one.
 func invalidate(s *State, g *Generation, t time.Time) {
 	g.setState(GenerationInvalid, t)
-	g.Files = nil
+	g.Files, g.Chunked = nil, nil
 	if s.Staged == g.Number {
 		s.Staged = 0
 	}

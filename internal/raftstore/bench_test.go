@@ -144,9 +144,9 @@ func BenchmarkFSMApplyPromotion(b *testing.B) {
 }
 
 // BenchmarkSealUnseal is the checksum's cost per stored and read entry:
-// a small command and a bundle at MaxGenerationBytes.
+// a small command and a bundle at MaxInlineBundleBytes.
 func BenchmarkSealUnseal(b *testing.B) {
-	for _, size := range []int{1 << 10, MaxGenerationBytes} {
+	for _, size := range []int{1 << 10, MaxInlineBundleBytes} {
 		b.Run(strconv.Itoa(size), func(b *testing.B) {
 			l := &raft.Log{Index: 9, Term: 2, Type: raft.LogCommand, Data: make([]byte, size)}
 			b.SetBytes(int64(size))

@@ -18,6 +18,9 @@ const (
 	TypeReportFailed       CommandType = 3
 	TypeActivateGeneration CommandType = 4
 	TypeMarkInvalid        CommandType = 5
+	// TypePutChunks carries content-addressed chunks of files that a
+	// StageGeneration of version 2 refers to (chunks.go).
+	TypePutChunks CommandType = 6
 
 	TypeUpsertNode   CommandType = 10
 	TypeRemoveNode   CommandType = 11
@@ -64,6 +67,7 @@ var typeNames = map[CommandType]string{
 	TypeReportFailed:           "ReportFailed",
 	TypeActivateGeneration:     "ActivateGeneration",
 	TypeMarkInvalid:            "MarkInvalid",
+	TypePutChunks:              "PutChunks",
 	TypeUpsertNode:             "UpsertNode",
 	TypeRemoveNode:             "RemoveNode",
 	TypeSetNodeState:           "SetNodeState",
@@ -105,10 +109,17 @@ const CommandVersion uint8 = 1
 // Size limits, checked before a command reaches the log and again in Apply.
 const (
 	// MaxGenerationBytes bounds a generation bundle: the sum of the lengths
-	// of its file paths and contents. Every bundle travels in the log and
-	// up to three of them (staged, active, previous) live in memory and in
-	// every snapshot.
-	MaxGenerationBytes = 8 << 20
+	// of its file paths and contents. A bundle over MaxInlineBundleBytes
+	// travels as chunks (PutChunks, at most MaxChunkCommandBytes each)
+	// and a Stage that refers to them; up to three bundles (staged,
+	// active, previous) live in memory and in every snapshot, sharing
+	// unchanged files.
+	MaxGenerationBytes = 256 << 20
+	// MaxInlineBundleBytes bounds a bundle staged in one entry with its
+	// contents (StageGeneration version 1, what every build before chunks
+	// wrote and can apply): the leader stages a bundle this small the old
+	// way, so an older follower keeps applying it during an upgrade.
+	MaxInlineBundleBytes = 8 << 20
 	// MaxPayloadBytes bounds the encoded payload of every command other
 	// than StageGeneration and Txn (experiment and operation documents,
 	// the leader's records).
@@ -120,8 +131,8 @@ const (
 	// pull request of a full table with its claims in one entry.
 	MaxTxnOps = MaxPulls + MaxClaims
 	// maxStagePayloadBytes leaves room for base64 (4/3) and JSON framing
-	// around a bundle that fits MaxGenerationBytes.
-	maxStagePayloadBytes = MaxGenerationBytes/3*4 + 1<<20
+	// around a bundle that fits MaxInlineBundleBytes.
+	maxStagePayloadBytes = MaxInlineBundleBytes/3*4 + 1<<20
 )
 
 // Command is the envelope stored in each raft log entry, encoded as JSON.
@@ -159,7 +170,22 @@ func NewCommand(p Payload) (Command, error) {
 		return Command{}, fmt.Errorf("%s: %w", p.CommandType(),
 			invalid("payload is %d bytes, limit %d", len(raw), max))
 	}
-	return Command{Type: p.CommandType(), Version: newestVersion(p.CommandType()), Payload: raw}, nil
+	return Command{Type: p.CommandType(), Version: payloadVersion(p), Payload: raw}, nil
+}
+
+// versioned is a payload that is written at an older version when it does
+// not need the newest one, so that builds that know only the older version
+// keep applying it (StageGeneration without chunks).
+type versioned interface {
+	payloadVersion() uint8
+}
+
+// payloadVersion is the version NewCommand writes for p.
+func payloadVersion(p Payload) uint8 {
+	if v, ok := p.(versioned); ok {
+		return v.payloadVersion()
+	}
+	return newestVersion(p.CommandType())
 }
 
 // Marshal encodes the envelope for a raft log entry.
@@ -197,6 +223,8 @@ func maxPayload(t CommandType) int {
 		return maxStagePayloadBytes
 	case TypeTxn:
 		return MaxTxnBytes
+	case TypePutChunks:
+		return maxChunkPayloadBytes
 	}
 	return MaxPayloadBytes
 }

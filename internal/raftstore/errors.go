@@ -29,6 +29,9 @@ var (
 	ErrInvalidCommand = errs.Sentinel(errs.InvalidArgument, "invalid command")
 	// ErrTooLarge means a generation bundle exceeds MaxGenerationBytes.
 	ErrTooLarge = errs.Sentinel(errs.FailedPrecondition, "generation bundle too large")
+	// ErrMissingChunk means a Stage refers to a chunk the state does not
+	// hold (it was never put, or was collected since): propose it again.
+	ErrMissingChunk = errors.New("chunk missing")
 	// ErrTableFull means a put would add a record beyond a table's bound
 	// (MaxBranches, MaxPulls, MaxClaims).
 	ErrTableFull = errors.New("table full")

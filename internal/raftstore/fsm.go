@@ -184,14 +184,21 @@ func readSnapshot(r io.Reader) (*State, []string, error) {
 	if err := json.NewDecoder(r).Decode(&file); err != nil {
 		return nil, nil, fmt.Errorf("decode snapshot: %w", err)
 	}
-	if file.Format != snapshotFormat && file.Format != legacySnapshotFormat {
-		return nil, nil, fmt.Errorf("snapshot format %d is not supported (want %d or %d): upgrade this node",
-			file.Format, legacySnapshotFormat, snapshotFormat)
+	switch file.Format {
+	case snapshotFormat, legacySnapshotFormat, chunkedSnapshotFormat:
+	default:
+		return nil, nil, fmt.Errorf("snapshot format %d is not supported (want %d to %d): upgrade this node",
+			file.Format, legacySnapshotFormat, chunkedSnapshotFormat)
 	}
 	if file.State == nil {
 		return nil, nil, fmt.Errorf("snapshot has no state")
 	}
 	file.State.normalize()
+	if file.Format == chunkedSnapshotFormat {
+		if err := restoreChunked(file.State); err != nil {
+			return nil, nil, err
+		}
+	}
 	var dropped []string
 	if file.Format == legacySnapshotFormat {
 		dropped = migrateState(file.State)
@@ -201,7 +208,8 @@ func readSnapshot(r io.Reader) (*State, []string, error) {
 
 // WriteSnapshot encodes s in the snapshot format.
 func WriteSnapshot(w io.Writer, s *State) error {
-	return json.NewEncoder(w).Encode(snapshotFile{Format: snapshotFormat, State: s})
+	view, format := snapshotView(s)
+	return json.NewEncoder(w).Encode(snapshotFile{Format: format, State: view})
 }
 
 type fsmSnapshot struct{ state *State }

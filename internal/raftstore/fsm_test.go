@@ -155,7 +155,7 @@ func rawCmd(t *testing.T, typ CommandType, version uint8, payload any) Command {
 
 func TestFSMRejections(t *testing.T) {
 	big := stage(9, 9)
-	big.Files["huge.bin"] = make([]byte, MaxGenerationBytes)
+	big.Files["huge.bin"] = make([]byte, MaxInlineBundleBytes)
 	cases := []struct {
 		name string
 		cmd  func(t *testing.T) Command
@@ -373,12 +373,12 @@ func TestFSMSnapshotRestore(t *testing.T) {
 
 func TestNewCommandRefusesOversizeBundle(t *testing.T) {
 	s := stage(1, 1)
-	s.Files["big.bin"] = make([]byte, MaxGenerationBytes)
+	s.Files["big.bin"] = make([]byte, MaxInlineBundleBytes)
 	_, err := NewCommand(s)
 	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrInvalidCommand) {
 		t.Fatalf("NewCommand oversize: %v", err)
 	}
-	s.Files["big.bin"] = make([]byte, MaxGenerationBytes-1024)
+	s.Files["big.bin"] = make([]byte, MaxInlineBundleBytes-1024)
 	if _, err := NewCommand(s); err != nil {
 		t.Fatalf("bundle just under the limit: %v", err)
 	}

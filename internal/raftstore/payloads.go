@@ -15,12 +15,31 @@ type StageGeneration struct {
 	Generation uint64 `json:"generation"`
 	// Commit is the git commit the bundle was read from.
 	Commit string `json:"commit"`
-	// Files is the policies root at Commit: path to content.
+	// Files is the policies root at Commit: path to content. Empty in a
+	// chunked stage.
 	Files map[string][]byte `json:"files"`
 	// Etags maps policy name to the etag of its merged form.
 	Etags map[string]string `json:"etags"`
 	// CreateTime is when the leader staged it.
 	CreateTime time.Time `json:"createTime"`
+	// Chunked maps each file's path to the hashes of its chunks, in
+	// order, put by PutChunks entries before this one. Only in version 2
+	// (a build before chunks refuses the field); ProposeGeneration uses it
+	// only for a bundle over MaxInlineBundleBytes.
+	Chunked map[string][]string `json:"chunked,omitempty"`
+}
+
+// StageChunkedVersion is the StageGeneration version that may carry
+// Chunked.
+const StageChunkedVersion uint8 = 2
+
+// payloadVersion keeps a stage without chunks at version 1, byte for byte
+// what builds before chunks write and apply.
+func (p StageGeneration) payloadVersion() uint8 {
+	if len(p.Chunked) > 0 {
+		return StageChunkedVersion
+	}
+	return 1
 }
 
 // ReportReady says a node compiled a generation and can switch to it.
@@ -149,7 +168,8 @@ func (PutOperation) CommandType() CommandType { return TypePutOperation }
 // CommandType implements Payload.
 func (DeleteOperation) CommandType() CommandType { return TypeDeleteOperation }
 
-// BundleSize is what MaxGenerationBytes limits: paths plus contents.
+// BundleSize is what MaxInlineBundleBytes limits: paths plus inline
+// contents (a chunked stage's size is known once its chunks are).
 func (p StageGeneration) BundleSize() int {
 	n := 0
 	for path, content := range p.Files {
@@ -166,9 +186,14 @@ func (p StageGeneration) Validate() error {
 	if p.Commit == "" {
 		return invalid("commit is required")
 	}
-	if size := p.BundleSize(); size > MaxGenerationBytes {
-		return fmt.Errorf("%w: %w: generation %d is %d bytes, limit %d: shrink the policies root",
-			ErrInvalidCommand, ErrTooLarge, p.Generation, size, MaxGenerationBytes)
+	if size := p.BundleSize(); size > MaxInlineBundleBytes {
+		return fmt.Errorf("%w: %w: generation %d is %d bytes inline, limit MaxInlineBundleBytes %d: stage it in chunks (ProposeGeneration)",
+			ErrInvalidCommand, ErrTooLarge, p.Generation, size, MaxInlineBundleBytes)
+	}
+	if len(p.Chunked) > 0 {
+		if err := validateChunked(p.Files, p.Chunked); err != nil {
+			return err
+		}
 	}
 	return needTime("createTime", p.CreateTime)
 }

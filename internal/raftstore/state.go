@@ -62,6 +62,9 @@ type Generation struct {
 	// Files is the bundle; nil once the generation can no longer be
 	// served (superseded, invalid, or older than Previous).
 	Files map[string][]byte `json:"files"`
+	// Chunked lists the chunk hashes of each file of a generation staged
+	// in chunks (State.Chunks holds them while Files is kept).
+	Chunked map[string][]string `json:"chunked,omitempty"`
 	// CreateTime is when it was staged (or marked invalid).
 	CreateTime time.Time `json:"createTime"`
 	// ActivateTime is when it became active, zero if never.
@@ -135,6 +138,9 @@ type State struct {
 	Pulls map[int]PullRecord `json:"pulls"`
 	// Claims holds the comment commands the leader ran, by comment id.
 	Claims map[int64]CommandClaim `json:"claims"`
+	// Chunks holds the chunks of chunked generations by ChunkHash
+	// (chunks.go).
+	Chunks map[string]Chunk `json:"chunks,omitempty"`
 	// LastIndex is the raft index of the last command applied.
 	LastIndex uint64 `json:"lastIndex"`
 }
@@ -172,6 +178,7 @@ func (s *State) Clone() *State {
 	c.Branches = maps.Clone(s.Branches)
 	c.Pulls = maps.Clone(s.Pulls)
 	c.Claims = maps.Clone(s.Claims)
+	c.Chunks = maps.Clone(s.Chunks)
 	return &c
 }
 

@@ -26,7 +26,7 @@ func soloInmem(t *testing.T, now func() time.Time) *Store {
 func TestStoreApplyRefusesInvalidCommandsBeforeTheLog(t *testing.T) {
 	s := soloInmem(t, nil)
 	big := stage(1, 1)
-	big.Files["big.bin"] = make([]byte, MaxGenerationBytes)
+	big.Files["big.bin"] = make([]byte, MaxInlineBundleBytes)
 	raw, _ := json.Marshal(big)
 	cases := map[string]struct {
 		cmd  Command

@@ -175,7 +175,7 @@ func TestLoopInvalidTreesKeepNumbersGrowing(t *testing.T) {
 		return ok && g.State == raftstore.GenerationInvalid && strings.Contains(g.LeaderErrors[0], `test "allowed"`)
 	})
 	big := webPolicy("c")
-	big["web/blob.bin"] = strings.Repeat("x", raftstore.MaxGenerationBytes)
+	big["web/blob.bin"] = strings.Repeat("x", policy.MaxTreeBytes)
 	repo.Commit("main", big)
 	l.Trigger()
 	eventually(t, "generation 3 invalid", func() bool {
@@ -380,11 +380,13 @@ func TestLoopSkipsBranchPastBounds(t *testing.T) {
 }
 
 // TestTreeBudgetFitsAGeneration: the leader validates trees against
-// policy.MaxTreeBytes (engine.ValidateTree), which must be what the raft
-// log takes for a generation, or a valid tree could fail to stage.
+// policy.MaxTreeBytes (engine.ValidateTree), which must fit what the raft
+// log takes for a generation, or a valid tree could fail to stage. A tree
+// of policy files alone still fits one inline Stage, as before chunks.
 func TestTreeBudgetFitsAGeneration(t *testing.T) {
-	if policy.MaxTreeBytes != raftstore.MaxGenerationBytes {
-		t.Fatalf("policy.MaxTreeBytes %d != raftstore.MaxGenerationBytes %d", policy.MaxTreeBytes, raftstore.MaxGenerationBytes)
+	if policy.MaxTreeBytes > raftstore.MaxInlineBundleBytes || policy.MaxTreeBytes > raftstore.MaxGenerationBytes {
+		t.Fatalf("policy.MaxTreeBytes %d over raftstore.MaxInlineBundleBytes %d or MaxGenerationBytes %d",
+			policy.MaxTreeBytes, raftstore.MaxInlineBundleBytes, raftstore.MaxGenerationBytes)
 	}
 }
 

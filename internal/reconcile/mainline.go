@@ -173,8 +173,8 @@ func (l *Loop) apply(ctx context.Context, highest uint64, steps []step) error {
 
 // stage proposes a valid tree as generation n.
 func (l *Loop) stage(ctx context.Context, n uint64, s step) error {
-	_, err := l.cfg.Store.Propose(ctx, &raftstore.StageGeneration{Generation: n, Commit: s.commit,
-		Files: s.files, Etags: s.etags})
+	_, stats, err := raftstore.ProposeGeneration(ctx, l.cfg.Store, &raftstore.StageGeneration{Generation: n,
+		Commit: s.commit, Files: s.files, Etags: s.etags})
 	if errors.Is(err, raftstore.ErrTooLarge) {
 		return l.markInvalid(ctx, n, s.commit, []string{err.Error()})
 	}
@@ -182,7 +182,8 @@ func (l *Loop) stage(ctx context.Context, n uint64, s step) error {
 		return fmt.Errorf("staging generation %d: %w", n, err)
 	}
 	l.metrics.result("staged")
-	l.log.Info("generation staged", "generation", n, "revision", l.revision(s.commit), "policies", len(s.etags))
+	l.log.Info("generation staged", "generation", n, "revision", l.revision(s.commit), "policies", len(s.etags),
+		"chunked", stats.Chunked, "chunks_sent", stats.Chunks, "chunk_bytes_sent", stats.ChunkBytes)
 	return nil
 }
 
@@ -201,8 +202,9 @@ func (l *Loop) markInvalid(ctx context.Context, n uint64, commit string, problem
 }
 
 // validate checks that a tree can become a generation, exactly as
-// `reconciler validate` does: the tree budgets (policy.MaxTreeBytes is
-// raftstore.MaxGenerationBytes) and every policy valid.
+// `reconciler validate` does: the tree budgets (within
+// raftstore.MaxGenerationBytes, which stage checks again) and every policy
+// valid.
 func (l *Loop) validate(files map[string][]byte) Validation {
 	if l.cfg.Validator != nil {
 		return l.cfg.Validator(files, l.cfg.LoadOptions, l.cfg.EngineOptions)

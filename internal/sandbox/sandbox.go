@@ -20,6 +20,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -33,8 +34,9 @@ const (
 	// WorkerCommand is the hidden subcommand that runs Serve.
 	WorkerCommand = "validate-worker"
 	// maxRequestBytes bounds what the child reads: a tree within
-	// policy.MaxTreeBytes in base64 JSON, with room for the options.
-	maxRequestBytes = policy.MaxTreeBytes*4/3 + 1<<20
+	// raftstore.MaxGenerationBytes (policy files within policy.MaxTreeBytes
+	// plus list data) in base64 JSON, with room for the options.
+	maxRequestBytes = raftstore.MaxGenerationBytes*4/3 + 1<<20
 	// maxResponseBytes bounds what the parent reads back.
 	maxResponseBytes = 16 << 20
 )
