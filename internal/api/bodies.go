@@ -130,22 +130,39 @@ func sourceOf(remote string) netip.Addr {
 // errBudget is a body refused for the budget of body bytes.
 var errBudget = errors.New("decision body budget exhausted")
 
-// chargedReader takes every byte it reads from the budget.
-type chargedReader struct {
-	r       io.Reader
-	g       *bodyGate
-	charged int64
-}
-
-func (c *chargedReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 {
-		c.charged += int64(n)
-		if c.g.buffered.Add(int64(n)) > c.g.budget {
-			return n, errBudget
+// fill reads body into buf, taking every byte from the budget as it
+// arrives; charged is what it took, also on an error.
+func (g *bodyGate) fill(buf *bytes.Buffer, body io.Reader) (charged int64, err error) {
+	for {
+		buf.Grow(bytes.MinRead)
+		p := buf.AvailableBuffer()
+		n, err := body.Read(p[:cap(p)])
+		if n > 0 {
+			buf.Write(p[:n]) // onto itself: the bytes are already in place
+			charged += int64(n)
+			if g.buffered.Add(int64(n)) > g.budget {
+				return charged, errBudget
+			}
+		}
+		if err == io.EOF {
+			return charged, nil
+		}
+		if err != nil {
+			return charged, err
 		}
 	}
-	return n, err
+}
+
+// setReadDeadline sets the read deadline of w's connection (of its stream
+// in HTTP/2). The net/http writers have the method; asking them directly
+// spares the hot path the ResponseController and its error for a writer
+// without one (a recorder).
+func setReadDeadline(w http.ResponseWriter, t time.Time) {
+	if d, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
+		_ = d.SetReadDeadline(t)
+	} else if _, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		_ = http.NewResponseController(w).SetReadDeadline(t)
+	}
 }
 
 // receiveDecision reads a decision body within the body limits, then takes
@@ -181,16 +198,14 @@ func (s *Server) readDecisionBody(w http.ResponseWriter, r *http.Request) (*byte
 		return nil, errSourceBodies
 	}
 	defer s.bodies.leave(src)
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(s.bodies.timeout)) // ErrNotSupported off a real connection
+	setReadDeadline(w, time.Now().Add(s.bodies.timeout))
 	buf := s.getBuf()
-	body := chargedReader{r: http.MaxBytesReader(w, r.Body, s.maxBody), g: s.bodies}
-	if _, err := buf.ReadFrom(&body); err != nil {
-		s.bodies.buffered.Add(-body.charged)
+	if charged, err := s.bodies.fill(buf, http.MaxBytesReader(w, r.Body, s.maxBody)); err != nil {
+		s.bodies.buffered.Add(-charged)
 		s.putBuf(buf)
 		return nil, err // the deadline stays: the server reads no more of this body
 	}
-	_ = rc.SetReadDeadline(time.Time{}) // the body is in: no late timeout cancels the request
+	setReadDeadline(w, time.Time{}) // the body is in: no late timeout cancels the request
 	return buf, nil
 }
 
