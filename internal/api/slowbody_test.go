@@ -17,15 +17,21 @@ import (
 // with Content-Length 1000 and then a single byte of the body: the
 // slowloris of issue 22, deliverable 5. The connections close at cleanup.
 func slowBodies(t *testing.T, addr string, n int) []net.Conn {
+	return slowBodiesFrom(t, addr, n, 1)
+}
+
+// slowBodiesFrom is slowBodies from sources addresses, 127.0.0.2 onwards.
+func slowBodiesFrom(t *testing.T, addr string, n, sources int) []net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 10 * time.Second}
 	conns := make([]net.Conn, 0, n)
 	t.Cleanup(func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	})
-	for range n {
+	for i := range n {
+		local := net.IPv4(127, 0, 0, byte(2+i%sources))
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: local}, Timeout: 10 * time.Second}
 		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			t.Fatalf("dialing from 127.0.0.2: %v", err)
@@ -57,14 +63,23 @@ func startedServer(t *testing.T, srv *Server) (*httptest.Server, *atomic.Int64) 
 // each sending one byte of a body held every slot (for up to the server's
 // 30 s read timeout) and every other decision on the node, :authorize
 // included, got 503. A normal :evaluate and :authorize from another
-// address must be decided while the slow bodies are held.
+// address must be decided while the slow bodies are held, whether they
+// come from one address or from as many as there are.
 func TestSlowBodiesDoNotTakeDecisions(t *testing.T) {
+	const slow = DefaultMaxDecisionsInFlight + 8
+	for _, sources := range []int{1, slow} {
+		t.Run(fmt.Sprintf("%d-sources", sources), func(t *testing.T) { slowBodyAttack(t, slow, sources) })
+	}
+}
+
+// slowBodyAttack holds slow bodies from sources addresses while a normal
+// :evaluate, :authorize and :mirror are sent from 127.0.0.1.
+func slowBodyAttack(t *testing.T, slow, sources int) {
 	e := newTestEnv(t, Config{Now: fixedNow})
 	hs, started := startedServer(t, e.srv)
-	const slow = DefaultMaxDecisionsInFlight + 8
-	slowBodies(t, hs.Listener.Addr().String(), slow)
-	waitFor(t, "every slow body in the API", func() bool { return started.Load() == slow })
-	t.Logf("decisions in flight during the attack: %d", e.srv.inflight.n.Load())
+	slowBodiesFrom(t, hs.Listener.Addr().String(), slow, sources)
+	waitFor(t, "every slow body in the API", func() bool { return started.Load() == int64(slow) })
+	t.Logf("during the attack: %d decisions in flight, %d bodies being read", e.srv.inflight.n.Load(), e.srv.bodies.total.Load())
 
 	e.http = hs
 	if a := e.post("/v1/policies/web:evaluate", `{"method":"GET","path":"/healthz"}`); a.code != http.StatusOK {
