@@ -89,7 +89,8 @@ func New(cfg Config) *Server {
 		cfg.Admitter = ad
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, health: health.NewServer(), served: make(chan struct{})}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvBytes), grpc.MaxConcurrentStreams(DefaultMaxStreams))
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvBytes), grpc.MaxConcurrentStreams(DefaultMaxStreams),
+		grpc.ForceServerCodecV2(newRawCodec()))
 	s.grpc.RegisterService(&authorizationDesc, &authorization{az: cfg.Authorizer, admit: cfg.Admitter})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s
