@@ -57,8 +57,8 @@ func slowCheck(t *testing.T, addr string) net.Conn {
 		{":authority", "node"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 		block = append(block, hpackLiteral(kv[0], kv[1])...)
 	}
-	h2Frame(t, c, 0x1, 0x4, 1, block) // HEADERS, END_HEADERS
-	msg := []byte{0, 0, 0, 0x03, 0xe8}  // not compressed, 1000 bytes
+	h2Frame(t, c, 0x1, 0x4, 1, block)  // HEADERS, END_HEADERS
+	msg := []byte{0, 0, 0, 0x03, 0xe8} // not compressed, 1000 bytes
 	h2Frame(t, c, 0x0, 0, 1, append(msg, make([]byte, 10)...))
 	h2Frame(t, c, 0x6, 0, 0, []byte("slowpeer")) // PING
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
