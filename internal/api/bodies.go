@@ -112,6 +112,25 @@ func (g *bodyGate) leave(src netip.Addr) {
 	g.total.Add(-1)
 }
 
+// ReceivingDecision counts a decision message from peer being received
+// (an ext_authz Check's, which gRPC delivers inside the handler), within
+// the per-source cap of decision bodies; past it, it counts a shed
+// decision of form and reports false. Every true is followed by one
+// ReceivedDecision(peer).
+func (s *Server) ReceivingDecision(form string, peer netip.Addr) bool {
+	if s.bodies.enter(sourceKey(peer)) {
+		return true
+	}
+	s.inflight.shed.WithLabelValues(form, shedSource).Inc()
+	return false
+}
+
+// ReceivedDecision ends what ReceivingDecision began.
+func (s *Server) ReceivedDecision(peer netip.Addr) { s.bodies.leave(sourceKey(peer)) }
+
+// MaxDecisionBodiesPerSource is the per-source cap, for error messages.
+func (s *Server) MaxDecisionBodiesPerSource() int { return int(s.bodies.perSource) }
+
 // sourceOf is the per-source key of a remote address: the IPv4 address,
 // or the /64 of an IPv6 one (what one host is given).
 func sourceOf(remote string) netip.Addr {
@@ -119,7 +138,12 @@ func sourceOf(remote string) netip.Addr {
 	if err != nil {
 		return netip.Addr{} // not an IP peer: one shared source
 	}
-	a := ap.Addr().Unmap()
+	return sourceKey(ap.Addr())
+}
+
+// sourceKey is sourceOf for an address.
+func sourceKey(a netip.Addr) netip.Addr {
+	a = a.Unmap()
 	if a.Is6() {
 		p, _ := a.Prefix(64)
 		return p.Addr()

@@ -60,6 +60,7 @@ func newInFlight(reg *prometheus.Registry, limit int) *inFlight {
 			l.shed.WithLabelValues(f, reason)
 		}
 	}
+	l.shed.WithLabelValues(FormCheck, shedSource)
 	return l
 }
 

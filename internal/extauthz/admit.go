@@ -2,6 +2,8 @@ package extauthz
 
 import (
 	"context"
+	"net"
+	"net/netip"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc"
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	gproto "google.golang.org/protobuf/proto"
 
@@ -43,8 +46,8 @@ const retryPushback = "1000"
 // called.
 func admittedCheck(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	a := srv.(*authorization)
-	raw := new(rawMessage)
-	if err := dec(raw); err != nil {
+	raw, err := a.receive(ctx, dec)
+	if err != nil {
 		return nil, err
 	}
 	defer raw.free()
@@ -60,6 +63,34 @@ func admittedCheck(srv any, ctx context.Context, dec func(any) error, _ grpc.Una
 		return nil, status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 	}
 	return a.Check(ctx, in)
+}
+
+// receive receives a Check's message without decoding it, within the
+// per-source cap of decision bodies being received.
+func (a *authorization) receive(ctx context.Context, dec func(any) error) (*rawMessage, error) {
+	raw := new(rawMessage)
+	if a.admit == nil {
+		return raw, dec(raw)
+	}
+	src := peerAddr(ctx)
+	if !a.admit.ReceivingDecision(api.FormCheck, src) {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", retryPushback))
+		return nil, status.Errorf(codes.Unavailable, "this address is sending its limit of %d decisions at once ([api] max_decision_bodies_per_source); retry shortly",
+			a.admit.MaxDecisionBodiesPerSource())
+	}
+	defer a.admit.ReceivedDecision(src)
+	return raw, dec(raw)
+}
+
+// peerAddr is the address of ctx's gRPC peer, the zero Addr when it has
+// none (every such peer is one source).
+func peerAddr(ctx context.Context) netip.Addr {
+	if p, ok := peer.FromContext(ctx); ok {
+		if t, ok := p.Addr.(*net.TCPAddr); ok {
+			return t.AddrPort().Addr()
+		}
+	}
+	return netip.Addr{}
 }
 
 // rawMessage is a received message not decoded yet.

@@ -11,7 +11,9 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
@@ -114,5 +116,52 @@ func TestSlowCheckHoldsNoSlot(t *testing.T) {
 	resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, checkReq{method: "GET", path: "/healthz", host: "h", source: "203.0.113.9"}.proto())
 	if err != nil || headersOfResponse(resp)["x-policy-error"] != "" {
 		t.Errorf("a Check while a slow one arrives: %v %v", resp.GetStatus(), err)
+	}
+}
+
+// checkFrom sends a Check to addr from the local address from.
+func checkFrom(t *testing.T, addr, from string) (*authv3.CheckResponse, error) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return authv3.NewAuthorizationClient(conn).Check(ctx, checkReq{method: "GET", path: "/healthz", host: "h", source: "203.0.113.9"}.proto())
+}
+
+// TestSlowChecksPerSource: Checks being received count with the HTTP
+// decision bodies of their address, within
+// [api] max_decision_bodies_per_source, so that one address cannot hold
+// unbounded messages being received; another address is answered.
+func TestSlowChecksPerSource(t *testing.T) {
+	g := &gens{}
+	g.set(7, testBundle(t))
+	a := api.New(api.Config{Generations: g, Logger: testlog.New(t), TrustedProxies: trusted, MaxDecisionBodiesPerSource: 1})
+	s := New(Config{Addr: "127.0.0.1:0", Authorizer: a, Logger: testlog.New(t)})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	hs := startHTTP(t, a)
+	slowCheck(t, s.Addr()) // from 127.0.0.1
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(scrape(t, hs), "reconciler_decision_bodies_reading 1\n"); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow Check is never counted as being received")
+		}
+	}
+	_, err := checkFrom(t, s.Addr(), "127.0.0.1")
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "max_decision_bodies_per_source") {
+		t.Errorf("a second Check from the slow address: %v, want UNAVAILABLE", err)
+	}
+	if resp, err := checkFrom(t, s.Addr(), "127.0.0.2"); err != nil || headersOfResponse(resp)["x-policy-error"] != "" {
+		t.Errorf("a Check from another address: %v %v", resp.GetStatus(), err)
+	}
+	if !strings.Contains(scrape(t, hs), `reconciler_decisions_shed_total{form="check",reason="source_bodies"} 1`+"\n") {
+		t.Error("the refused Check is not counted")
 	}
 }
