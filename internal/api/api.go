@@ -81,6 +81,16 @@ type Config struct {
 	// MaxDecisionsInFlight bounds the decisions worked on at once, in
 	// every form; 0 means DefaultMaxDecisionsInFlight (limits.go).
 	MaxDecisionsInFlight int
+	// MaxDecisionBodiesPerSource bounds the decision bodies one source
+	// address (an IPv6 /64) sends at once; 0 means
+	// DefaultMaxDecisionBodiesPerSource (bodies.go).
+	MaxDecisionBodiesPerSource int
+	// DecisionBodyTimeout bounds the time a decision body takes to arrive;
+	// 0 means DefaultDecisionBodyTimeout.
+	DecisionBodyTimeout time.Duration
+	// DecisionBodyBudget bounds the decision body bytes held at once; 0
+	// means 64 MiB or 4 bodies of MaxBodyBytes, the larger.
+	DecisionBodyBudget int64
 	// Registry receives the API's metrics and is served at /metrics; nil
 	// makes a new one. Other subsystems register on the same registry.
 	Registry *prometheus.Registry
@@ -193,9 +203,11 @@ type Server struct {
 	stats         *decisionStats
 	group         string
 
-	// maxHeaders and inflight bound decision requests (limits.go).
+	// maxHeaders, inflight and bodies bound decision requests (limits.go,
+	// bodies.go).
 	maxHeaders int
 	inflight   *inFlight
+	bodies     *bodyGate
 }
 
 // New returns a Server for cfg.
@@ -254,6 +266,7 @@ func New(cfg Config) *Server {
 	s.metrics = newMetrics(reg, s.gens)
 	s.undecidedTotal = newUndecidedCounter(reg)
 	s.inflight = newInFlight(reg, cfg.MaxDecisionsInFlight)
+	s.bodies = newBodyGate(reg, cfg, s.maxBody)
 	s.maxHeaders = cfg.MaxRequestHeaders
 	if s.maxHeaders <= 0 {
 		s.maxHeaders = engine.DefaultMaxHeaders

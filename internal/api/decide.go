@@ -36,16 +36,18 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		s.fail(w, r, errPassive())
 		return
 	}
-	if !s.admitDecision(w, r, FormEvaluate) {
-		return
-	}
-	defer s.DoneDecision()
+	received := s.now()
 	cp, err := s.lookupServed(snap, name)
 	if err != nil {
 		s.evaluateUnknown(w, r, snap, name, err)
 		return
 	}
-	req, err := s.decodeRequest(w, r, s.now())
+	body, ok := s.receiveDecision(w, r, FormEvaluate)
+	if !ok {
+		return
+	}
+	defer s.doneDecision(body)
+	req, err := s.decodeBody(body, received)
 	if err != nil {
 		s.fail(w, r, err)
 		return

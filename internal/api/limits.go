@@ -14,8 +14,9 @@ import (
 // DefaultMaxDecisionsInFlight bounds the decisions a node works on at once
 // when Config.MaxDecisionsInFlight is 0. A decision takes microseconds, so
 // even hundreds of thousands a second keep far fewer in flight; what the
-// bound stops is many large bodies at once (1 MiB each at most, read and
-// decoded under the slot), which without it took a node to 1.76 GB.
+// bound stops is many large bodies decoded at once (1 MiB each at most),
+// which without it took a node to 1.76 GB. A slot is taken once the body
+// is in (bodies.go bounds the reading), so a slow client holds none.
 const DefaultMaxDecisionsInFlight = 128
 
 // retryAfterSeconds is the Retry-After of a decision refused for load:
@@ -44,16 +45,22 @@ func newInFlight(reg *prometheus.Registry, limit int) *inFlight {
 	}
 	l := &inFlight{max: int64(limit), shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "reconciler", Name: "decisions_shed_total",
-		Help: "Decision requests refused because the node had [api] max_decisions_in_flight in flight, by form.",
-	}, []string{"form"})}
+		Help: "Decision requests refused for load, by form and reason (in_flight, body_budget, source_bodies, body_timeout).",
+	}, []string{"form", "reason"})}
 	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "reconciler", Name: "decisions_in_flight",
-		Help: "Decision requests being worked on now, body reading included.",
+		Help: "Decision requests being worked on now: decoded and evaluated, their bodies already read.",
 	}, func() float64 { return float64(l.n.Load()) })
 	reg.MustRegister(l.shed, gauge)
 	for _, f := range []string{FormEvaluate, FormAuthorize, FormMirror, FormCheck} {
-		l.shed.WithLabelValues(f) // every form shows from the start, at 0
+		l.shed.WithLabelValues(f, shedInFlight) // every form shows from the start, at 0
 	}
+	for _, f := range []string{FormEvaluate, FormMirror} { // the forms with a body
+		for _, reason := range []string{shedBodyBudget, shedSource, shedBodyTimeout} {
+			l.shed.WithLabelValues(f, reason)
+		}
+	}
+	l.shed.WithLabelValues(FormCheck, shedSource)
 	return l
 }
 
@@ -61,13 +68,14 @@ func newInFlight(reg *prometheus.Registry, limit int) *inFlight {
 // form (one of the Form constants), or counts a shed decision and reports
 // false when all are taken. Every true must be followed by one
 // DoneDecision. The ext_authz gRPC server calls it before it decodes a
-// Check, as the HTTP forms do before they read the body.
+// Check (gRPC has received the whole message by then), as the HTTP forms
+// do once their body is read.
 func (s *Server) AdmitDecision(form string) bool {
 	if s.inflight.n.Add(1) <= s.inflight.max {
 		return true
 	}
 	s.inflight.n.Add(-1)
-	s.inflight.shed.WithLabelValues(form).Inc()
+	s.inflight.shed.WithLabelValues(form, shedInFlight).Inc()
 	return false
 }
 

@@ -23,10 +23,13 @@ func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Sna
 		s.fail(w, r, errPassive())
 		return
 	}
-	if !s.admitDecision(w, r, FormMirror) {
-		return
+	received := s.now()
+	if gateway {
+		if !s.admitDecision(w, r, FormMirror) {
+			return
+		}
+		defer s.DoneDecision()
 	}
-	defer s.DoneDecision()
 	if _, err := s.lookupServed(snap, name); err != nil && !(s.preview != nil && snap != nil && s.preview.Previewing(name)) {
 		s.fail(w, r, err) // a policy not live yet is mirrored while it has ACTIVE experiments
 		return
@@ -34,9 +37,14 @@ func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Sna
 	var req *engine.Request
 	var err error
 	if gateway {
-		req, err = s.gatewayRequest(r, tail, s.now())
+		req, err = s.gatewayRequest(r, tail, received)
 	} else {
-		req, err = s.decodeRequest(w, r, s.now())
+		body, ok := s.receiveDecision(w, r, FormMirror)
+		if !ok {
+			return
+		}
+		defer s.doneDecision(body)
+		req, err = s.decodeBody(body, received)
 	}
 	if err != nil {
 		s.fail(w, r, err)

@@ -23,7 +23,13 @@ func (s *Server) evaluateUnknown(w http.ResponseWriter, r *http.Request, snap *S
 		s.fail(w, r, err)
 		return
 	}
-	req, derr := s.decodeRequest(w, r, s.now())
+	received := s.now()
+	body, ok := s.receiveDecision(w, r, FormEvaluate)
+	if !ok {
+		return
+	}
+	defer s.doneDecision(body)
+	req, derr := s.decodeBody(body, received)
 	s.fail(w, r, err) // a malformed body still answers as an unknown policy
 	if derr == nil {
 		s.mirror.Mirror(snap, name, req) // after the answer: preview never delays it

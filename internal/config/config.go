@@ -282,6 +282,11 @@ type API struct {
 	// MaxDecisionsInFlight bounds the decision requests a node works on at
 	// once, all forms together; past it they are refused with 503.
 	MaxDecisionsInFlight int `toml:"max_decisions_in_flight"`
+	// MaxDecisionBodiesPerSource bounds the decision bodies one client
+	// address (an IPv6 /64) has being read at once; past it they are
+	// refused with 503. Raise it for a load balancer that sends all
+	// decisions from a few addresses.
+	MaxDecisionBodiesPerSource int `toml:"max_decision_bodies_per_source"`
 }
 
 // TrustedPrefixes returns TrustedProxies parsed. It assumes a validated
@@ -342,6 +347,9 @@ const (
 	// api.DefaultMaxDecisionsInFlight; internal/node checks they agree).
 	DefaultMaxRequestHeaders    = 128
 	DefaultMaxDecisionsInFlight = 128
+	// DefaultMaxDecisionBodiesPerSource is
+	// api.DefaultMaxDecisionBodiesPerSource.
+	DefaultMaxDecisionBodiesPerSource = 32
 )
 
 // Default returns the configuration used for every key a file leaves out.
@@ -396,9 +404,10 @@ func Default() *Config {
 			MaxBodyBytes:   DefaultMaxBodyBytes,
 			FailureMode:    "deny",
 
-			PathEscapedSlashes:   PathSlashesReject,
-			MaxRequestHeaders:    DefaultMaxRequestHeaders,
-			MaxDecisionsInFlight: DefaultMaxDecisionsInFlight,
+			PathEscapedSlashes:         PathSlashesReject,
+			MaxRequestHeaders:          DefaultMaxRequestHeaders,
+			MaxDecisionsInFlight:       DefaultMaxDecisionsInFlight,
+			MaxDecisionBodiesPerSource: DefaultMaxDecisionBodiesPerSource,
 		},
 		Log: Log{Level: "info", Format: "text"},
 	}

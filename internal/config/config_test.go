@@ -213,6 +213,7 @@ func TestBadValues(t *testing.T) {
 		{"[api]\nmax_request_headers = 10_001", "api.max_request_headers"},
 		{"[api]\nmax_decisions_in_flight = 0", "api.max_decisions_in_flight"},
 		{"[api]\nmax_decisions_in_flight = 100_001", "api.max_decisions_in_flight"},
+		{"[api]\nmax_decision_bodies_per_source = 0", "api.max_decision_bodies_per_source"},
 		{"[validation]\nmemory_limit_bytes = 1048576", "validation.memory_limit_bytes"},
 		{"[validation]\nmemory_limit_bytes = 100_000_000_000", "validation.memory_limit_bytes"},
 		{"[validation]\nmemory_limit_bytes = \"1GiB\"", "validation.memory_limit_bytes"},

@@ -276,6 +276,9 @@ func (a *API) validateDecisionLimits(e *errs) {
 	if a.MaxDecisionsInFlight < 1 || a.MaxDecisionsInFlight > maxDecisionsInFlightLimit {
 		e.add("api.max_decisions_in_flight", "%d must be between 1 and %d", a.MaxDecisionsInFlight, maxDecisionsInFlightLimit)
 	}
+	if a.MaxDecisionBodiesPerSource < 1 || a.MaxDecisionBodiesPerSource > maxDecisionsInFlightLimit {
+		e.add("api.max_decision_bodies_per_source", "%d must be between 1 and %d", a.MaxDecisionBodiesPerSource, maxDecisionsInFlightLimit)
+	}
 }
 
 func (l *Log) validate(e *errs) {

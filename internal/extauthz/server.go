@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -39,6 +40,14 @@ type Admitter interface {
 	DoneDecision()
 	// MaxDecisionsInFlight is the bound, for the error message.
 	MaxDecisionsInFlight() int
+	// ReceivingDecision counts a Check from peer being received, or
+	// reports false when peer has its limit of them being received;
+	// ReceivedDecision ends it. A Check is received before its slot is
+	// taken, so that a slow client holds none.
+	ReceivingDecision(form string, peer netip.Addr) bool
+	ReceivedDecision(peer netip.Addr)
+	// MaxDecisionBodiesPerSource is that limit, for the error message.
+	MaxDecisionBodiesPerSource() int
 }
 
 var _ Admitter = (*api.Server)(nil)
@@ -89,7 +98,8 @@ func New(cfg Config) *Server {
 		cfg.Admitter = ad
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, health: health.NewServer(), served: make(chan struct{})}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvBytes), grpc.MaxConcurrentStreams(DefaultMaxStreams))
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRecvBytes), grpc.MaxConcurrentStreams(DefaultMaxStreams),
+		grpc.ForceServerCodecV2(newRawCodec()))
 	s.grpc.RegisterService(&authorizationDesc, &authorization{az: cfg.Authorizer, admit: cfg.Admitter})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s

@@ -18,8 +18,14 @@ func TestDecisionLimitDefaultsAgree(t *testing.T) {
 	if config.DefaultMaxDecisionsInFlight != api.DefaultMaxDecisionsInFlight {
 		t.Errorf("config %d in flight, api %d", config.DefaultMaxDecisionsInFlight, api.DefaultMaxDecisionsInFlight)
 	}
+	if config.DefaultMaxDecisionBodiesPerSource != api.DefaultMaxDecisionBodiesPerSource {
+		t.Errorf("config %d bodies per source, api %d", config.DefaultMaxDecisionBodiesPerSource, api.DefaultMaxDecisionBodiesPerSource)
+	}
 	d := config.Default().API
 	if d.MaxRequestHeaders != config.DefaultMaxRequestHeaders || d.MaxDecisionsInFlight != config.DefaultMaxDecisionsInFlight {
 		t.Errorf("config.Default() [api] = %d headers, %d in flight", d.MaxRequestHeaders, d.MaxDecisionsInFlight)
+	}
+	if d.MaxDecisionBodiesPerSource != config.DefaultMaxDecisionBodiesPerSource {
+		t.Errorf("config.Default() [api] = %d bodies per source", d.MaxDecisionBodiesPerSource)
 	}
 }

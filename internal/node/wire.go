@@ -116,6 +116,8 @@ func (m *Main) wire(ctx context.Context) error {
 		PathEscapedSlashes:   pathSlashes(cfg.API),
 		MaxRequestHeaders:    cfg.API.MaxRequestHeaders,
 		MaxDecisionsInFlight: cfg.API.MaxDecisionsInFlight,
+
+		MaxDecisionBodiesPerSource: cfg.API.MaxDecisionBodiesPerSource,
 	})
 	m.addParts()
 	return nil

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -45,13 +46,24 @@ func attackBody(n int) []byte {
 
 // TestHeaderFloodWithinMemory (issue 22, finding 6): 200 concurrent
 // :evaluate requests of 50,000 headers took an unauthenticated node to
-// 1.76 GB. Now the node refuses them (400 past the header cap, 503 past the
-// decisions in flight) within a small fraction of that, and keeps
-// answering a normal decision.
+// 1.76 GB. Now the node refuses them (400 past the header cap, 503 past
+// the decision body bounds or the decisions in flight) within a small
+// fraction of that, and keeps answering a normal decision.
 func TestHeaderFloodWithinMemory(t *testing.T) {
+	// From one address (the per-source cap refuses most at once) and from
+	// as many addresses as requests, where the bytes budget and the
+	// decisions in flight are what bound it.
 	repo := harness.NewRepo(t, harness.RepoOptions{})
 	c := harness.StartCluster(t, harness.ClusterOptions{Size: 1, Repo: repo})
 	c.WaitServing(0, nil, time.Minute)
+	for _, sources := range []int{1, attackRequests} {
+		t.Run(strconv.Itoa(sources)+"-sources", func(t *testing.T) { headerFlood(t, c, sources) })
+	}
+}
+
+// headerFlood is the attack on c's node from sources addresses of
+// 127.0.0.0/8.
+func headerFlood(t *testing.T, c *harness.Cluster, sources int) {
 	n := c.Nodes[0]
 	if err := n.ResetPeakRSS(); err != nil {
 		t.Fatal(err)
@@ -61,7 +73,7 @@ func TestHeaderFloodWithinMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := attackBody(attackHeaders)
-	answers, took := flood(n.Base()+"/v1/policies/"+harness.Policy+":evaluate", body, attackRequests)
+	answers, took := flood(n.Base()+"/v1/policies/"+harness.Policy+":evaluate", body, attackRequests, sources)
 	peak, err := n.PeakRSS()
 	if err != nil {
 		t.Fatal(err)
@@ -81,17 +93,28 @@ func TestHeaderFloodWithinMemory(t *testing.T) {
 	t.Logf("after the flood: %s by %q", d.Decision, d.Rule)
 }
 
-// flood posts body to url from count goroutines at once and counts the
-// answers by status ("error" for a transport error: a node that answers
-// before reading a large body may close the connection under it).
-func flood(url string, body []byte, count int) (map[string]int, time.Duration) {
-	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: count}}
-	defer client.CloseIdleConnections()
+// flood posts body to url from count goroutines at once, spread over
+// sources local addresses (127.0.0.1 for one, else 127.0.0.2 onwards: on
+// Linux all of 127.0.0.0/8 is local), and counts the answers by status
+// ("error" for a transport error: a node that answers before reading a
+// large body may close the connection under it).
+func flood(url string, body []byte, count, sources int) (map[string]int, time.Duration) {
+	clients := make([]*http.Client, sources)
+	for i := range clients {
+		tr := &http.Transport{MaxIdleConnsPerHost: count}
+		if sources > 1 {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, byte((i+2)>>8), byte(i+2))}}
+			tr.DialContext = d.DialContext
+		}
+		clients[i] = &http.Client{Timeout: 2 * time.Minute, Transport: tr}
+		defer clients[i].CloseIdleConnections()
+	}
 	var mu sync.Mutex
 	answers := map[string]int{}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for range count {
+	for i := range count {
+		client := clients[i%sources]
 		wg.Go(func() {
 			<-start
 			key := "error"
