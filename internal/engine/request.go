@@ -196,7 +196,7 @@ func decodeHeaders(dec *json.Decoder, limit int) (map[string]string, error) {
 		}
 		v, ok := vt.(string)
 		if !ok {
-			return nil, badRequest("headers", "value of %q must be a string, not %s", kt, tokenTypeName(vt))
+			return nil, badRequest("headers", "every value must be a string, not %s", tokenTypeName(vt))
 		}
 		m[kt.(string)] = v // object keys are always strings; the last of repeated names wins, as in a map
 	}
