@@ -12,7 +12,10 @@ type shared struct {
 // under opts's budgets: the run-time cost limit is in the tracked program,
 // and the compile-time budget decides whether a match compiles at all.
 func sharedPrograms(base *CompiledPolicy, opts Options) shared {
-	if base == nil || base.costLimit != opts.RuntimeCostLimit || base.maxRuleCost != opts.MaxRuleCost {
+	// Programs are bound to their policy's lists: shared only when the
+	// lists are the same content.
+	if base == nil || base.costLimit != opts.RuntimeCostLimit || base.maxRuleCost != opts.MaxRuleCost ||
+		base.lists == nil || opts.lists == nil || !base.lists.sameAs(opts.lists) {
 		return shared{}
 	}
 	s := shared{base: base, byMatch: make(map[string]int, len(base.rules))}

@@ -31,6 +31,8 @@ type CompiledPolicy struct {
 	// cons are each rule's index constraints, kept so that a Delta can
 	// index the few rules an experiment changed.
 	cons [][]constraint
+	// lists are the named lists the rules use, compiled and shared.
+	lists *policyLists
 }
 
 // compiledRule is one rule ready to evaluate.
@@ -96,8 +98,11 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 	if err != nil {
 		return nil, fmt.Errorf("engine: building the CEL environment: %w", err)
 	}
+	if opts.lists, err = compileLists(p); err != nil {
+		return nil, policy.ErrorList{{File: homeFile(p), Msg: err.Error()}}
+	}
 	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag(), costLimit: opts.RuntimeCostLimit,
-		maxRuleCost: opts.MaxRuleCost}
+		maxRuleCost: opts.MaxRuleCost, lists: opts.lists}
 	errs := cp.settings()
 	rules := sortedRules(p.Rules)
 	errs = append(errs, duplicateRules(rules)...)
@@ -207,6 +212,9 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 	if iss.Err() != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %s", issueText(iss))
 	}
+	if probs := checkListCalls(a.NativeRep(), opts.lists); len(probs) > 0 {
+		return compiledRule{}, nil, ruleError(r, "match: %s", strings.Join(probs, "; "))
+	}
 	if !a.OutputType().IsExactType(cel.BoolType) {
 		return compiledRule{}, nil, ruleError(r, "match must be a bool expression, not %s", a.OutputType())
 	}
@@ -223,11 +231,11 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 	if est <= opts.RuntimeCostLimit {
 		sh = analyze(a.NativeRep().Expr())
 		if hoisted, err = hoist(env, a, sh); err == nil {
-			err = cr.planFast(env, a, hoisted, sh)
+			err = cr.planFast(env, a, hoisted, sh, opts.lists.funcs)
 		}
 	}
 	if err == nil {
-		cr.tracked, err = env.Program(hoisted, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize), literalRegexes)
+		cr.tracked, err = env.Program(hoisted, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize), literalRegexes, opts.lists.funcs)
 	}
 	if err != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
@@ -237,17 +245,17 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 
 // planFast plans the untracked programs: the hoisted match and, for a rule
 // whose constraints are all exact, the residual match without them.
-func (cr *compiledRule) planFast(env *cel.Env, a, hoisted *cel.Ast, sh shape) error {
+func (cr *compiledRule) planFast(env *cel.Env, a, hoisted *cel.Ast, sh shape, listFuncs cel.ProgramOption) error {
 	cr.exact = sh.exact()
 	var err error
-	if cr.fast, err = env.Program(hoisted, cel.EvalOptions(cel.OptOptimize), literalRegexes); err != nil || !sh.residual() {
+	if cr.fast, err = env.Program(hoisted, cel.EvalOptions(cel.OptOptimize), literalRegexes, listFuncs); err != nil || !sh.residual() {
 		return err
 	}
 	rest, err := keepConjuncts(env, a, sh.rest)
 	if err != nil {
 		return err
 	}
-	cr.residual, err = env.Program(rest, cel.EvalOptions(cel.OptOptimize), literalRegexes)
+	cr.residual, err = env.Program(rest, cel.EvalOptions(cel.OptOptimize), literalRegexes, listFuncs)
 	return err
 }
 

@@ -51,6 +51,8 @@ type Repository struct {
 	// Elsewhere holds, by policy name, the group of each policy left out
 	// because LoadOptions.Group names another one.
 	Elsewhere map[string]string
+	// Lists are the tree's valid named lists (_lists/), by name.
+	Lists Lists
 }
 
 // Get returns the policy with the given name, or nil.
@@ -82,7 +84,8 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 		return nil, fmt.Errorf("policy: reading the policies root: %w", err)
 	}
 	repo := &Repository{Invalid: map[string]ErrorList{}, Elsewhere: map[string]string{}}
-	var all ErrorList
+	lists, all := LoadLists(fsys)
+	repo.Lists = lists
 	budget := &loadBudget{}
 	for _, e := range entries {
 		name := e.Name()
@@ -112,6 +115,7 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 			all = append(all, errs...)
 			continue
 		}
+		p.attachLists(lists)
 		repo.Policies = append(repo.Policies, p)
 	}
 	sort.Slice(repo.Policies, func(i, j int) bool { return repo.Policies[i].Name < repo.Policies[j].Name })
@@ -130,6 +134,14 @@ func LoadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, error) {
 	p, _, errs := loadPolicy(fsys, path.Clean(dir), opts, &loadBudget{})
 	if len(errs) > 0 {
 		return nil, errs
+	}
+	if p.usesLists() {
+		// The lists are read only for a policy that names one.
+		lists, errs := LoadLists(fsys)
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		p.attachLists(lists)
 	}
 	return p, nil
 }

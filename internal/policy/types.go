@@ -84,4 +84,7 @@ type Policy struct {
 	Tests         []Test  `json:"tests,omitempty" toml:"tests,omitempty"`
 	// Sources are the files this policy was composed from, in merge order.
 	Sources []string `json:"-" toml:"-"`
+	// Lists are the named lists (_lists/) its rules use, by name. Their
+	// hashes are part of the canonical form, so the etag changes with them.
+	Lists Lists `json:"-" toml:"-"`
 }
