@@ -33,8 +33,9 @@ const (
 	// WorkerCommand is the hidden subcommand that runs Serve.
 	WorkerCommand = "validate-worker"
 	// maxRequestBytes bounds what the child reads: a tree within
-	// policy.MaxTreeBytes in base64 JSON, with room for the options.
-	maxRequestBytes = policy.MaxTreeBytes*4/3 + 1<<20
+	// policy.MaxTreeBytes and its lists within policy.MaxTreeListBytes,
+	// in base64 JSON, with room for the options.
+	maxRequestBytes = (policy.MaxTreeBytes+policy.MaxTreeListBytes)*4/3 + 1<<20
 	// maxResponseBytes bounds what the parent reads back.
 	maxResponseBytes = 16 << 20
 )
