@@ -36,6 +36,9 @@ func measureLists(ls policy.Lists) ([]ListStat, policy.ErrorList) {
 	var errs policy.ErrorList
 	for _, name := range slices.Sorted(maps.Keys(ls)) {
 		l := ls[name]
+		if l == nil {
+			continue // invalid: its problems are reported already
+		}
 		st := ListStat{Name: name, File: l.File, Kind: l.Kind, Entries: l.Entries, Etag: l.Etag()}
 		var before, after runtime.MemStats
 		runtime.GC()

@@ -68,28 +68,29 @@ func ParseIPEntry(s string) (netip.Prefix, error) {
 // in a string list only a line whose first non-blank byte is `#` is one.
 func eachLine(data []byte, kind ListKind, fn func(line int, entry string) error) error {
 	n := 0
-	for len(data) > 0 {
+	for raw := range bytes.Lines(data) {
 		n++
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		s := string(bytes.TrimSpace(line))
-		if kind == ListIP {
-			if i := strings.IndexByte(s, '#'); i >= 0 {
-				s = strings.TrimSpace(s[:i])
+		if e, ok := entryOf(bytes.TrimSuffix(raw, []byte("\n")), kind); ok {
+			if err := fn(n, e); err != nil {
+				return err
 			}
-		}
-		if s == "" || s[0] == '#' {
-			continue
-		}
-		if err := fn(n, s); err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+// entryOf is a line's entry, or false for a blank line or a comment.
+func entryOf(line []byte, kind ListKind) (string, bool) {
+	line = bytes.TrimSpace(line)
+	if kind == ListIP {
+		if i := bytes.IndexByte(line, '#'); i >= 0 {
+			line = bytes.TrimSpace(line[:i])
+		}
+	}
+	if len(line) == 0 || line[0] == '#' {
+		return "", false
+	}
+	return string(line), true
 }
 
 // parseList validates a list file's content and counts its entries, with
@@ -139,33 +140,31 @@ func (c *parsedCache) put(key string, l *List) {
 
 func parseListData(file, name string, kind ListKind, data []byte) (*List, ErrorList) {
 	var errs ErrorList
-	bad, entries := 0, 0
+	bad, entries, n := 0, 0, 0
 	report := func(line int, raw []byte, msg string) {
 		if bad++; bad <= maxListProblems {
 			errs = append(errs, &Error{File: file, Line: line, Msg: fmt.Sprintf("%s: %s", quoteBounded(raw), msg)})
 		}
 	}
-	n := 0
-	for raw := range bytes.Lines(data) { // no slice of every line: a file may have millions
+	// One pass, no slice of every line: a file may have millions.
+	for raw := range bytes.Lines(data) {
 		n++
-		if msg := lineProblem(bytes.TrimSuffix(raw, []byte("\n"))); msg != "" {
+		raw = bytes.TrimSuffix(raw, []byte("\n"))
+		if msg := lineProblem(raw); msg != "" {
 			report(n, raw, msg)
+			continue
 		}
-	}
-	if bad == 0 {
-		err := eachLine(data, kind, func(n int, e string) error {
-			if entries++; entries > MaxListEntries {
-				return fmt.Errorf("over %d entries, the limit of a list (MaxListEntries)", MaxListEntries)
+		e, ok := entryOf(raw, kind)
+		if !ok {
+			continue
+		}
+		if entries++; entries > MaxListEntries {
+			return nil, ErrorList{{File: file, Line: n, Msg: fmt.Sprintf("over %d entries, the limit of a list (MaxListEntries)", MaxListEntries)}}
+		}
+		if kind == ListIP {
+			if _, err := ParseIPEntry(e); err != nil {
+				report(n, []byte(e), err.Error())
 			}
-			if kind == ListIP {
-				if _, err := ParseIPEntry(e); err != nil {
-					report(n, []byte(e), err.Error())
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, ErrorList{{File: file, Msg: err.Error()}}
 		}
 	}
 	if bad > maxListProblems {
@@ -205,7 +204,8 @@ type Lists map[string]*List
 
 // LoadLists reads and validates every file under _lists/ of fsys. A tree
 // without the directory has no lists. Problems name the file and line,
-// and the budget a list is over.
+// and the budget a list is over; a list with problems is in the map with
+// a nil value, so that a policy using it says so (attachLists).
 func LoadLists(fsys fs.FS) (Lists, ErrorList) {
 	entries, err := fs.ReadDir(fsys, ListsDir)
 	if err != nil {
@@ -219,9 +219,12 @@ func LoadLists(fsys fs.FS) (Lists, ErrorList) {
 		l, problems := loadList(fsys, file, e)
 		if len(problems) > 0 {
 			errs = append(errs, problems...)
+			if name, _, err := listOf(file); err == nil {
+				out[name] = nil // named, but broken: see attachLists
+			}
 			continue
 		}
-		if prev, dup := out[l.Name]; dup {
+		if prev, dup := out[l.Name]; dup && prev != nil {
 			errs = append(errs, &Error{File: file, Msg: fmt.Sprintf("list %q is also %s", l.Name, prev.File)})
 			continue
 		}
@@ -262,12 +265,19 @@ func loadList(fsys fs.FS, file string, e fs.DirEntry) (*List, ErrorList) {
 var listCall = regexp.MustCompile(`\b(inIpList|inList)\s*\(\s*[^,()]*(?:\([^()]*\))?[^,()]*,\s*(?:'([a-z0-9-]+)'|"([a-z0-9-]+)")`)
 
 // attachLists gives p the lists its rules name (those that exist: the
-// engine refuses a name that does not).
-func (p *Policy) attachLists(lists Lists) {
+// engine refuses a name that does not), and a problem per rule using a
+// list that is invalid, whose own problems say why.
+func (p *Policy) attachLists(lists Lists) ErrorList {
+	var errs ErrorList
 	for _, r := range p.Rules {
 		for _, m := range listCall.FindAllStringSubmatch(r.Match, -1) {
 			name := m[2] + m[3]
-			if l, ok := lists[name]; ok {
+			l, ok := lists[name]
+			if ok && l == nil {
+				errs = append(errs, &Error{File: r.Pos.File, Line: r.Pos.Line, Rule: r.Name,
+					Msg: fmt.Sprintf("rule %q: uses list %q, which is invalid", r.Name, name)})
+			}
+			if l != nil {
 				if p.Lists == nil {
 					p.Lists = Lists{}
 				}
@@ -275,6 +285,7 @@ func (p *Policy) attachLists(lists Lists) {
 			}
 		}
 	}
+	return errs
 }
 
 // usesLists reports whether a rule of p may name a list.

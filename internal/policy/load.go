@@ -51,7 +51,8 @@ type Repository struct {
 	// Elsewhere holds, by policy name, the group of each policy left out
 	// because LoadOptions.Group names another one.
 	Elsewhere map[string]string
-	// Lists are the tree's valid named lists (_lists/), by name.
+	// Lists are the tree's named lists (_lists/), by name; nil for a
+	// list with problems.
 	Lists Lists
 }
 
@@ -115,7 +116,11 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 			all = append(all, errs...)
 			continue
 		}
-		p.attachLists(lists)
+		if errs := p.attachLists(lists); len(errs) > 0 {
+			repo.Invalid[name] = errs
+			all = append(all, errs...)
+			continue
+		}
 		repo.Policies = append(repo.Policies, p)
 	}
 	sort.Slice(repo.Policies, func(i, j int) bool { return repo.Policies[i].Name < repo.Policies[j].Name })
@@ -141,7 +146,9 @@ func LoadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, error) {
 		if len(errs) > 0 {
 			return nil, errs
 		}
-		p.attachLists(lists)
+		if errs := p.attachLists(lists); len(errs) > 0 {
+			return nil, errs
+		}
 	}
 	return p, nil
 }
