@@ -58,6 +58,9 @@ type compiledRule struct {
 	// size is what the match compiles to, charged against the program
 	// budgets (progbudget.go).
 	size programSize
+	// guards are the match's list tests that a request must pass for the
+	// rule to be evaluated at all (listguard.go).
+	guards []listGuard
 }
 
 // Name returns the policy's name (the directory name, not the resource name).
@@ -230,6 +233,7 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 	// without the index.
 	if est <= opts.RuntimeCostLimit {
 		sh = analyze(a.NativeRep().Expr())
+		cr.guards = listGuards(a.NativeRep().Expr(), opts.lists)
 		if hoisted, err = hoist(env, a, sh); err == nil {
 			err = cr.planFast(env, a, hoisted, sh, opts.lists.funcs)
 		}

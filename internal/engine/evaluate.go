@@ -81,6 +81,11 @@ func (ev *evaluation) release() {
 func (ev *evaluation) try(i int, known bool) (Decision, bool) {
 	cp := ev.cp
 	r := &cp.rules[i]
+	for _, g := range r.guards {
+		if !g.admits(ev.req) {
+			return Decision{}, false
+		}
+	}
 	out, _, err := ev.program(r, known).Eval(ev.state())
 	if err == nil {
 		if out == types.True {

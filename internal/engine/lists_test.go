@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,6 +86,42 @@ func TestListCallsCheckedAtCompileTime(t *testing.T) {
 		}
 		if want == "" && got != "" || want != "" && (!strings.Contains(got, want) || !strings.Contains(got, `rule "r1"`)) {
 			t.Errorf("%s: got %q, want it to name rule r1 and say %q", match, got, want)
+		}
+	}
+}
+
+// A list test at the top of a match guards the rule: a request outside
+// the list does not evaluate it. Decisions are those of the match alone.
+func TestListGuardsDecideAsTheMatch(t *testing.T) {
+	tree := listTree(denyRule("a", "inIpList(request.source_ip, 'ips') && request.headers['x'] == 'y'")+
+		denyRule("b", "!inIpList(request.source_ip, 'ips') && inList(request.host, 'hosts')")+
+		denyRule("c", "inList(request.host, 'hosts') || request.path == '/z'"),
+		map[string]string{"_lists/ips.netset": "10.0.0.0/8\n::/0\n", "_lists/hosts.txt": "h.example\n"})
+	b, errs := CompileTree(tree, policy.LoadOptions{}, DefaultOptions())
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	cp, _ := b.Policy("edge")
+	guards := map[string]int{}
+	for _, r := range cp.rules {
+		guards[r.name] = len(r.guards)
+	}
+	if guards["a"] != 1 || guards["b"] != 1 || guards["c"] != 0 {
+		t.Fatalf("guards = %v", guards)
+	}
+	unguarded := *cp
+	unguarded.rules = slices.Clone(cp.rules)
+	for i := range unguarded.rules {
+		unguarded.rules[i].guards = nil
+	}
+	for _, ip := range []string{"10.1.1.1", "11.1.1.1", "2001:db8::1", "bogus"} {
+		for _, host := range []string{"h.example", "other"} {
+			for _, hdr := range []map[string]string{nil, {"x": "y"}} {
+				req := &Request{SourceIP: ip, Host: host, Path: "/", Headers: hdr}
+				if got, want := cp.Evaluate(req), unguarded.Evaluate(req); got != want {
+					t.Errorf("%+v: guarded %+v, unguarded %+v", req, got, want)
+				}
+			}
 		}
 	}
 }
