@@ -110,7 +110,7 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 	rules := sortedRules(p.Rules)
 	errs = append(errs, duplicateRules(rules)...)
 	cons := make([][]constraint, len(rules))
-	shared := sharedPrograms(base, opts)
+	shared := sharedPrograms(base, opts, p.Lists)
 	if parsed == nil {
 		var over *policy.Error
 		if parsed, over = measure(env, p.Name, rules, shared, nil); over != nil {

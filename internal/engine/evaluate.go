@@ -34,7 +34,7 @@ func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
 		return cp.decision(cp.deflt, "", ev.skipped)
 	}
 	var c cursor
-	cp.index.candidates(&c, req)
+	cp.index.candidates(&c, req, &ev)
 	for i := c.next(&ev); i >= 0; i = c.next(&ev) {
 		if c.decided(i) {
 			r := &cp.rules[i]

@@ -138,20 +138,6 @@ func compileLists(p *policy.Policy) (*policyLists, error) {
 	return pl, nil
 }
 
-// sameAs reports whether two policies use the same list contents, so that
-// programs bound to one's lists are right for the other's.
-func (pl *policyLists) sameAs(o *policyLists) bool {
-	if len(pl.src) != len(o.src) {
-		return false
-	}
-	for name, l := range pl.src {
-		if ol, ok := o.src[name]; !ok || ol.Hash != l.Hash || ol.Kind != l.Kind {
-			return false
-		}
-	}
-	return true
-}
-
 func (pl *policyLists) inIPList(lhs, rhs ref.Val) ref.Val {
 	ip, ok1 := lhs.(types.String)
 	name, ok2 := rhs.(types.String)
