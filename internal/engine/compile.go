@@ -97,6 +97,7 @@ func CompileBeside(p *policy.Policy, opts Options, base *CompiledPolicy) (*Compi
 // against its budgets before it compiles any policy).
 func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed []parsedMatch) (*CompiledPolicy, error) {
 	opts = opts.withDefaults()
+	p = withBaseLists(p, base)
 	env, err := celEnv()
 	if err != nil {
 		return nil, fmt.Errorf("engine: building the CEL environment: %w", err)
@@ -136,6 +137,19 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 		cp.index = buildIndex(cp.cons, cp.rules)
 	}
 	return cp, nil
+}
+
+// withBaseLists gives a policy without lists those of base: an
+// experiment's policy reaches nodes through the raft log as JSON, which
+// carries the policy, not the data of its lists, so it is evaluated with
+// the lists of the live generation it runs beside.
+func withBaseLists(p *policy.Policy, base *CompiledPolicy) *policy.Policy {
+	if p.Lists != nil || base == nil || len(base.src.Lists) == 0 {
+		return p
+	}
+	c := *p
+	c.Lists = base.src.Lists
+	return &c
 }
 
 // settings checks the policy-level keys that decide outcomes; the policy

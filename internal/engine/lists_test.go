@@ -125,3 +125,24 @@ func TestListGuardsDecideAsTheMatch(t *testing.T) {
 		}
 	}
 }
+
+// An experiment's policy as the raft log carries it (JSON: no list data)
+// compiles beside the live policy with the live lists.
+func TestPolicyFromJSONUsesTheLiveLists(t *testing.T) {
+	tree := listTree(denyRule("tor", "inIpList(request.source_ip, 'tor-exit')"), map[string]string{"_lists/tor-exit.netset": "10.0.0.0/8\n"})
+	b, errs := CompileTree(tree, policy.LoadOptions{}, DefaultOptions())
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	live, _ := b.Policy("edge")
+	exp := *live.Source()
+	exp.Lists = nil
+	exp.Rules = append(slices.Clone(exp.Rules), policy.Rule{Name: "more", Priority: 20, Action: policy.ActionDeny, Match: "request.path == '/x'"})
+	cp, err := CompileBeside(&exp, DefaultOptions(), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cp.Evaluate(&Request{SourceIP: "10.2.3.4"}); d.Verdict != Deny || d.Rule != "tor" {
+		t.Fatalf("got %+v", d)
+	}
+}
