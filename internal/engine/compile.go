@@ -97,6 +97,7 @@ func CompileBeside(p *policy.Policy, opts Options, base *CompiledPolicy) (*Compi
 // against its budgets before it compiles any policy).
 func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed []parsedMatch) (*CompiledPolicy, error) {
 	opts = opts.withDefaults()
+	etag := p.Etag() // of the policy as given, whatever lists it is lent
 	p = withBaseLists(p, base)
 	env, err := celEnv()
 	if err != nil {
@@ -105,7 +106,7 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 	if opts.lists, err = compileLists(p); err != nil {
 		return nil, policy.ErrorList{{File: homeFile(p), Msg: err.Error()}}
 	}
-	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag(), costLimit: opts.RuntimeCostLimit,
+	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: etag, costLimit: opts.RuntimeCostLimit,
 		maxRuleCost: opts.MaxRuleCost, lists: opts.lists}
 	errs := cp.settings()
 	rules := sortedRules(p.Rules)
@@ -139,16 +140,28 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 	return cp, nil
 }
 
-// withBaseLists gives a policy without lists those of base: an
-// experiment's policy reaches nodes through the raft log as JSON, which
-// carries the policy, not the data of its lists, so it is evaluated with
-// the lists of the live generation it runs beside.
+// withBaseLists gives a policy the lists of base it names without their
+// data: an experiment's policy reaches nodes through the raft log as
+// JSON, which carries each list's hash, not its data (policy.List), and
+// the live generation beside it has the data of the lists it shares. A
+// policy with no lists at all (one built by hand, or from an API body)
+// is given the live ones.
 func withBaseLists(p *policy.Policy, base *CompiledPolicy) *policy.Policy {
-	if p.Lists != nil || base == nil || len(base.src.Lists) == 0 {
+	if base == nil || len(base.src.Lists) == 0 {
 		return p
 	}
 	c := *p
-	c.Lists = base.src.Lists
+	if p.Lists == nil {
+		c.Lists = base.src.Lists
+		return &c
+	}
+	c.Lists = make(policy.Lists, len(p.Lists))
+	for name, l := range p.Lists {
+		if b := base.src.Lists[name]; l.Data == nil && b != nil && b.Hash == l.Hash && b.Kind == l.Kind {
+			l = b
+		}
+		c.Lists[name] = l
+	}
 	return &c
 }
 

@@ -86,7 +86,8 @@ type listCache struct {
 
 var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
 
-// get returns the compiled form of l, compiling it on first use.
+// get returns the compiled form of l, compiling it on first use. A list
+// without its data (from JSON) is found by its hash or is an error.
 func (c *listCache) get(l *policy.List) (*compiledList, error) {
 	key := string(l.Kind) + ":" + l.Hash
 	c.mu.Lock()
@@ -94,6 +95,9 @@ func (c *listCache) get(l *policy.List) (*compiledList, error) {
 	c.mu.Unlock()
 	if cl != nil {
 		return cl, nil
+	}
+	if l.Data == nil && l.Entries > 0 {
+		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: only the lists of a generation's tree are replicated", l.Name, l.Hash)
 	}
 	cl, err := compileList(l)
 	if err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -144,5 +145,36 @@ func TestPolicyFromJSONUsesTheLiveLists(t *testing.T) {
 	}
 	if d := cp.Evaluate(&Request{SourceIP: "10.2.3.4"}); d.Verdict != Deny || d.Rule != "tor" {
 		t.Fatalf("got %+v", d)
+	}
+}
+
+// A policy decoded from JSON keeps its lists' hashes (and so its etag)
+// and compiles beside a live policy holding the same content; a list the
+// node does not hold is an error, not an empty list.
+func TestPolicyJSONCarriesListHashes(t *testing.T) {
+	tree := listTree(denyRule("tor", "inIpList(request.source_ip, 'tor-exit')"), map[string]string{"_lists/tor-exit.netset": "10.0.0.0/8\n"})
+	b, errs := CompileTree(tree, policy.LoadOptions{}, DefaultOptions())
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	live, _ := b.Policy("edge")
+	data, err := json.Marshal(live.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back policy.Policy
+	if err := json.Unmarshal(data, &back); err != nil || back.Etag() != live.Etag() {
+		t.Fatalf("decoded etag %s, want %s (%v)", back.Etag(), live.Etag(), err)
+	}
+	cp, err := CompileBeside(&back, DefaultOptions(), live)
+	if err != nil || cp.Etag() != live.Etag() {
+		t.Fatalf("CompileBeside: %v", err)
+	}
+	if d := cp.Evaluate(&Request{SourceIP: "10.2.3.4"}); d.Verdict != Deny {
+		t.Fatalf("got %+v", d)
+	}
+	back.Lists["tor-exit"].Hash = strings.Repeat("0", 64)
+	if _, err := CompileBeside(&back, DefaultOptions(), live); err == nil || !strings.Contains(err.Error(), "not on this node") {
+		t.Fatalf("a list the node lacks: %v", err)
 	}
 }

@@ -51,6 +51,7 @@ func (p *Policy) Etag() string {
 // that a Policy built by hand gets the same etag as one from Load.
 func (p *Policy) canonicalCopy() *Policy {
 	c := *p
+	c.Lists = nil // Canonical records their hashes only
 	c.Rules = slices.Clone(p.Rules)
 	if c.Rules == nil {
 		c.Rules = []Rule{} // "rules": [] whether or not any were listed

@@ -20,15 +20,19 @@ import (
 // List is a named list of data (`_lists/NAME.netset|.ipset|.txt` at the
 // policies root), validated: every line is a comment, blank, or an entry
 // of its kind. It is immutable and shared by every policy that uses it.
+//
+// In JSON (an experiment's policy in the raft log) a list is its name,
+// file, kind, hash and entry count, not its data: the data travels with
+// the generation's tree, and the engine finds it by hash.
 type List struct {
-	Name string
-	File string // relative to the policies root
-	Kind ListKind
+	Name string   `json:"name"`
+	File string   `json:"file"` // relative to the policies root
+	Kind ListKind `json:"kind"`
 	// Hash is the SHA-256 of the file, in hex: the list's etag, and the
 	// key under which the engine shares its compiled form.
-	Hash    string
-	Entries int
-	Data    []byte
+	Hash    string `json:"hash"`
+	Entries int    `json:"entries"`
+	Data    []byte `json:"-"`
 }
 
 // Etag is the first 128 bits of Hash, as a policy's etag is shown.

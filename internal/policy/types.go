@@ -86,5 +86,6 @@ type Policy struct {
 	Sources []string `json:"-" toml:"-"`
 	// Lists are the named lists (_lists/) its rules use, by name. Their
 	// hashes are part of the canonical form, so the etag changes with them.
-	Lists Lists `json:"-" toml:"-"`
+	// JSON carries them without their data (List).
+	Lists Lists `json:"lists,omitempty" toml:"-"`
 }
