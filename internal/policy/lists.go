@@ -292,6 +292,18 @@ func (p *Policy) attachLists(lists Lists) ErrorList {
 	return errs
 }
 
+// UseLists gives p, a policy without lists (one from an API body, whose
+// JSON cannot carry list data), the lists of lists its rules name, as
+// Load does: an API experiment uses the live generation's lists.
+func (p *Policy) UseLists(lists Lists) *Policy {
+	if p == nil || p.Lists != nil || len(lists) == 0 || !p.usesLists() {
+		return p
+	}
+	c := *p
+	c.attachLists(lists)
+	return &c
+}
+
 // usesLists reports whether a rule of p may name a list.
 func (p *Policy) usesLists() bool {
 	for _, r := range p.Rules {

@@ -48,8 +48,11 @@ const BudgetMessage = "validation exceeded its memory/time budget"
 type request struct {
 	Files  map[string][]byte
 	Policy *policy.Policy `json:",omitempty"`
-	Load   policy.LoadOptions
-	Engine engine.Options
+	// ListData is the data of Policy's lists by hash, which a policy's
+	// JSON leaves out (policy.List).
+	ListData map[string][]byte `json:",omitempty"`
+	Load     policy.LoadOptions
+	Engine   engine.Options
 }
 
 // Runner runs validations in child processes of Path.
@@ -142,6 +145,9 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 		return err
 	}
 	if req.Policy != nil {
+		for _, l := range req.Policy.Lists {
+			l.Data = req.ListData[l.Hash]
+		}
 		return json.NewEncoder(stdout).Encode(verdictOf(preview.CheckPolicy(req.Policy, req.Engine)))
 	}
 	return json.NewEncoder(stdout).Encode(reconcile.Validate(req.Files, req.Load, req.Engine))
