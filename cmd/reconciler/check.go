@@ -147,6 +147,9 @@ func (a *app) validate(args []string) int {
 		fmt.Fprintf(a.stderr, "%s found; %d policies valid, %d tests passed\n", plural(max(len(v.Problems), 1), "problem"), len(v.Policies), passed)
 		return exitCheck
 	}
+	for _, l := range v.Lists {
+		fmt.Fprintln(a.stdout, engine.FormatListStat(l))
+	}
 	fmt.Fprintf(a.stdout, "%d policies, %d rules, %d tests passed\n", len(v.Policies), countRules(v.Policies), passed)
 	return exitOK
 }

@@ -22,6 +22,7 @@ func (a *app) eval(args []string) int {
 	dir := fs.String("policy", "", "policy `DIR` (a directory directly under a policies root)")
 	input := fs.String("input", "-", "request JSON `FILE`, or - for standard input")
 	strategy := strategyFlag(fs, "merge-default")
+	explain := fs.Bool("lists", false, "after the decision, print which entry of each named list the request is in (one JSON object a line)")
 	if code, ok := a.parse(fs, args, 0, 0); !ok {
 		return code
 	}
@@ -51,6 +52,12 @@ func (a *app) eval(args []string) int {
 		return exitCheck
 	}
 	fmt.Fprintf(a.stdout, "%s\n", out)
+	if *explain {
+		for _, m := range cp.ListMatches(req) {
+			line, _ := json.Marshal(m)
+			fmt.Fprintf(a.stdout, "%s\n", line)
+		}
+	}
 	return exitOK
 }
 

@@ -21,6 +21,27 @@ type policyResource struct {
 	OnError       policy.OnError `json:"on_error"`
 	Rules         []policy.Rule  `json:"rules"`
 	Tests         []policy.Test  `json:"tests,omitempty"`
+	// Lists are the named lists (_lists/) the policy's rules use; their
+	// etags are part of the policy's.
+	Lists []listRef `json:"lists,omitempty"`
+}
+
+// listRef is a named list as a policy resource names it.
+type listRef struct {
+	Name    string          `json:"name"`
+	File    string          `json:"file"`
+	Kind    policy.ListKind `json:"kind"`
+	Entries int             `json:"entries"`
+	Etag    string          `json:"etag"`
+}
+
+// listRefs describes the lists of a policy.
+func listRefs(ls []*policy.List) []listRef {
+	var out []listRef
+	for _, l := range ls {
+		out = append(out, listRef{Name: l.Name, File: l.File, Kind: l.Kind, Entries: l.Entries, Etag: l.Etag()})
+	}
+	return out
 }
 
 // listPoliciesResponse is the AIP-132 List answer.
@@ -49,6 +70,7 @@ func newPolicyResource(snap *Snapshot, name string) (policyResource, bool) {
 		OnError:       p.OnError,
 		Rules:         rules,
 		Tests:         p.Tests,
+		Lists:         listRefs(cp.Lists()),
 	}, true
 }
 

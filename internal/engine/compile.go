@@ -31,6 +31,8 @@ type CompiledPolicy struct {
 	// cons are each rule's index constraints, kept so that a Delta can
 	// index the few rules an experiment changed.
 	cons [][]constraint
+	// lists are the named lists the rules use, compiled and shared.
+	lists *policyLists
 }
 
 // compiledRule is one rule ready to evaluate.
@@ -56,6 +58,9 @@ type compiledRule struct {
 	// size is what the match compiles to, charged against the program
 	// budgets (progbudget.go).
 	size programSize
+	// guards are the match's list tests that a request must pass for the
+	// rule to be evaluated at all (listguard.go).
+	guards []listGuard
 }
 
 // Name returns the policy's name (the directory name, not the resource name).
@@ -92,17 +97,22 @@ func CompileBeside(p *policy.Policy, opts Options, base *CompiledPolicy) (*Compi
 // against its budgets before it compiles any policy).
 func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed []parsedMatch) (*CompiledPolicy, error) {
 	opts = opts.withDefaults()
+	etag := p.Etag() // of the policy as given, whatever lists it is lent
+	p = withBaseLists(p, base)
 	env, err := celEnv()
 	if err != nil {
 		return nil, fmt.Errorf("engine: building the CEL environment: %w", err)
 	}
-	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: p.Etag(), costLimit: opts.RuntimeCostLimit,
-		maxRuleCost: opts.MaxRuleCost}
+	if opts.lists, err = compileLists(p); err != nil {
+		return nil, policy.ErrorList{{File: homeFile(p), Msg: err.Error()}}
+	}
+	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: etag, costLimit: opts.RuntimeCostLimit,
+		maxRuleCost: opts.MaxRuleCost, lists: opts.lists}
 	errs := cp.settings()
 	rules := sortedRules(p.Rules)
 	errs = append(errs, duplicateRules(rules)...)
 	cons := make([][]constraint, len(rules))
-	shared := sharedPrograms(base, opts)
+	shared := sharedPrograms(base, opts, p.Lists)
 	if parsed == nil {
 		var over *policy.Error
 		if parsed, over = measure(env, p.Name, rules, shared, nil); over != nil {
@@ -128,6 +138,31 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 		cp.index = buildIndex(cp.cons, cp.rules)
 	}
 	return cp, nil
+}
+
+// withBaseLists gives a policy the lists of base it names without their
+// data: an experiment's policy reaches nodes through the raft log as
+// JSON, which carries each list's hash, not its data (policy.List), and
+// the live generation beside it has the data of the lists it shares. A
+// policy with no lists at all (one built by hand, or from an API body)
+// is given the live ones.
+func withBaseLists(p *policy.Policy, base *CompiledPolicy) *policy.Policy {
+	if base == nil || len(base.src.Lists) == 0 {
+		return p
+	}
+	c := *p
+	if p.Lists == nil {
+		c.Lists = base.src.Lists
+		return &c
+	}
+	c.Lists = make(policy.Lists, len(p.Lists))
+	for name, l := range p.Lists {
+		if b := base.src.Lists[name]; l.Data == nil && b != nil && b.Hash == l.Hash && b.Kind == l.Kind {
+			l = b
+		}
+		c.Lists[name] = l
+	}
+	return &c
 }
 
 // settings checks the policy-level keys that decide outcomes; the policy
@@ -207,6 +242,9 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 	if iss.Err() != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %s", issueText(iss))
 	}
+	if probs := checkListCalls(a.NativeRep(), opts.lists); len(probs) > 0 {
+		return compiledRule{}, nil, ruleError(r, "match: %s", strings.Join(probs, "; "))
+	}
 	if !a.OutputType().IsExactType(cel.BoolType) {
 		return compiledRule{}, nil, ruleError(r, "match must be a bool expression, not %s", a.OutputType())
 	}
@@ -222,12 +260,13 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 	// without the index.
 	if est <= opts.RuntimeCostLimit {
 		sh = analyze(a.NativeRep().Expr())
+		cr.guards = listGuards(a.NativeRep().Expr(), opts.lists)
 		if hoisted, err = hoist(env, a, sh); err == nil {
-			err = cr.planFast(env, a, hoisted, sh)
+			err = cr.planFast(env, a, hoisted, sh, opts.lists.funcs)
 		}
 	}
 	if err == nil {
-		cr.tracked, err = env.Program(hoisted, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize), literalRegexes)
+		cr.tracked, err = env.Program(hoisted, cel.CostLimit(opts.RuntimeCostLimit), cel.EvalOptions(cel.OptOptimize), literalRegexes, opts.lists.funcs)
 	}
 	if err != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %v", err)
@@ -237,17 +276,17 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 
 // planFast plans the untracked programs: the hoisted match and, for a rule
 // whose constraints are all exact, the residual match without them.
-func (cr *compiledRule) planFast(env *cel.Env, a, hoisted *cel.Ast, sh shape) error {
+func (cr *compiledRule) planFast(env *cel.Env, a, hoisted *cel.Ast, sh shape, listFuncs cel.ProgramOption) error {
 	cr.exact = sh.exact()
 	var err error
-	if cr.fast, err = env.Program(hoisted, cel.EvalOptions(cel.OptOptimize), literalRegexes); err != nil || !sh.residual() {
+	if cr.fast, err = env.Program(hoisted, cel.EvalOptions(cel.OptOptimize), literalRegexes, listFuncs); err != nil || !sh.residual() {
 		return err
 	}
 	rest, err := keepConjuncts(env, a, sh.rest)
 	if err != nil {
 		return err
 	}
-	cr.residual, err = env.Program(rest, cel.EvalOptions(cel.OptOptimize), literalRegexes)
+	cr.residual, err = env.Program(rest, cel.EvalOptions(cel.OptOptimize), literalRegexes, listFuncs)
 	return err
 }
 

@@ -296,7 +296,7 @@ func (w *walk) changed(req *Request) {
 	scratch := evaluation{req: req}
 	defer scratch.release()
 	var c cursor
-	s.ix.candidates(&c, req)
+	s.ix.candidates(&c, req, &scratch)
 	for k := c.next(&scratch); k >= 0; k = c.next(&scratch) {
 		if w.visit(req, k, c.decided(k), c.known(k)) && w.pending == 0 {
 			return

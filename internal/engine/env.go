@@ -52,6 +52,7 @@ func newEnv() (*cel.Env, error) {
 		ext.Network(),
 		ext.Strings(),
 		inIPRangeLib(),
+		listLib(),
 		cel.ASTValidators(
 			cel.ValidateDurationLiterals(),
 			cel.ValidateTimestampLiterals(),

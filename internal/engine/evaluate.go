@@ -34,7 +34,7 @@ func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
 		return cp.decision(cp.deflt, "", ev.skipped)
 	}
 	var c cursor
-	cp.index.candidates(&c, req)
+	cp.index.candidates(&c, req, &ev)
 	for i := c.next(&ev); i >= 0; i = c.next(&ev) {
 		if c.decided(i) {
 			r := &cp.rules[i]
@@ -81,6 +81,11 @@ func (ev *evaluation) release() {
 func (ev *evaluation) try(i int, known bool) (Decision, bool) {
 	cp := ev.cp
 	r := &cp.rules[i]
+	for _, g := range r.guards {
+		if !g.admits(ev.req) {
+			return Decision{}, false
+		}
+	}
 	out, _, err := ev.program(r, known).Eval(ev.state())
 	if err == nil {
 		if out == types.True {

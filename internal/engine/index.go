@@ -200,14 +200,7 @@ func (ix *ruleIndex) foldFree() {
 			s.or(ix.free[f])
 		}
 	}
-	for _, s := range ix.paths.cum {
-		s.or(ix.free[fieldPath])
-	}
-	for _, fam := range []*spanSet{&ix.ips.v4, &ix.ips.v6} {
-		for _, s := range fam.cum {
-			s.or(ix.free[fieldIP])
-		}
-	}
+	// Path and IP lookups start from free (chainSet).
 	for _, s := range ix.groups {
 		s.or(ix.free[fieldGroups])
 	}
@@ -276,21 +269,22 @@ type cursor struct {
 	req     *Request
 }
 
-// candidates prepares c, a zero cursor, for the walk of req. (It is
-// filled in place: returning it would copy it.)
-func (ix *ruleIndex) candidates(c *cursor, req *Request) {
+// candidates prepares c, a zero cursor, for the walk of req; ev lends
+// scratch space for the path and IP terms. (It is filled in place:
+// returning it would copy it.)
+func (ix *ruleIndex) candidates(c *cursor, req *Request, ev *evaluation) {
 	c.ix, c.sum, c.req, c.pending = ix, -1, req, len(ix.headers)+len(ix.groups) > 0
 	c.hdr, c.grp, c.ip, c.ipx, c.unknown = ix.all, ix.all, ix.free[fieldIP], ix.none, ix.none
 	c.method = ix.values[fieldMethod].lookup(req.Method, ix.free[fieldMethod])
 	c.host = ix.values[fieldHost].lookup(req.Host, ix.free[fieldHost])
-	c.path = ix.paths.lookup(req.Path, ix.free[fieldPath])
+	c.path = ix.paths.lookup(req.Path, ix.free[fieldPath], ev)
 	strict := true
 	if ix.hasIP {
 		var addr netip.Addr
 		var lenient bool
 		addr, lenient, strict = parseIP(req.SourceIP)
 		if lenient {
-			c.ip = ix.ips.lookup(addr, ix.free[fieldIP])
+			c.ip = ix.ips.lookup(addr, ix.free[fieldIP], ev)
 		}
 	}
 	// containsIP errors on what ip() refuses; an error is not "false", so

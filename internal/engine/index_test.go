@@ -75,7 +75,7 @@ func checkSkipped(t *testing.T, cp *CompiledPolicy, req *Request) {
 	ev := &evaluation{cp: cp, req: req}
 	defer ev.release()
 	var c cursor
-	cp.index.candidates(&c, req)
+	cp.index.candidates(&c, req, ev)
 	for i := range cp.rules {
 		want[i] = types.False
 	}
@@ -185,7 +185,10 @@ func TestPrefixSetLookup(t *testing.T) {
 		"/a/b/c": {0, 1, 4}, "/a/c": {0, 4}, "/abc": {0, 2, 4}, "/b": {3, 4}, "/": {4}, "": {4}, "/aa": {0, 4},
 	}
 	for path, want := range cases {
-		if got := members(s.lookup(path, none)); !slices.Equal(got, want) {
+		ev := &evaluation{req: &Request{}}
+		got := members(s.lookup(path, none, ev))
+		ev.release()
+		if !slices.Equal(got, want) {
 			t.Errorf("lookup(%q) = %v, want %v", path, got, want)
 		}
 	}
@@ -204,7 +207,10 @@ func TestRangeSetLookup(t *testing.T) {
 		"2001:db8::1": {4, 5}, "::1": {4}, "9.255.255.255": {6},
 	}
 	for addr, want := range cases {
-		if got := members(s.lookup(netip.MustParseAddr(addr), none)); !slices.Equal(got, want) {
+		ev := &evaluation{req: &Request{}}
+		got := members(s.lookup(netip.MustParseAddr(addr), none, ev))
+		ev.release()
+		if !slices.Equal(got, want) {
 			t.Errorf("lookup(%s) = %v, want %v", addr, got, want)
 		}
 	}
@@ -255,7 +261,7 @@ func candidateList(cp *CompiledPolicy, req *Request) []int {
 	defer ev.release()
 	var got []int
 	var c cursor
-	cp.index.candidates(&c, req)
+	cp.index.candidates(&c, req, ev)
 	for i := c.next(ev); i >= 0; i = c.next(ev) {
 		got = append(got, i)
 	}

@@ -60,6 +60,9 @@ type Options struct {
 	// index. Decisions are identical either way; it exists for tests and to
 	// rule the index out when investigating.
 	DisableIndex bool
+	// lists are the compiled lists of the policy being compiled, which
+	// its programs are bound to (set by compilePolicy).
+	lists *policyLists
 }
 
 // DefaultOptions returns the documented budgets with the index enabled.

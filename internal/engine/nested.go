@@ -12,18 +12,22 @@ import (
 // For a lookup value v, every key that "contains" v is an ancestor-or-self
 // of the last key sorted at or before v, so one binary search and a short
 // walk up the parent chain find the deepest containing key. Each key
-// carries the union of the rules of itself and all its ancestors, so that
-// one bitset answers the lookup: cost O(log keys + nesting depth).
+// carries the ids of its own rules only, and a lookup sets those of the
+// chain into scratch space over the rules without a constraint (free):
+// cost O(log keys + nesting depth + the chain's rules + rules/64), memory
+// linear in the (rule, key) pairs. (A union bitset per key answered with
+// no copy, but took keys × rules bits: 100,000 one-CIDR rules needed
+// gigabytes.)
 
 // prefixSet indexes path prefixes.
 type prefixSet struct {
 	keys   []string
 	parent []int32
-	cum    []bitset
+	own    [][]int32
 }
 
-// lookup returns the rules with a prefix of path, or none.
-func (s *prefixSet) lookup(path string, none bitset) bitset {
+// lookup returns the rules with a prefix of path, or free.
+func (s *prefixSet) lookup(path string, free bitset, ev *evaluation) bitset {
 	// q: the last key <= path.
 	lo, hi := 0, len(s.keys)
 	for lo < hi {
@@ -36,10 +40,22 @@ func (s *prefixSet) lookup(path string, none bitset) bitset {
 	}
 	for q := int32(lo - 1); q >= 0; q = s.parent[q] {
 		if strings.HasPrefix(path, s.keys[q]) {
-			return s.cum[q]
+			return chainSet(q, s.parent, s.own, free, ev)
 		}
 	}
-	return none
+	return free
+}
+
+// chainSet is free plus the rules of key q and its ancestors, in scratch.
+func chainSet(q int32, parent []int32, own [][]int32, free bitset, ev *evaluation) bitset {
+	b := ev.scratch(len(free))
+	copy(b, free)
+	for ; q >= 0; q = parent[q] {
+		for _, r := range own[q] {
+			b.set(int(r))
+		}
+	}
+	return b
 }
 
 // rangeSet indexes IP ranges, one spanSet per family: ranges of different
@@ -49,22 +65,22 @@ type rangeSet struct {
 	v4, v6 spanSet
 }
 
-// lookup returns the rules with a range containing a, or none.
-func (s *rangeSet) lookup(a netip.Addr, none bitset) bitset {
+// lookup returns the rules with a range containing a, or free.
+func (s *rangeSet) lookup(a netip.Addr, free bitset, ev *evaluation) bitset {
 	if a.Is4() {
-		return s.v4.lookup(u128From(a), none)
+		return s.v4.lookup(u128From(a), free, ev)
 	}
-	return s.v6.lookup(u128From(a), none)
+	return s.v6.lookup(u128From(a), free, ev)
 }
 
 // spanSet is a prefix set over one family, each range as [lo, hi].
 type spanSet struct {
 	lo, hi []u128
 	parent []int32
-	cum    []bitset
+	own    [][]int32
 }
 
-func (s *spanSet) lookup(a u128, none bitset) bitset {
+func (s *spanSet) lookup(a u128, free bitset, ev *evaluation) bitset {
 	lo, hi := 0, len(s.lo)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -78,10 +94,10 @@ func (s *spanSet) lookup(a u128, none bitset) bitset {
 	// also ends at or after it.
 	for q := int32(lo - 1); q >= 0; q = s.parent[q] {
 		if !s.hi[q].less(a) {
-			return s.cum[q]
+			return chainSet(q, s.parent, s.own, free, ev)
 		}
 	}
-	return none
+	return free
 }
 
 // u128 is an address as a 128-bit integer (IPv4 in the low 32 bits).
@@ -113,10 +129,10 @@ func span(p netip.Prefix) (u128, u128) {
 }
 
 // nestedBuilder collects keys with their rules and builds the parent
-// chains and cumulative sets; K is string or netip.Prefix.
+// chains; K is string or netip.Prefix.
 type nestedBuilder[K comparable] struct {
 	n        int
-	own      map[K]bitset
+	own      map[K][]int32
 	compare  func(a, b K) int
 	contains func(outer, inner K) bool
 }
@@ -125,69 +141,67 @@ type prefixBuilder = nestedBuilder[string]
 type rangeBuilder = nestedBuilder[netip.Prefix]
 
 func newPrefixBuilder(n int) *prefixBuilder {
-	return &prefixBuilder{n: n, own: map[string]bitset{}, compare: strings.Compare,
+	return &prefixBuilder{n: n, own: map[string][]int32{}, compare: strings.Compare,
 		contains: func(outer, inner string) bool { return strings.HasPrefix(inner, outer) }}
 }
 
 func newRangeBuilder(n int) *rangeBuilder {
-	return &rangeBuilder{n: n, own: map[netip.Prefix]bitset{}, compare: ipLess,
+	return &rangeBuilder{n: n, own: map[netip.Prefix][]int32{}, compare: ipLess,
 		contains: func(outer, inner netip.Prefix) bool {
 			return outer.Bits() <= inner.Bits() && outer.Contains(inner.Addr())
 		}}
 }
 
 func (b *nestedBuilder[K]) add(k K, rule int) {
-	if b.own[k] == nil {
-		b.own[k] = newBitset(b.n)
+	if ids := b.own[k]; len(ids) == 0 || ids[len(ids)-1] != int32(rule) {
+		b.own[k] = append(ids, int32(rule))
 	}
-	b.own[k].set(rule)
 }
 
 // sorted returns the keys in order with parents found by a stack walk: in
 // sorted order a key's ancestors are exactly the stacked keys containing it.
-func (b *nestedBuilder[K]) sorted() (keys []K, parent []int32, cum []bitset) {
+func (b *nestedBuilder[K]) sorted() (keys []K, parent []int32, own [][]int32) {
 	for k := range b.own {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, b.compare)
 	parent = make([]int32, len(keys))
-	cum = make([]bitset, len(keys))
+	own = make([][]int32, len(keys))
 	var stack []int32
 	for i, k := range keys {
 		for len(stack) > 0 && !b.contains(keys[stack[len(stack)-1]], k) {
 			stack = stack[:len(stack)-1]
 		}
 		parent[i] = -1
-		cum[i] = slices.Clone(b.own[k])
+		own[i] = slices.Clip(b.own[k])
 		if len(stack) > 0 {
 			parent[i] = stack[len(stack)-1]
-			cum[i].or(cum[parent[i]])
 		}
 		stack = append(stack, int32(i))
 	}
-	return keys, parent, cum
+	return keys, parent, own
 }
 
 func buildPrefixSet(b *prefixBuilder) prefixSet {
-	keys, parent, cum := b.sorted()
-	return prefixSet{keys: keys, parent: parent, cum: cum}
+	keys, parent, own := b.sorted()
+	return prefixSet{keys: keys, parent: parent, own: own}
 }
 
 // buildRangeSet splits the sorted ranges by family. IPv4 sorts first and
 // no chain crosses families, so the IPv6 part only needs its parents
 // shifted.
 func buildRangeSet(b *rangeBuilder) rangeSet {
-	keys, parent, cum := b.sorted()
+	keys, parent, own := b.sorted()
 	n4 := 0
 	for n4 < len(keys) && keys[n4].Addr().Is4() {
 		n4++
 	}
-	return rangeSet{v4: newSpanSet(keys[:n4], parent[:n4], cum[:n4], 0),
-		v6: newSpanSet(keys[n4:], parent[n4:], cum[n4:], int32(n4))}
+	return rangeSet{v4: newSpanSet(keys[:n4], parent[:n4], own[:n4], 0),
+		v6: newSpanSet(keys[n4:], parent[n4:], own[n4:], int32(n4))}
 }
 
-func newSpanSet(keys []netip.Prefix, parent []int32, cum []bitset, shift int32) spanSet {
-	s := spanSet{lo: make([]u128, len(keys)), hi: make([]u128, len(keys)), parent: parent, cum: cum}
+func newSpanSet(keys []netip.Prefix, parent []int32, own [][]int32, shift int32) spanSet {
+	s := spanSet{lo: make([]u128, len(keys)), hi: make([]u128, len(keys)), parent: parent, own: own}
 	for i, k := range keys {
 		s.lo[i], s.hi[i] = span(k)
 		if parent[i] >= 0 {

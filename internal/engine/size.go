@@ -47,7 +47,7 @@ func CompileWithin(p *policy.Policy, opts Options, base *CompiledPolicy, admit f
 		return nil, Size{}, fmt.Errorf("engine: building the CEL environment: %w", err)
 	}
 	rules := sortedRules(p.Rules)
-	reuse := sharedPrograms(base, opts.withDefaults())
+	reuse := sharedPrograms(base, opts.withDefaults(), p.Lists)
 	parsed, over := measure(env, p.Name, rules, reuse, nil)
 	if over != nil {
 		return nil, Size{}, policy.ErrorList{over}

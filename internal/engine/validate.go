@@ -25,6 +25,10 @@ type Validation struct {
 	// Elsewhere are the policies left to other node groups, by name: their
 	// group (policy.LoadOptions.Group).
 	Elsewhere map[string]string
+	// Lists describe the tree's named lists (ValidateTree only).
+	Lists []ListStat
+	// lists are the tree's lists as loaded.
+	lists policy.Lists
 }
 
 // Valid reports whether the tree can become a generation.
@@ -46,6 +50,8 @@ func (v *Validation) Etags() map[string]string {
 // then every policy is loaded, compiled and tested.
 func ValidateTree(files map[string][]byte, lopts policy.LoadOptions, opts Options) Validation {
 	v := compileTree(files, lopts, opts)
+	stats, errs := measureLists(v.lists)
+	v.Lists, v.Problems = stats, append(v.Problems, errs...)
 	for _, cp := range v.Policies {
 		for _, r := range RunTests(cp) {
 			v.Tests = append(v.Tests, r)
@@ -85,7 +91,7 @@ func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options
 	if repo == nil {
 		return v
 	}
-	v.Elsewhere = repo.Elsewhere
+	v.Elsewhere, v.lists = repo.Elsewhere, repo.Lists
 	parsed, over := measureTree(repo.Policies)
 	if over != nil {
 		v.Problems = append(v.Problems, over)

@@ -43,7 +43,7 @@ func (s *Service) CreateExperiment(ctx context.Context, parent, id string, in pr
 		return nil, err
 	}
 	if live := s.livePolicy(s.cfg.Store.State(), strings.TrimPrefix(parent, "policies/")); live != nil {
-		in = withTests(in, live.Tests)
+		in = withLists(withTests(in, live.Tests), live)
 	}
 	if err := s.checkInput(ctx, strings.TrimPrefix(parent, "policies/"), in); err != nil {
 		return nil, err
@@ -72,6 +72,7 @@ func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.
 		if err != nil {
 			return nil, err
 		}
+		in = withLists(in, s.livePolicy(s.cfg.Store.State(), pol))
 		if err := s.checkInput(ctx, pol, in); err != nil {
 			return nil, err
 		}

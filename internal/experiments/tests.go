@@ -29,6 +29,15 @@ func (s *Service) livePolicy(st *raftstore.State, pol string) *policy.Policy {
 	return p
 }
 
+// withLists is in with the live policy's lists, which an API body cannot
+// carry (policy.Policy.UseLists).
+func withLists(in preview.Input, live *policy.Policy) preview.Input {
+	if in.Policy != nil && live != nil {
+		in.Policy = in.Policy.UseLists(live.Lists)
+	}
+	return in
+}
+
 // withTests is in with tests when its policy left "tests" out (JSON
 // absent or null decodes to nil; [] to an empty list).
 func withTests(in preview.Input, tests []policy.Test) preview.Input {

@@ -49,7 +49,7 @@ type filesReader struct {
 	src   *Source
 	rev   Revision
 	out   map[string][]byte
-	total int64
+	count policy.TreeCounter
 }
 
 func (r *filesReader) walk(tree *object.Tree, dir string) error {
@@ -78,10 +78,10 @@ func (r *filesReader) read(name string, e object.TreeEntry) error {
 	if err != nil {
 		return fmt.Errorf("gitsource: reading %s at %s: %w", name, r.rev, err)
 	}
-	r.total += blob.Size + int64(len(name))
-	if r.total > MaxFilesSize {
-		return fmt.Errorf("%w: the policies root %q at %s is over %d bytes (at %s); keep large data such as traffic samples outside git.path",
-			ErrTooLarge, r.src.cfg.Path, r.rev, MaxFilesSize, name)
+	// List files (_lists/) count against the list budgets, not MaxFilesSize.
+	if err := r.count.Add(name, blob.Size); err != nil {
+		return fmt.Errorf("%w: the policies root %q at %s: %v; keep large data such as traffic samples outside git.path",
+			ErrTooLarge, r.src.cfg.Path, r.rev, err)
 	}
 	data, err := readAll(blob)
 	if err != nil {

@@ -13,13 +13,15 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/policyrollout/reconciler/internal/policy"
 )
 
 // FS returns the policies root (Config.Path) at commit hash as a read-only
 // fs.FS, read from the clone as it is used. Only directories and regular
 // files are visible: symbolic links and submodules are not, since a policy
-// must not reach outside its tree. A file over MaxFilesSize cannot be
-// opened. The root missing at that commit is an error matching
+// must not reach outside its tree. A file over MaxFilesSize (a list file
+// over policy.MaxListFileBytes) cannot be opened. The root missing at that commit is an error matching
 // fs.ErrNotExist; an unknown commit one matching ErrUnknownRevision.
 func (s *Source) FS(hash string) (fs.FS, error) {
 	s.mu.Lock()
@@ -202,7 +204,11 @@ func (t *treeFS) readBlob(name string, h plumbing.Hash) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}
-	if blob.Size > MaxFilesSize {
+	limit := int64(MaxFilesSize)
+	if policy.IsListFile(name) {
+		limit = policy.MaxListFileBytes
+	}
+	if blob.Size > limit {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %d bytes", ErrTooLarge, blob.Size)}
 	}
 	data, err := readAll(blob)

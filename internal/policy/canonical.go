@@ -24,7 +24,16 @@ func (p *Policy) Canonical() []byte {
 	// CEL is full of && and <; escaping them as \u0026 would make the
 	// canonical form (and anything shown from it) harder to read.
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p.canonicalCopy()); err != nil {
+	var v any = p.canonicalCopy()
+	if h := p.listHashes(); h != nil {
+		// Only a policy that uses lists has the key, so every other
+		// policy keeps the etag it had before lists existed.
+		v = struct {
+			*Policy
+			Lists map[string]string `json:"lists"`
+		}{v.(*Policy), h}
+	}
+	if err := enc.Encode(v); err != nil {
 		// canonicalCopy leaves only JSON-representable values.
 		panic("policy: canonical form: " + err.Error())
 	}
@@ -42,6 +51,7 @@ func (p *Policy) Etag() string {
 // that a Policy built by hand gets the same etag as one from Load.
 func (p *Policy) canonicalCopy() *Policy {
 	c := *p
+	c.Lists = nil // Canonical records their hashes only
 	c.Rules = slices.Clone(p.Rules)
 	if c.Rules == nil {
 		c.Rules = []Rule{} // "rules": [] whether or not any were listed

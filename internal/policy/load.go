@@ -51,6 +51,9 @@ type Repository struct {
 	// Elsewhere holds, by policy name, the group of each policy left out
 	// because LoadOptions.Group names another one.
 	Elsewhere map[string]string
+	// Lists are the tree's named lists (_lists/), by name; nil for a
+	// list with problems.
+	Lists Lists
 }
 
 // Get returns the policy with the given name, or nil.
@@ -82,7 +85,8 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 		return nil, fmt.Errorf("policy: reading the policies root: %w", err)
 	}
 	repo := &Repository{Invalid: map[string]ErrorList{}, Elsewhere: map[string]string{}}
-	var all ErrorList
+	lists, all := LoadLists(fsys)
+	repo.Lists = lists
 	budget := &loadBudget{}
 	for _, e := range entries {
 		name := e.Name()
@@ -112,6 +116,11 @@ func Load(fsys fs.FS, opts LoadOptions) (*Repository, error) {
 			all = append(all, errs...)
 			continue
 		}
+		if errs := p.attachLists(lists); len(errs) > 0 {
+			repo.Invalid[name] = errs
+			all = append(all, errs...)
+			continue
+		}
 		repo.Policies = append(repo.Policies, p)
 	}
 	sort.Slice(repo.Policies, func(i, j int) bool { return repo.Policies[i].Name < repo.Policies[j].Name })
@@ -130,6 +139,16 @@ func LoadPolicy(fsys fs.FS, dir string, opts LoadOptions) (*Policy, error) {
 	p, _, errs := loadPolicy(fsys, path.Clean(dir), opts, &loadBudget{})
 	if len(errs) > 0 {
 		return nil, errs
+	}
+	if p.usesLists() {
+		// The lists are read only for a policy that names one.
+		lists, errs := LoadLists(fsys)
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		if errs := p.attachLists(lists); len(errs) > 0 {
+			return nil, errs
+		}
 	}
 	return p, nil
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -96,7 +97,7 @@ func ReadTree(fsys fs.FS) (map[string][]byte, error) {
 type treeReader struct {
 	fsys  fs.FS
 	out   map[string][]byte
-	total int64
+	count TreeCounter
 }
 
 func (r *treeReader) walk(dir string) error {
@@ -125,16 +126,17 @@ func (r *treeReader) read(name string, e fs.DirEntry) error {
 	if err != nil {
 		return fmt.Errorf("policy: reading %s: %w", name, err)
 	}
-	r.total += info.Size() + int64(len(name))
-	if err := budgetError(name, len(r.out)+1, r.total); err != nil {
+	if err := r.count.Add(name, info.Size()); err != nil {
 		return err
 	}
-	data, err := fs.ReadFile(r.fsys, name)
+	data, err := readUpTo(r.fsys, name, info.Size())
 	if err != nil {
-		return fmt.Errorf("policy: reading %s: %w", name, err)
+		return err
 	}
-	if r.total += int64(len(data)) - info.Size(); r.total > MaxTreeBytes {
-		return budgetError(name, len(r.out)+1, r.total) // it grew while read
+	if grew := int64(len(data)) - info.Size(); grew > 0 {
+		if err := r.count.Add(name, grew); err != nil {
+			return err // it grew while read
+		}
 	}
 	r.out[name] = data
 	return nil
@@ -161,12 +163,30 @@ func CheckTree(files map[string][]byte) *Error {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var total int64
-	for i, name := range names {
-		total += int64(len(name) + len(files[name]))
-		if err := budgetError(name, i+1, total); err != nil {
+	var c TreeCounter
+	for _, name := range names {
+		if err := c.Add(name, int64(len(files[name]))); err != nil {
 			return &Error{File: name, Msg: err.Error()}
 		}
 	}
 	return nil
+}
+
+// readUpTo reads a file that stated size bytes, refusing to read much more
+// than that (a file that grows while read), so the budgets hold.
+func readUpTo(fsys fs.FS, name string, size int64) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("policy: reading %s: %w", name, err)
+	}
+	defer f.Close()
+	limit := size + 1<<20
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("policy: reading %s: %w", name, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: %s grew while it was read", ErrTreeTooLarge, name)
+	}
+	return data, nil
 }

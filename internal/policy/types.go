@@ -84,4 +84,8 @@ type Policy struct {
 	Tests         []Test  `json:"tests,omitempty" toml:"tests,omitempty"`
 	// Sources are the files this policy was composed from, in merge order.
 	Sources []string `json:"-" toml:"-"`
+	// Lists are the named lists (_lists/) its rules use, by name. Their
+	// hashes are part of the canonical form, so the etag changes with them.
+	// JSON carries them without their data (List).
+	Lists Lists `json:"lists,omitempty" toml:"-"`
 }

@@ -158,6 +158,8 @@ type policyBody struct {
 	Etag       json.RawMessage `json:"etag"`
 	Generation json.RawMessage `json:"generation"`
 	Commit     json.RawMessage `json:"commit"`
+	// Lists (the named lists the live policy uses) is output-only too.
+	Lists json.RawMessage `json:"lists"`
 }
 
 // normalized is the policy with its short name, the defaults a

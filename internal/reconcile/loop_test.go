@@ -388,6 +388,12 @@ func TestTreeBudgetFitsAGeneration(t *testing.T) {
 		t.Fatalf("policy.MaxTreeBytes %d over raftstore.MaxInlineBundleBytes %d or MaxGenerationBytes %d",
 			policy.MaxTreeBytes, raftstore.MaxInlineBundleBytes, raftstore.MaxGenerationBytes)
 	}
+	// A tree at both budgets, its policies and its lists, travels in
+	// chunks: it must fit a generation, or a valid tree could not stage.
+	if policy.MaxTreeBytes+policy.MaxTreeListBytes > raftstore.MaxGenerationBytes {
+		t.Fatalf("policy.MaxTreeBytes %d + MaxTreeListBytes %d over raftstore.MaxGenerationBytes %d",
+			policy.MaxTreeBytes, policy.MaxTreeListBytes, raftstore.MaxGenerationBytes)
+	}
 }
 
 // TestBranchExperimentsWithinTreeBudget (issue 16, attack 2): the

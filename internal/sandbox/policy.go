@@ -42,7 +42,7 @@ func (r Runner) CheckPolicy(p *policy.Policy, opts engine.Options) error {
 		return preview.CheckPolicy(p, opts) // "policy is required": nothing to compile
 	}
 	var v policyVerdict
-	err := r.call(request{Policy: p, Engine: opts}, &v)
+	err := r.call(request{Policy: p, ListData: listData(p), Engine: opts}, &v)
 	var killed *killedError
 	switch {
 	case errors.As(err, &killed):
@@ -56,4 +56,18 @@ func (r Runner) CheckPolicy(p *policy.Policy, opts engine.Options) error {
 		return fmt.Errorf("preview: compiling %s (in a child process): %s", p.Name, v.Message)
 	}
 	return &errs.Error{Code: v.Code, Msg: v.Message}
+}
+
+// listData is the data of p's lists by hash, for the child.
+func listData(p *policy.Policy) map[string][]byte {
+	if len(p.Lists) == 0 {
+		return nil
+	}
+	out := make(map[string][]byte, len(p.Lists))
+	for _, l := range p.Lists {
+		if l.Data != nil {
+			out[l.Hash] = l.Data
+		}
+	}
+	return out
 }

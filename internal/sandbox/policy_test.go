@@ -34,6 +34,7 @@ func examplePolicy(t testing.TB) *policy.Policy {
 	if err := json.Unmarshal(b, &api); err != nil {
 		t.Fatal(err)
 	}
+	api.Lists = p.Lists // the leader gives an API experiment the live lists, with their data
 	return &api
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
-	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -34,9 +33,9 @@ const (
 	// WorkerCommand is the hidden subcommand that runs Serve.
 	WorkerCommand = "validate-worker"
 	// maxRequestBytes bounds what the child reads: a tree within
-	// raftstore.MaxGenerationBytes (policy files within policy.MaxTreeBytes
-	// plus list data) in base64 JSON, with room for the options.
-	maxRequestBytes = raftstore.MaxGenerationBytes*4/3 + 1<<20
+	// policy.MaxTreeBytes and its lists within policy.MaxTreeListBytes,
+	// in base64 JSON, with room for the options.
+	maxRequestBytes = (policy.MaxTreeBytes+policy.MaxTreeListBytes)*4/3 + 1<<20
 	// maxResponseBytes bounds what the parent reads back.
 	maxResponseBytes = 16 << 20
 )
@@ -49,8 +48,11 @@ const BudgetMessage = "validation exceeded its memory/time budget"
 type request struct {
 	Files  map[string][]byte
 	Policy *policy.Policy `json:",omitempty"`
-	Load   policy.LoadOptions
-	Engine engine.Options
+	// ListData is the data of Policy's lists by hash, which a policy's
+	// JSON leaves out (policy.List).
+	ListData map[string][]byte `json:",omitempty"`
+	Load     policy.LoadOptions
+	Engine   engine.Options
 }
 
 // Runner runs validations in child processes of Path.
@@ -143,6 +145,9 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 		return err
 	}
 	if req.Policy != nil {
+		for _, l := range req.Policy.Lists {
+			l.Data = req.ListData[l.Hash]
+		}
 		return json.NewEncoder(stdout).Encode(verdictOf(preview.CheckPolicy(req.Policy, req.Engine)))
 	}
 	return json.NewEncoder(stdout).Encode(reconcile.Validate(req.Files, req.Load, req.Engine))

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// minMeasuredEntries is the size from which a list's compiled bytes are
+// held to policy.MaxListCompiledBytesPerEntry: below it, a few kilobytes
+// of anything else the process allocates would dominate the measure.
+const minMeasuredEntries = 10_000
+
+// ListStat describes one named list of a validated tree.
+type ListStat struct {
+	Name    string
+	File    string
+	Kind    policy.ListKind
+	Entries int
+	Etag    string
+	// CompiledBytes is the heap the compiled list holds, measured.
+	CompiledBytes int64
+}
+
+// measureLists compiles every list of a tree afresh, measuring the heap
+// each holds, and refuses one whose bytes per entry are over
+// policy.MaxListCompiledBytesPerEntry. It is for validation (the leader's
+// child, `reconciler validate`), a process that does little else, where
+// the measure is the list's; nodes compile through the shared cache.
+func measureLists(ls policy.Lists) ([]ListStat, policy.ErrorList) {
+	var out []ListStat
+	var errs policy.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(ls)) {
+		l := ls[name]
+		if l == nil {
+			continue // invalid: its problems are reported already
+		}
+		st := ListStat{Name: name, File: l.File, Kind: l.Kind, Entries: l.Entries, Etag: l.Etag()}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		cl, err := compileList(l)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(cl)
+		if err != nil {
+			errs = append(errs, &policy.Error{File: l.File, Msg: err.Error()})
+			continue
+		}
+		st.CompiledBytes = max(int64(after.HeapAlloc)-int64(before.HeapAlloc), 0)
+		if l.Entries >= minMeasuredEntries && st.CompiledBytes > int64(l.Entries)*policy.MaxListCompiledBytesPerEntry {
+			errs = append(errs, &policy.Error{File: l.File, Msg: fmt.Sprintf(
+				"compiles to %d bytes for %d entries, over the limit of %d bytes per entry (MaxListCompiledBytesPerEntry)",
+				st.CompiledBytes, l.Entries, policy.MaxListCompiledBytesPerEntry)})
+		}
+		out = append(out, st)
+	}
+	return out, errs
+}
+
+// FormatListStat renders a list's line of `reconciler validate`.
+func FormatListStat(s ListStat) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "list %s (%s, %s): %d entries, %d bytes compiled", s.Name, s.File, kindText(s.Kind), s.Entries, s.CompiledBytes)
+	if s.Entries > 0 {
+		fmt.Fprintf(&b, " (%.1f per entry)", float64(s.CompiledBytes)/float64(s.Entries))
+	}
+	fmt.Fprintf(&b, ", etag %s", s.Etag)
+	return b.String()
+}

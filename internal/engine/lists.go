@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"weak"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/functions"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"github.com/gaissmai/bart"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// The list functions: inIpList(ip, 'name') and inList(value, 'name').
+const (
+	inIPListFunc      = "inIpList"
+	inListFunc        = "inList"
+	inIPListOverload  = "in_ip_list_string_string"
+	inListOverload    = "in_list_string_string"
+	listArgumentIndex = 1
+)
+
+// compiledList is a named list compiled for lookups: a prefix table
+// (bart.Lite, a compressed multibit trie) for an IP list, a hash set for a
+// string list. It is immutable, and shared by every rule, policy and
+// generation that uses the same content (listCache).
+type compiledList struct {
+	kind    policy.ListKind
+	ips     *bart.Lite
+	strs    map[string]struct{}
+	entries int
+}
+
+// containsIP reports whether the address s is inside an entry. It parses
+// as inIpRange does (IPv4-mapped IPv6 unmapped, zones never match).
+func (l *compiledList) containsIP(s string) bool {
+	a, ok := parseLenientIP(s)
+	return ok && l.ips.Lookup(a)
+}
+
+// MatchedEntry is the longest entry of an IP list holding ip, for tools
+// that explain a decision; ok is false when none does.
+func (l *compiledList) matchedEntry(ip string) (netip.Prefix, bool) {
+	a, ok := parseLenientIP(ip)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	return l.ips.LookupPrefixLPM(netip.PrefixFrom(a, a.BitLen()))
+}
+
+// compileList builds the structure of a validated list.
+func compileList(l *policy.List) (*compiledList, error) {
+	c := &compiledList{kind: l.Kind, entries: l.Entries}
+	if l.Kind == policy.ListIP {
+		c.ips = new(bart.Lite)
+		err := l.Each(func(line int, e string) error {
+			p, err := policy.ParseIPEntry(e)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %w", l.File, line, err)
+			}
+			c.ips.Insert(p)
+			return nil
+		})
+		return c, err
+	}
+	c.strs = make(map[string]struct{}, l.Entries)
+	err := l.Each(func(_ int, e string) error {
+		c.strs[e] = struct{}{}
+		return nil
+	})
+	return c, err
+}
+
+// listCache shares compiled lists by content hash while anything (a
+// generation, an experiment, the previous generation) holds them, so an
+// unchanged list is compiled once however many generations use it.
+type listCache struct {
+	mu sync.Mutex
+	m  map[string]weak.Pointer[compiledList]
+}
+
+var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
+
+// get returns the compiled form of l, compiling it on first use. A list
+// without its data (from JSON) is found by its hash or is an error.
+func (c *listCache) get(l *policy.List) (*compiledList, error) {
+	key := string(l.Kind) + ":" + l.Hash
+	c.mu.Lock()
+	cl := c.m[key].Value()
+	c.mu.Unlock()
+	if cl != nil {
+		return cl, nil
+	}
+	if l.Data == nil && l.Entries > 0 {
+		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: only the lists of a generation's tree are replicated", l.Name, l.Hash)
+	}
+	cl, err := compileList(l)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev := c.m[key].Value(); prev != nil {
+		return prev, nil // compiled meanwhile by another caller
+	}
+	for k, w := range c.m {
+		if w.Value() == nil {
+			delete(c.m, k)
+		}
+	}
+	c.m[key] = weak.Make(cl)
+	return cl, nil
+}
+
+// policyLists are the compiled lists of one policy, by name, and the CEL
+// program option that binds the list functions to them.
+type policyLists struct {
+	byName map[string]*compiledList
+	src    policy.Lists
+	funcs  cel.ProgramOption
+}
+
+// compileLists compiles (or shares) the lists p uses.
+func compileLists(p *policy.Policy) (*policyLists, error) {
+	pl := &policyLists{byName: make(map[string]*compiledList, len(p.Lists)), src: p.Lists}
+	for name, l := range p.Lists {
+		cl, err := lists.get(l)
+		if err != nil {
+			return nil, err
+		}
+		pl.byName[name] = cl
+	}
+	pl.funcs = cel.Functions(
+		&functions.Overload{Operator: inIPListOverload, Binary: pl.inIPList},
+		&functions.Overload{Operator: inListOverload, Binary: pl.inList},
+	)
+	return pl, nil
+}
+
+func (pl *policyLists) inIPList(lhs, rhs ref.Val) ref.Val {
+	ip, ok1 := lhs.(types.String)
+	name, ok2 := rhs.(types.String)
+	l := pl.byName[string(name)]
+	if !ok1 || !ok2 || l == nil || l.kind != policy.ListIP {
+		return types.NewErr("inIpList: no IP list %q", string(name)) // compile-time checks make this unreachable
+	}
+	return types.Bool(l.containsIP(string(ip)))
+}
+
+func (pl *policyLists) inList(lhs, rhs ref.Val) ref.Val {
+	v, ok1 := lhs.(types.String)
+	name, ok2 := rhs.(types.String)
+	l := pl.byName[string(name)]
+	if !ok1 || !ok2 || l == nil || l.kind != policy.ListString {
+		return types.NewErr("inList: no string list %q", string(name))
+	}
+	_, in := l.strs[string(v)]
+	return types.Bool(in)
+}
+
+// listLib declares the list functions. Their implementations are bound
+// per policy at program time (policyLists.funcs), since the same name is
+// different data in two generations.
+func listLib() cel.EnvOption {
+	return cel.Lib(listDecls{})
+}
+
+type listDecls struct{}
+
+// CompileOptions implements cel.Library.
+func (listDecls) CompileOptions() []cel.EnvOption {
+	return []cel.EnvOption{
+		cel.Function(inIPListFunc, cel.Overload(inIPListOverload, []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType)),
+		cel.Function(inListFunc, cel.Overload(inListOverload, []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType)),
+	}
+}
+
+// ProgramOptions implements cel.Library.
+func (listDecls) ProgramOptions() []cel.ProgramOption { return nil }
+
+// checkListCalls checks every list call of a checked match against the
+// policy's lists: the name a literal, the list present and of the kind
+// the function wants. The problems name the list; the caller the rule.
+func checkListCalls(a *ast.AST, pl *policyLists) []string {
+	var out []string
+	root := ast.NavigateAST(a)
+	for _, f := range []struct {
+		fn   string
+		want policy.ListKind
+	}{{inIPListFunc, policy.ListIP}, {inListFunc, policy.ListString}} {
+		fn, want := f.fn, f.want
+		for _, call := range ast.MatchDescendants(root, ast.FunctionMatcher(fn)) {
+			args := call.AsCall().Args()
+			name, ok := literalString(args[listArgumentIndex])
+			l := pl.byName[name]
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("%s: the list name must be a string literal", fn))
+			case l == nil:
+				out = append(out, fmt.Sprintf("%s: unknown list %q (no %s/%s.netset, .ipset or .txt at the policies root)", fn, name, policy.ListsDir, name))
+			case l.kind != want:
+				out = append(out, fmt.Sprintf("%s: list %q is %s; use %s", fn, name, kindText(l.kind), otherListFunc(fn)))
+			}
+		}
+	}
+	return out
+}
+
+func kindText(k policy.ListKind) string {
+	if k == policy.ListIP {
+		return "an IP list"
+	}
+	return "a string list"
+}
+
+func otherListFunc(fn string) string {
+	if fn == inIPListFunc {
+		return inListFunc + " for a string list"
+	}
+	return inIPListFunc + " for an IP list"
+}

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// bigList is n random mixed IPv4 (/16-/32) and IPv6 (/32-/64) CIDRs, one
+// a line, as a large abuse feed is: generated, never committed.
+func bigList(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 3))
+	var b strings.Builder
+	b.Grow(n * 20)
+	for range n {
+		if r.IntN(2) == 0 {
+			fmt.Fprintf(&b, "%d.%d.%d.%d/%d\n", 1+r.IntN(222), r.IntN(256), r.IntN(256), r.IntN(256), 16+r.IntN(17))
+		} else {
+			fmt.Fprintf(&b, "2a%02x:%x:%x::/%d\n", r.IntN(256), r.IntN(1<<16), r.IntN(1<<16), 32+r.IntN(33))
+		}
+	}
+	return []byte(b.String())
+}
+
+// exampleTreeWith is policies.example with _lists/abuse-blocklist.netset
+// replaced by list (the example's own when list is nil).
+func exampleTreeWith(tb testing.TB, list []byte) map[string][]byte {
+	files, err := policy.ReadTree(os.DirFS("../../policies.example"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if list != nil {
+		files["_lists/abuse-blocklist.netset"] = list
+	}
+	return files
+}
+
+// BenchmarkListDecision: one decision of edge-firewall, with the
+// example's 4-entry abuse list and with a 1,000,000-entry one; and of a
+// policy whose only rule is the list. The ratio is the list's cost.
+func BenchmarkListDecision(b *testing.B) {
+	big := bigList(1_000_000, 1)
+	req := &Request{Method: "GET", Host: "www.example.com", Path: "/products/42", SourceIP: "85.214.132.117",
+		Headers: map[string]string{"user-agent": "Mozilla/5.0", "cf-ipcountry": "DE"}}
+	for _, c := range []struct {
+		name string
+		list []byte
+	}{{"example", nil}, {"example+1M", big}} {
+		bundle, errs := CompileTree(exampleTreeWith(b, c.list), policy.LoadOptions{}, DefaultOptions())
+		if errs != nil {
+			b.Fatal(errs)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				bundle.Evaluate("edge-firewall", req)
+			}
+		})
+	}
+	only := listTree(denyRule("abuse", "inIpList(request.source_ip, 'abuse')"), map[string]string{"_lists/abuse.netset": string(big)})
+	bundle, errs := CompileTree(only, policy.LoadOptions{}, DefaultOptions())
+	if errs != nil {
+		b.Fatal(errs)
+	}
+	for _, ip := range []string{"85.214.132.117", "2a01:cb00:8346:81c0::e9ad"} {
+		req := &Request{SourceIP: ip}
+		b.Run("list-only/"+ip, func(b *testing.B) {
+			for b.Loop() {
+				bundle.Evaluate("edge", req)
+			}
+		})
+	}
+}
+
+// TestMeasureMillionEntryList logs what a 1,000,000-entry list costs to
+// load and compile, and the heap it holds: the numbers of docs/security.md.
+// It asserts outcomes only (validation passes, a CIDR's addresses match).
+func TestMeasureMillionEntryList(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("a million entries: measured without -race and -short")
+	}
+	big := bigList(1_000_000, 1)
+	files := listTree(denyRule("abuse", "inIpList(request.source_ip, 'abuse')"), map[string]string{"_lists/abuse.netset": string(big)})
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	start := time.Now()
+	bundle, errs := CompileTree(files, policy.LoadOptions{}, DefaultOptions())
+	elapsed := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	t.Logf("node compile, cold (read, validate, build the table): %s; heap held %.1f MiB (list text %.1f MiB)",
+		elapsed, float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/(1<<20), float64(len(big))/(1<<20))
+	start = time.Now()
+	v := ValidateTree(files, policy.LoadOptions{}, DefaultOptions())
+	if !v.Valid() {
+		t.Fatal(v.Problems)
+	}
+	t.Logf("validate: %s for %d bytes of list; %s", time.Since(start), len(big), FormatListStat(v.Lists[0]))
+	first := strings.SplitN(string(big), "\n", 2)[0]
+	p, _ := policy.ParseIPEntry(first)
+	if d, _ := bundle.Evaluate("edge", &Request{SourceIP: p.Addr().String()}); d.Verdict != Deny {
+		t.Fatalf("the first entry's address %s is not denied: %+v", p.Addr(), d)
+	}
+	runtime.KeepAlive(bundle)
+}
+
+// BenchmarkListVsRange: the same one-rule policy with a 1-entry list, a
+// 1,000,000-entry list, and inIpRange: the list's lookup against the
+// language's cheapest IP test.
+func BenchmarkListVsRange(b *testing.B) {
+	for _, c := range []struct{ name, match, list string }{
+		{"inIpRange", "inIpRange(request.source_ip, '10.0.0.0/8')", "10.0.0.0/8\n"},
+		{"list-1", "inIpList(request.source_ip, 'abuse')", "10.0.0.0/8\n"},
+		{"list-1M", "inIpList(request.source_ip, 'abuse')", string(bigList(1_000_000, 1))},
+	} {
+		bundle, errs := CompileTree(listTree(denyRule("r", c.match), map[string]string{"_lists/abuse.netset": c.list}), policy.LoadOptions{}, DefaultOptions())
+		if errs != nil {
+			b.Fatal(errs)
+		}
+		runtime.GC()
+		req := &Request{SourceIP: "85.214.132.117"}
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				bundle.Evaluate("edge", req)
+			}
+		})
+	}
+}

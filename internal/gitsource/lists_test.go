@@ -1,0 +1,46 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// A list file over the 8 MiB tree budget is read, by Files and FS: lists
+// have budgets of their own; a list over MaxListFileBytes is not.
+func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
+	srv, _ := newRepo(t, gittest.Options{})
+	work := srv.Clone(srv.RepoPath("policies"))
+	var b strings.Builder
+	for i := 0; b.Len() <= MaxFilesSize; i++ {
+		fmt.Fprintf(&b, "10.%d.%d.0/24\n", i>>8&255, i&255)
+	}
+	list := b.String()
+	head := srv.Commit(work, map[string]string{"policies/_lists/blocklist.netset": list}, "a big list")
+	srv.Push(work, "main")
+	s := newSource(t, Config{URL: srv.RepoPath("policies")})
+	mustFetch(t, s)
+	files, err := s.Files(head)
+	if err != nil || len(files["_lists/blocklist.netset"]) != len(list) {
+		t.Fatalf("Files = %v", err)
+	}
+	fsys, err := s.FS(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := fs.ReadFile(fsys, "_lists/blocklist.netset"); err != nil || len(data) != len(list) {
+		t.Fatalf("ReadFile = %v", err)
+	}
+	huge := strings.Repeat("1.2.3.4\n", policy.MaxListFileBytes/8+1)
+	head = srv.Commit(work, map[string]string{"policies/_lists/blocklist.netset": huge}, "too big a list")
+	srv.Push(work, "main")
+	mustFetch(t, s)
+	if _, err := s.Files(head); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "MaxListFileBytes") {
+		t.Fatalf("Files = %v, want ErrTooLarge naming MaxListFileBytes", err)
+	}
+}
