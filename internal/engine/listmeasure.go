@@ -65,9 +65,13 @@ func measureLists(ls policy.Lists) ([]ListStat, policy.ErrorList) {
 // FormatListStat renders a list's line of `reconciler validate`.
 func FormatListStat(s ListStat) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "list %s (%s, %s): %d entries, %d bytes compiled", s.Name, s.File, kindText(s.Kind), s.Entries, s.CompiledBytes)
-	if s.Entries > 0 {
-		fmt.Fprintf(&b, " (%.1f per entry)", float64(s.CompiledBytes)/float64(s.Entries))
+	fmt.Fprintf(&b, "list %s (%s, %s): %d entries", s.Name, s.File, kindText(s.Kind), s.Entries)
+	// Below minMeasuredEntries the heap's noise is larger than the list
+	// (a 4-entry list measured 0 bytes): say so rather than print it.
+	if s.Entries >= minMeasuredEntries {
+		fmt.Fprintf(&b, ", %d bytes compiled (%.1f per entry)", s.CompiledBytes, float64(s.CompiledBytes)/float64(s.Entries))
+	} else {
+		fmt.Fprintf(&b, ", compiled size measured from %d entries", minMeasuredEntries)
 	}
 	fmt.Fprintf(&b, ", etag %s", s.Etag)
 	return b.String()
