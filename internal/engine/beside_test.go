@@ -14,6 +14,7 @@ import (
 // and random requests; with the same budgets the rules whose match is
 // unchanged share the base's programs, with other budgets none do.
 func TestCompileBesideEquivalence(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	policies, variants, requests := 60, 4, 60
 	if testing.Short() || raceEnabled {
 		policies = 20

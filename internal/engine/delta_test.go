@@ -69,6 +69,7 @@ func dedupeRules(rules []policy.Rule) []policy.Rule {
 // it from scratch gives, including when the live decision is from another
 // version, carries an error, or the programs use other cost limits.
 func TestDeltaEquivalence(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	policies, variants, requests := 100, 4, 100
 	if testing.Short() || raceEnabled {
 		policies = 30

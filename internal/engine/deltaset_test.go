@@ -15,6 +15,7 @@ import (
 // one under another cost limit (always in full), one without an index,
 // from live decisions of the current and of a stale version.
 func TestDeltaSetEquivalence(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	policies, requests := 60, 100
 	if testing.Short() || raceEnabled {
 		policies = 20
@@ -76,6 +77,7 @@ func TestDeltaSetEquivalence(t *testing.T) {
 // TestDeltaSetMany: more experiments than the walk's inline bookkeeping
 // holds, and a nil live policy (a new policy: every experiment in full).
 func TestDeltaSetMany(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	r := rand.New(rand.NewPCG(7, 7))
 	p := genPolicy(r, 8)
 	base := mustCompile(t, p, DefaultOptions())

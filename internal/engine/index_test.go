@@ -18,6 +18,7 @@ import (
 // identical to plain priority-order evaluation, and every rule the index
 // skips really evaluates to false without error.
 func TestIndexEquivalence(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	policies, requests := 400, 150
 	if testing.Short() || raceEnabled {
 		policies = 60
@@ -54,6 +55,7 @@ func TestIndexEquivalence(t *testing.T) {
 // TestIndexEquivalenceFirewall compares both modes on the 1,000-rule
 // benchmark policy, whose bitsets span many words.
 func TestIndexEquivalenceFirewall(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	if testing.Short() {
 		t.Skip("compiles 2,000 rules")
 	}
@@ -330,6 +332,7 @@ func TestBitsetLayout(t *testing.T) {
 // none to a few of them, so the header term combines long runs of absent
 // names, guarded, unguarded and presence-only.
 func TestIndexEquivalenceManyHeaders(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	policies, requests := 100, 150
 	if testing.Short() || raceEnabled {
 		policies = 20

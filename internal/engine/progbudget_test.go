@@ -151,6 +151,7 @@ func denseRules(n int) string {
 // policy's node budget; policies each within theirs are refused together
 // once the tree's sum is over its own.
 func TestExpressionNodeBudgets(t *testing.T) {
+	t.Parallel() // CPU-bound and independent: with -race it is most of the package's time
 	v := ValidateTree(map[string][]byte{"web/policy.toml": []byte(denseRules(70))}, policy.LoadOptions{}, DefaultOptions())
 	if v.Valid() || len(v.Problems) != 1 || v.Problems[0].Rule == "" ||
 		!strings.Contains(v.Problems[0].Msg, "more than 250000 expression nodes") {
