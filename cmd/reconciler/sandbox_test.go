@@ -41,7 +41,7 @@ func TestAPIPolicyValidatedInTheChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprint(f, "\n[validation]\nmemory_limit_bytes = 67108864\ntimeout = \"20s\"\n\n[api]\nmax_body_bytes = 4194304\n")
+	fmt.Fprint(f, "\n[validation]\nmemory_limit_bytes = 67108864\ntimeout = \"45s\"\n\n[api]\nmax_body_bytes = 4194304\n")
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
