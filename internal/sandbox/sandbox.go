@@ -140,6 +140,7 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 	if err := limitMemory(limit); err != nil {
 		return fmt.Errorf("limiting memory: %w", err)
 	}
+	watchMemory(limit)
 	req, err := readRequest(stdin)
 	if err != nil {
 		return err

@@ -1,0 +1,48 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime/metrics"
+	"time"
+)
+
+// watchdogPeriod is how often the child measures the memory it holds.
+const watchdogPeriod = 2 * time.Millisecond
+
+// Memory the runtime holds from the OS: everything it has mapped, less
+// heap pages it has given back.
+const (
+	metricTotal    = "/memory/classes/total:bytes"
+	metricReleased = "/memory/classes/heap/released:bytes"
+)
+
+// held is the memory the runtime holds from the OS now.
+func held(s []metrics.Sample) uint64 {
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// watchMemory ends the process when the memory it holds grows by more
+// than limit over what it holds now. RLIMIT_AS alone cannot be the
+// measure: the runtime maps its heap in 64 MiB arenas that VmSize counts
+// once reserved, so a tree needing 70 MiB could fit a 16 MiB limit in
+// one run and not in the next. With the Go memory limit set to limit the
+// collector keeps the heap under it while the live data fits, so what
+// this watches is the tree's live data, the same in every run. A period
+// of 2 ms lets the heap overshoot by what it allocates in that time;
+// RLIMIT_AS stays as the backstop.
+func watchMemory(limit uint64) {
+	s := []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
+	base := held(s)
+	go func() {
+		t := time.NewTicker(watchdogPeriod)
+		defer t.Stop()
+		for range t.C {
+			if h := held(s); h > base+limit {
+				fmt.Fprintf(os.Stderr, "out of memory: grew by %d MiB, over its limit of %d MiB\n", (h-base)>>20, limit>>20)
+				os.Exit(3)
+			}
+		}
+	}()
+}
