@@ -119,6 +119,9 @@ func (e *Experiment) IsActive() bool {
 
 // PolicyName returns the name of the live policy the experiment is for.
 func (e *Experiment) PolicyName() string {
+	if p, _, ok := ParseRuleName(e.Name); ok {
+		return p
+	}
 	p, _, _ := ParseName(e.Name)
 	return p
 }
