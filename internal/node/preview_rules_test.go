@@ -98,6 +98,14 @@ func TestPreviewRuleOnEveryNode(t *testing.T) {
 			pr.Stats.Samples != nil {
 			t.Errorf("%s: previewRules = %+v", id, pr)
 		}
+		_, metrics, err := tryCall(http.MethodGet, c.base(id)+"/metrics", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(`reconciler_preview_allow_to_deny_total{experiment="deny-v1",kind="rule",policy="web"} %d`, perNode)
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("%s: /metrics lacks %s", id, want)
+		}
 		logData, err := os.ReadFile(filepath.Join(c.configs[id].Node.DataDir, "preview.log"))
 		if err != nil {
 			t.Fatal(err)

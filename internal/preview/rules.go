@@ -161,3 +161,19 @@ func RuleViews(p *policy.Policy, stats []Stats, limit int, samples bool) []RuleV
 	}
 	return out
 }
+
+// ActiveStats returns this node's stats of what it evaluates now: the
+// ACTIVE experiments and rules in preview of the current view, at most
+// the cap of each per policy, so that metrics labelled by them have as
+// many label values as the caps allow, whatever names pull requests
+// bring or however many experiments wait suspended.
+func (s *Shadow) ActiveStats() []Stats {
+	v := s.view.Load()
+	var out []Stats
+	for _, pol := range slices.Sorted(maps.Keys(v.active)) {
+		for _, e := range v.active[pol] {
+			out = append(out, e.cell.snapshot())
+		}
+	}
+	return out
+}
