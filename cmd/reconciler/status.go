@@ -49,8 +49,9 @@ type statusView struct {
 			LastTransitionTime time.Time `json:"lastTransitionTime"`
 		} `json:"conditions"`
 	} `json:"policies"`
-	Experiments []json.RawMessage `json:"experiments"`
-	Nodes       []struct {
+	Experiments  []json.RawMessage `json:"experiments"`
+	PreviewRules []previewRuleView `json:"previewRules"`
+	Nodes        []struct {
 		ID            string    `json:"id"`
 		RaftAddr      string    `json:"raftAddr"`
 		HTTPAddr      string    `json:"httpAddr"`
@@ -183,6 +184,10 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	}
 	fmt.Fprintln(w, "\nExperiments")
 	printExperiments(w, v.Experiments)
+	if len(v.PreviewRules) > 0 {
+		fmt.Fprintln(w, "\nRules in preview (counted as if enforced, never deciding)")
+		printPreviewRules(w, v.PreviewRules)
+	}
 	fmt.Fprintln(w, "\nNodes")
 	if len(v.Nodes) == 0 {
 		fmt.Fprintln(w, "  none registered")
@@ -392,4 +397,35 @@ func numOrDash(n uint64) string {
 		return "-"
 	}
 	return fmt.Sprint(n)
+}
+
+// previewRuleView is what the table shows of a rule in preview.
+type previewRuleView struct {
+	Name      string `json:"name"`
+	Previewed bool   `json:"previewed"`
+	Reason    string `json:"notPreviewedReason"`
+	Stats     *struct {
+		Evaluated   uint64 `json:"evaluated"`
+		AllowToDeny uint64 `json:"allowToDeny"`
+		DenyToAllow uint64 `json:"denyToAllow"`
+		RuleChanged uint64 `json:"ruleChanged"`
+		Dropped     uint64 `json:"dropped"`
+	} `json:"stats"`
+}
+
+func printPreviewRules(w io.Writer, rules []previewRuleView) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  RULE\tEVALUATED\tALLOW->DENY\tDENY->ALLOW\tRULE CHANGED\tDROPPED")
+	for _, r := range rules {
+		switch {
+		case !r.Previewed:
+			fmt.Fprintf(tw, "  %s\tnot previewed: %s\t\t\t\t\n", r.Name, r.Reason)
+		case r.Stats == nil:
+			fmt.Fprintf(tw, "  %s\t0\t0\t0\t0\t0\n", r.Name)
+		default:
+			s := r.Stats
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\n", r.Name, s.Evaluated, s.AllowToDeny, s.DenyToAllow, s.RuleChanged, s.Dropped)
+		}
+	}
+	tw.Flush()
 }

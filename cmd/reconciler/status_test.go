@@ -177,3 +177,23 @@ func TestStatusSendsTheToken(t *testing.T) {
 		t.Errorf("without a token = %d %q", code, stderr)
 	}
 }
+
+func TestStatusPreviewRulesTable(t *testing.T) {
+	var v statusView
+	if err := json.Unmarshal([]byte(`{"previewRules":[
+ {"rule":"deny-v1","name":"policies/web/rules/deny-v1","previewed":true,"stats":{"evaluated":30,"allowToDeny":15,"denyToAllow":0,"ruleChanged":2,"dropped":1}},
+ {"rule":"fresh","name":"policies/web/rules/fresh","previewed":true},
+ {"rule":"late","name":"policies/web/rules/late","previewed":false,"notPreviewedReason":"over the cap"}]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printPreviewRules(&out, v.PreviewRules)
+	want := `  RULE                        EVALUATED                    ALLOW->DENY  DENY->ALLOW  RULE CHANGED  DROPPED
+  policies/web/rules/deny-v1  30                           15           0            2             1
+  policies/web/rules/fresh    0                            0            0            0             0
+  policies/web/rules/late     not previewed: over the cap
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

@@ -125,6 +125,21 @@ func (s *Server) previewStats() []preview.Stats {
 	return s.preview.Stats()
 }
 
+// allPreviewRules lists the rules in preview of every policy snap serves.
+func (s *Server) allPreviewRules(snap *Snapshot) []preview.RuleView {
+	if snap.Bundle == nil {
+		return nil
+	}
+	stats := s.previewStats()
+	var out []preview.RuleView
+	for _, name := range snap.Bundle.Names() {
+		if cp, ok := snap.Bundle.Policy(name); ok {
+			out = append(out, preview.RuleViews(cp.Source(), stats, s.ruleCap, false)...)
+		}
+	}
+	return out
+}
+
 // addPreviewRules shows the policy's rules in preview with their counts.
 func (s *Server) addPreviewRules(res *policyResource, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
 	if cp, ok := snap.Bundle.Policy(name); ok {

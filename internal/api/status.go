@@ -30,6 +30,9 @@ type statusResource struct {
 	Policies         []policyStatus       `json:"policies"`
 	Experiments      []json.RawMessage    `json:"experiments"`
 	Nodes            []nodeResource       `json:"nodes"`
+	// PreviewRules are the served policies' rules in preview with the
+	// cluster's counts (no samples: GET /v1/policies/{p}?view=FULL).
+	PreviewRules []preview.RuleView `json:"previewRules,omitempty"`
 	// Parts are this node's long-running parts (loader, preview,
 	// heartbeats, leader, github) and what each is doing.
 	Parts map[string]lifecycle.Status `json:"parts,omitempty"`
@@ -87,6 +90,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	res.Statistics = sumStatistics(st, v)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
+		res.PreviewRules = s.allPreviewRules(cur)
 	}
 	s.writeValue(w, r, res)
 }

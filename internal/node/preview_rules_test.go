@@ -28,20 +28,23 @@ type policyAnswer struct {
 		Name    string `json:"name"`
 		Preview bool   `json:"preview"`
 	} `json:"rules"`
-	PreviewRules []struct {
-		Rule      string `json:"rule"`
-		Name      string `json:"name"`
-		Previewed bool   `json:"previewed"`
-		Stats     *struct {
-			Evaluated   uint64 `json:"evaluated"`
-			AllowToDeny uint64 `json:"allowToDeny"`
-			Nodes       []struct {
-				Node      string `json:"node"`
-				Evaluated uint64 `json:"evaluated"`
-			} `json:"nodes"`
-			Samples []map[string]any `json:"samples"`
-		} `json:"stats"`
-	} `json:"previewRules"`
+	PreviewRules []previewRuleAnswer `json:"previewRules"`
+}
+
+// previewRuleAnswer is a rule in preview as the API shows it.
+type previewRuleAnswer struct {
+	Rule      string `json:"rule"`
+	Name      string `json:"name"`
+	Previewed bool   `json:"previewed"`
+	Stats     *struct {
+		Evaluated   uint64 `json:"evaluated"`
+		AllowToDeny uint64 `json:"allowToDeny"`
+		Nodes       []struct {
+			Node      string `json:"node"`
+			Evaluated uint64 `json:"evaluated"`
+		} `json:"nodes"`
+		Samples []map[string]any `json:"samples"`
+	} `json:"stats"`
 }
 
 // TestPreviewRuleOnEveryNode: a rule merged with preview = true never
@@ -97,6 +100,12 @@ func TestPreviewRuleOnEveryNode(t *testing.T) {
 		if pr := pol.PreviewRules[0]; pr.Rule != "deny-v1" || pr.Name != "policies/web/rules/deny-v1" || !pr.Previewed ||
 			pr.Stats.Samples != nil {
 			t.Errorf("%s: previewRules = %+v", id, pr)
+		}
+		var status struct{ PreviewRules []previewRuleAnswer }
+		call(t, http.MethodGet, c.base(id)+"/v1/status", "", &status)
+		if len(status.PreviewRules) != 1 || status.PreviewRules[0].Stats == nil ||
+			status.PreviewRules[0].Stats.AllowToDeny != 3*perNode {
+			t.Errorf("%s: /v1/status previewRules = %+v", id, status.PreviewRules)
 		}
 		_, metrics, err := tryCall(http.MethodGet, c.base(id)+"/metrics", "")
 		if err != nil {
