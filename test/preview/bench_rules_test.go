@@ -79,8 +79,10 @@ func TestPreviewRuleOverhead(t *testing.T) {
 			}
 			steps[name] = append(steps[name], s)
 			fmt.Printf("  %-10s p50=%4.0fµs p99=%5.0fµs cpu=%4.1fµs/req\n", name, us(s.p50), us(s.p99), s.openCPU)
+			if counts[name] > 0 {
+				sw.checkCounted(t, uint64(warmRequests+opts.n))
+			}
 		}
-		sw.checkCounted(t)
 	}
 	fmt.Printf("medians over %d rounds; ratios are per round, to the mean of that round's two 'none' steps:\n", opts.rounds)
 	for _, name := range names {
@@ -101,11 +103,10 @@ func TestPreviewRuleOverhead(t *testing.T) {
 // ruleSwitch commits the policy with a number of rules in preview and
 // waits until the node serves it.
 type ruleSwitch struct {
-	b         *benchNode
-	srv       *gittest.Server
-	work      string
-	current   int
-	evaluated uint64 // of rule preview00, at the last check
+	b       *benchNode
+	srv     *gittest.Server
+	work    string
+	current int
 }
 
 // benchPolicyAnswer is what the switch reads of the bench policy.
@@ -144,22 +145,18 @@ func (s *ruleSwitch) to(n int) {
 	time.Sleep(600 * time.Millisecond) // the runtime installs them within its 200ms poll
 }
 
-// checkCounted fails t unless the rules in preview evaluated or dropped
-// requests since the last check (their counts survive generations that
-// do not change them). It reads once the heartbeat has carried them.
-func (s *ruleSwitch) checkCounted(t *testing.T) {
-	s.to(benchPreviewRules)
-	var got uint64
+// checkCounted fails t unless the first rule in preview evaluated or
+// dropped each of the sent requests: its counts start when it enters
+// preview, with this step. It reads once the heartbeat has carried them.
+func (s *ruleSwitch) checkCounted(t *testing.T, sent uint64) {
 	harness.WaitFor(t, settleTimeout, "counts of the rules in preview", func() error {
 		p := s.read()
 		if len(p.PreviewRules) == 0 || p.PreviewRules[0].Stats == nil {
 			return fmt.Errorf("no stats yet")
 		}
-		got = p.PreviewRules[0].Stats.Evaluated + p.PreviewRules[0].Stats.Dropped
-		if got <= s.evaluated {
-			return fmt.Errorf("preview00 evaluated+dropped %d, was %d", got, s.evaluated)
+		if got := p.PreviewRules[0].Stats.Evaluated + p.PreviewRules[0].Stats.Dropped; got != sent {
+			return fmt.Errorf("preview00 evaluated+dropped %d of %d sent", got, sent)
 		}
 		return nil
 	})
-	s.evaluated = got
 }
