@@ -177,3 +177,44 @@ func (s *Shadow) ActiveStats() []Stats {
 	}
 	return out
 }
+
+// EnforcedRule is a rule a proposed policy enforces that is in preview,
+// with the same content, in the live one: the counts (no samples: they
+// go to pull request comments) it gathered in preview.
+type EnforcedRule struct {
+	Rule   string  `json:"rule"`
+	Counts Counts  `json:"counts"`
+	Window *Window `json:"window,omitempty"`
+}
+
+// EnforcedRules finds the rules of p (a proposed version of a live
+// policy) without `preview` whose live twin, the same rule with `preview
+// = true`, has stats in merged: the live policy had it in preview, and p
+// flips it to enforced. Only rules with stats are found: a rule in
+// preview that no node evaluated has nothing to show.
+func EnforcedRules(p *policy.Policy, merged []Stats) []EnforcedRule {
+	if p == nil || len(merged) == 0 {
+		return nil
+	}
+	byKey := make(map[cellKey]*Stats, len(merged))
+	for i := range merged {
+		if _, _, ok := ParseRuleName(merged[i].Experiment); ok {
+			byKey[cellKey{merged[i].Experiment, merged[i].ExperimentEtag}] = &merged[i]
+		}
+	}
+	if len(byKey) == 0 {
+		return nil
+	}
+	var out []EnforcedRule
+	for _, r := range p.Rules {
+		if r.Preview {
+			continue
+		}
+		twin := r
+		twin.Preview = true
+		if st := byKey[cellKey{RuleResourceName(p.Name, r.Name), RuleEtag(twin)}]; st != nil {
+			out = append(out, EnforcedRule{Rule: r.Name, Counts: st.Counts, Window: st.Window})
+		}
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package preview_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,5 +99,42 @@ func TestPreviewRulesCapped(t *testing.T) {
 	views := preview.RuleViews(p, nil, 3, false)
 	if len(views) != 4 || views[3].Previewed || views[3].Reason == "" {
 		t.Fatalf("RuleViews = %+v", views)
+	}
+}
+
+// A change that takes a rule out of preview, unchanged, shows what the
+// rule counted in preview; one that also edits the rule does not (those
+// counts were of another rule).
+func TestSummaryOfAChangeThatEnforcesARule(t *testing.T) {
+	t.Parallel()
+	live := webWithPreviewRule()
+	h := newHarness(t, preview.Config{}, live)
+	h.set(preview.PreviewRules(h.live, 0)...)
+	reqs := craftedTraffic(200)
+	h.offer("web", reqs...)
+	merged := preview.Merge(h.sh.NodeStats())
+
+	flip := webWithPreviewRule()
+	flip.Rules[2].Preview = false
+	e := create(t, nil, "flip", flip)
+	s := preview.Summarize(e, h.live["web"].Etag(), merged, preview.Thresholds{})
+	want, _ := expected(t, webPolicy(), flip, reqs)
+	if len(s.Enforced) != 1 || s.Enforced[0].Rule != "deny-http" || s.Enforced[0].Counts != want {
+		t.Fatalf("enforced = %+v, want deny-http with %+v", s.Enforced, want)
+	}
+	var md strings.Builder
+	if err := preview.RenderMarkdown(&md, preview.Report{Summaries: []preview.Summary{s}}); err != nil {
+		t.Fatal(err)
+	}
+	row := fmt.Sprintf("| `deny-http` | %d | %d | %d |", want.Evaluated, want.AllowToDeny, want.DenyToAllow)
+	if !strings.Contains(md.String(), "Rules this change enforces") || !strings.Contains(md.String(), row) {
+		t.Fatalf("markdown lacks the enforced rule %q:\n%s", row, md.String())
+	}
+
+	edited := webWithPreviewRule()
+	edited.Rules[2].Preview = false
+	edited.Rules[2].Match = "request.scheme == 'http' && request.method == 'GET'"
+	if s := preview.Summarize(create(t, nil, "edit", edited), "", merged, preview.Thresholds{}); len(s.Enforced) != 0 {
+		t.Fatalf("an edited rule shows the old rule's counts: %+v", s.Enforced)
 	}
 }
