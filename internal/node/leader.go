@@ -39,7 +39,7 @@ func (m *Main) wireLeader(src *reconcile.GitSource, lopts policy.LoadOptions, eo
 		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
 			MaxTotal: cfg.Preview.MaxExperiments, AutoStop: preview.AutoStop{
 				Duration: preview.Duration{D: cfg.Preview.AutoStopAfter.Duration}, Requests: cfg.Preview.AutoStopRequests}},
-		Stats: m.mergedPreviewStats,
+		Stats:  m.mergedPreviewStats,
 		Logger: m.Logger.Named(logging.Reconcile).Named(logging.Experiments),
 	})
 	lc := reconcile.Config{
