@@ -208,10 +208,11 @@ type experimentView struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
 	} `json:"validation"`
-	Etag      string `json:"etag"`
-	State     string `json:"state"`
-	Previewed bool   `json:"previewed"`
-	Source    *struct {
+	Etag       string `json:"etag"`
+	State      string `json:"state"`
+	StopReason string `json:"stopReason"`
+	Previewed  bool   `json:"previewed"`
+	Source     *struct {
 		Kind       string `json:"kind"`
 		Number     int    `json:"number"`
 		Branch     string `json:"branch"`
@@ -239,6 +240,9 @@ func printExperiments(w io.Writer, exps []json.RawMessage) {
 			state := orDash(e.State)
 			if !e.Previewed {
 				state += " (not previewed)"
+			}
+			if e.StopReason != "" {
+				state += " (" + e.StopReason + ")"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t-\n", e.Name, src, orDash(shortHash(head)), orDash(e.Etag), state)
 			continue

@@ -37,13 +37,15 @@ func TestStatusExperimentsTable(t *testing.T) {
 		json.RawMessage(`{"name":"branches/feature/x","kind":"branch","headCommit":"b1","changedPolicies":["web"],"validation":{"valid":false,"errors":["web/policy.toml:3: boom"]}}`),
 		json.RawMessage(`{"name":"policies/web/experiments/mine","kind":"experiment","etag":"e1","previewed":false,"source":{"kind":"api"}}`),
 		json.RawMessage(`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`),
+		json.RawMessage(`{"name":"policies/web/experiments/pr-8","kind":"experiment","etag":"e8","state":"SUSPENDED","stopReason":"auto-stopped after 3600s (autoStop.duration)","previewed":true,"source":{"kind":"pull_request","number":8}}`),
 	}
 	var out bytes.Buffer
 	printExperiments(&out, exps)
-	want := `  NAME                           SOURCE           HEAD          CHANGED POLICIES  ETAG  STATE              VALID
-  branches/feature/x             branch           b1            web               -     -                  no: web/policy.toml:3: boom
-  policies/web/experiments/mine  api              -             -                 e1    - (not previewed)  -
-  policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE             -
+	want := `  NAME                           SOURCE           HEAD          CHANGED POLICIES  ETAG  STATE                                                     VALID
+  branches/feature/x             branch           b1            web               -     -                                                         no: web/policy.toml:3: boom
+  policies/web/experiments/mine  api              -             -                 e1    - (not previewed)                                         -
+  policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE                                                    -
+  policies/web/experiments/pr-8  pull_request #8  -             -                 e8    SUSPENDED (auto-stopped after 3600s (autoStop.duration))  -
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)

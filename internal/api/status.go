@@ -132,11 +132,13 @@ func (s *Server) branchExperiments(st *raftstore.State) []json.RawMessage {
 // startPreview), whether it is previewed (false over the cap) and what it
 // comes from.
 type experimentStatus struct {
-	Name      string        `json:"name"`
-	Kind      string        `json:"kind"`
-	Etag      string        `json:"etag"`
-	State     preview.State `json:"state,omitempty"`
-	Previewed bool          `json:"previewed"`
+	Name  string        `json:"name"`
+	Kind  string        `json:"kind"`
+	Etag  string        `json:"etag"`
+	State preview.State `json:"state,omitempty"`
+	// StopReason is why the system suspended it (autoStop).
+	StopReason string `json:"stopReason,omitempty"`
+	Previewed  bool   `json:"previewed"`
 	// Valid is the experiment's validation (absent when none was made);
 	// Conflict says why its source cannot be merged into main.
 	Valid    *bool        `json:"valid,omitempty"`
@@ -163,7 +165,7 @@ func aipExperiments(st *raftstore.State) []json.RawMessage {
 			Source: statusSource{Kind: e.Source.Kind, Number: e.Source.Number, Branch: e.Source.Branch,
 				HeadCommit: e.Source.HeadCommit}}
 		if e.PreviewMetadata != nil {
-			es.State = e.PreviewMetadata.State
+			es.State, es.StopReason = e.PreviewMetadata.State, e.PreviewMetadata.StopReason
 		}
 		if e.Validation != nil {
 			es.Valid = &e.Validation.Valid
