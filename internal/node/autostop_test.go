@@ -45,44 +45,30 @@ func TestExperimentAutoStops(t *testing.T) {
 		!strings.Contains(e.Error.Message, "autoStop.duration") {
 		t.Errorf("a negative duration: %d %+v", code, e)
 	}
-	var exp stoppedAnswer
-	eventually(t, waitTimeout, "counted ACTIVE on every node", func() error {
-		for _, id := range all {
-			if !c.nodes[id].preview.Previewing("web") {
-				return fmt.Errorf("%s does not preview web yet", id)
-			}
-		}
-		return nil
-	})
-	for _, id := range all {
-		for range 3 {
-			if d, _, err := evaluate(c.base(id), "/v1", 0); err != nil || d.Decision != "ALLOW" {
-				t.Fatalf("live /v1 on %s: %+v %v", id, d, err)
-			}
-		}
-	}
-	eventually(t, waitTimeout, "counted auto-stopped after its requests", func() error {
-		exp = stoppedAnswer{}
-		call(t, http.MethodGet, base+"/counted", "", &exp)
-		if exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "SUSPENDED" ||
-			!strings.Contains(exp.PreviewMetadata.StopReason, "autoStop.requests 6") {
-			return fmt.Errorf("experiment = %+v", exp.PreviewMetadata)
-		}
-		return nil
-	})
+	c.previewing("web", all...)
+	c.allowV1(3, all...) // /v1 and /healthz: 12 requests, 6 wanted
+	exp := waitStopped(t, base+"/counted", "requests (autoStop.requests 6)")
 	if exp.AutoStop["duration"] != "3600s" {
 		t.Errorf("autoStop = %v", exp.AutoStop)
 	}
 	if code := call(t, http.MethodPost, base+"?experimentId=timed", body(""), &op); code != 200 || op.Error != nil {
 		t.Fatalf("create: %d %+v", code, op)
 	}
-	eventually(t, waitTimeout, "timed auto-stopped after the default duration", func() error {
+	waitStopped(t, base+"/timed", "auto-stopped after 2s (autoStop.duration)")
+}
+
+// waitStopped waits until the experiment at url is SUSPENDED with a stop
+// reason holding reason.
+func waitStopped(t *testing.T, url, reason string) stoppedAnswer {
+	t.Helper()
+	var exp stoppedAnswer
+	eventually(t, waitTimeout, url+" "+reason, func() error {
 		exp = stoppedAnswer{}
-		call(t, http.MethodGet, base+"/timed", "", &exp)
-		if exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "SUSPENDED" ||
-			!strings.Contains(exp.PreviewMetadata.StopReason, "after 2s (autoStop.duration)") {
+		call(t, http.MethodGet, url, "", &exp)
+		if exp.PreviewMetadata == nil || exp.PreviewMetadata.State != "SUSPENDED" || !strings.Contains(exp.PreviewMetadata.StopReason, reason) {
 			return fmt.Errorf("experiment = %+v", exp.PreviewMetadata)
 		}
 		return nil
 	})
+	return exp
 }

@@ -61,26 +61,9 @@ func TestPreviewRuleOnEveryNode(t *testing.T) {
 	c.write(previewRulePolicy())
 	c.reconcile(all[0])
 	c.allServe(2, all...)
-	eventually(t, waitTimeout, "the rule previewed on every node", func() error {
-		for _, id := range all {
-			if !c.nodes[id].preview.Previewing("web") {
-				return fmt.Errorf("%s does not preview web yet", id)
-			}
-		}
-		return nil
-	})
-
+	c.previewing("web", all...)
 	const perNode = 5
-	for _, id := range all {
-		for range perNode {
-			if d, code, err := evaluate(c.base(id), "/v1", 0); err != nil || code != 200 || d.Decision != "ALLOW" || d.Rule != "v1" {
-				t.Fatalf("live /v1 on %s: %+v %d %v: the rule in preview decided", id, d, code, err)
-			}
-			if d, _, _ := evaluate(c.base(id), "/healthz", 0); d.Decision != "ALLOW" {
-				t.Fatalf("live /healthz on %s: %+v", id, d)
-			}
-		}
-	}
+	c.allowV1(perNode, all...)
 	for _, id := range all {
 		var pol policyAnswer
 		eventually(t, waitTimeout, "merged counts of the rule on "+id, func() error {
@@ -121,6 +104,35 @@ func TestPreviewRuleOnEveryNode(t *testing.T) {
 		}
 		if n := strings.Count(string(logData), `"experiment":"policies/web/rules/deny-v1"`); n < perNode {
 			t.Errorf("%s: %d preview log lines of the rule, want at least %d", id, n, perNode)
+		}
+	}
+}
+
+// previewing waits until every listed node previews policy.
+func (c *testCluster) previewing(policy string, ids ...string) {
+	c.t.Helper()
+	eventually(c.t, waitTimeout, policy+" previewed on every node", func() error {
+		for _, id := range ids {
+			if !c.nodes[id].preview.Previewing(policy) {
+				return fmt.Errorf("%s does not preview %s yet", id, policy)
+			}
+		}
+		return nil
+	})
+}
+
+// allowV1 asks every listed node n times for /v1 (allowed by rule v1 of
+// webPolicy(1), whatever is previewed) and for /healthz.
+func (c *testCluster) allowV1(n int, ids ...string) {
+	c.t.Helper()
+	for _, id := range ids {
+		for range n {
+			if d, code, err := evaluate(c.base(id), "/v1", 0); err != nil || code != 200 || d.Decision != "ALLOW" || d.Rule != "v1" {
+				c.t.Fatalf("live /v1 on %s: %+v %d %v", id, d, code, err)
+			}
+			if d, _, _ := evaluate(c.base(id), "/healthz", 0); d.Decision != "ALLOW" {
+				c.t.Fatalf("live /healthz on %s: %+v", id, d)
+			}
 		}
 	}
 }
