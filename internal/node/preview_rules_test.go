@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,11 +25,14 @@ preview = true
 
 // policyAnswer is the part of a policy resource the tests read.
 type policyAnswer struct {
-	Rules []struct {
-		Name    string `json:"name"`
-		Preview bool   `json:"preview"`
-	} `json:"rules"`
+	Rules        []ruleAnswer        `json:"rules"`
 	PreviewRules []previewRuleAnswer `json:"previewRules"`
+}
+
+// ruleAnswer is a rule of a policy resource.
+type ruleAnswer struct {
+	Name    string `json:"name"`
+	Preview bool   `json:"preview"`
 }
 
 // previewRuleAnswer is a rule in preview as the API shows it.
@@ -80,6 +84,9 @@ func TestPreviewRuleOnEveryNode(t *testing.T) {
 			}
 			return nil
 		})
+		if !slices.ContainsFunc(pol.Rules, func(r ruleAnswer) bool { return r.Name == "deny-v1" && r.Preview }) {
+			t.Errorf("%s: rules = %+v, want deny-v1 with preview", id, pol.Rules)
+		}
 		if pr := pol.PreviewRules[0]; pr.Rule != "deny-v1" || pr.Name != "policies/web/rules/deny-v1" || !pr.Previewed ||
 			pr.Stats.Samples != nil {
 			t.Errorf("%s: previewRules = %+v", id, pr)
