@@ -129,10 +129,10 @@ type Config struct {
 	// Thresholds judge the experiments' stats by policy
 	// ([preview.thresholds]): a GET shows the verdict as "summary".
 	Thresholds preview.ThresholdSet
-	// MaxPreviewRules is how many rules in preview of one policy are
+	// PreviewRuleCap is how many rules in preview of one policy are
 	// evaluated (preview.max_experiments_per_policy; 0: the default); a
 	// policy resource lists the others as not previewed.
-	MaxPreviewRules int
+	PreviewRuleCap int
 	// Webhook, when set ([github]), serves POST /v1/webhooks/github;
 	// Commands queues the comment commands it receives on the leader
 	// (followers forward them). See webhook.go.
@@ -237,7 +237,7 @@ func New(cfg Config) *Server {
 		experiments:   cfg.Experiments,
 		preview:       cfg.Preview,
 		thresholds:    cfg.Thresholds,
-		ruleCap:       cfg.MaxPreviewRules,
+		ruleCap:       cfg.PreviewRuleCap,
 		webhook:       cfg.Webhook,
 		commands:      cfg.Commands,
 		parts:         cfg.Parts,
