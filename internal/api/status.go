@@ -132,13 +132,13 @@ func (s *Server) branchExperiments(st *raftstore.State) []json.RawMessage {
 // startPreview), whether it is previewed (false over the cap) and what it
 // comes from.
 type experimentStatus struct {
-	Name  string        `json:"name"`
-	Kind  string        `json:"kind"`
-	Etag  string        `json:"etag"`
-	State preview.State `json:"state,omitempty"`
+	Name      string        `json:"name"`
+	Kind      string        `json:"kind"`
+	Etag      string        `json:"etag"`
+	State     preview.State `json:"state,omitempty"`
+	Previewed bool          `json:"previewed"`
 	// StopReason is why the system suspended it (autoStop).
 	StopReason string `json:"stopReason,omitempty"`
-	Previewed  bool   `json:"previewed"`
 	// Valid is the experiment's validation (absent when none was made);
 	// Conflict says why its source cannot be merged into main.
 	Valid    *bool        `json:"valid,omitempty"`
