@@ -49,9 +49,9 @@ type statusView struct {
 			LastTransitionTime time.Time `json:"lastTransitionTime"`
 		} `json:"conditions"`
 	} `json:"policies"`
-	Experiments  []json.RawMessage `json:"experiments"`
-	PreviewRules []previewRuleView `json:"previewRules"`
-	Nodes        []struct {
+	Experiments []json.RawMessage `json:"experiments"`
+	InPreview   []previewRuleView `json:"previewRules"`
+	Nodes       []struct {
 		ID            string    `json:"id"`
 		RaftAddr      string    `json:"raftAddr"`
 		HTTPAddr      string    `json:"httpAddr"`
@@ -184,9 +184,9 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	}
 	fmt.Fprintln(w, "\nExperiments")
 	printExperiments(w, v.Experiments)
-	if len(v.PreviewRules) > 0 {
+	if len(v.InPreview) > 0 {
 		fmt.Fprintln(w, "\nRules in preview (counted as if enforced, never deciding)")
-		printPreviewRules(w, v.PreviewRules)
+		printPreviewRules(w, v.InPreview)
 	}
 	fmt.Fprintln(w, "\nNodes")
 	if len(v.Nodes) == 0 {
@@ -208,11 +208,11 @@ type experimentView struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
 	} `json:"validation"`
-	Etag       string `json:"etag"`
-	State      string `json:"state"`
-	StopReason string `json:"stopReason"`
-	Previewed  bool   `json:"previewed"`
-	Source     *struct {
+	Etag      string `json:"etag"`
+	State     string `json:"state"`
+	Stopped   string `json:"stopReason"`
+	Previewed bool   `json:"previewed"`
+	Source    *struct {
 		Kind       string `json:"kind"`
 		Number     int    `json:"number"`
 		Branch     string `json:"branch"`
@@ -241,8 +241,8 @@ func printExperiments(w io.Writer, exps []json.RawMessage) {
 			if !e.Previewed {
 				state += " (not previewed)"
 			}
-			if e.StopReason != "" {
-				state += " (" + e.StopReason + ")"
+			if e.Stopped != "" {
+				state += " (" + e.Stopped + ")"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t-\n", e.Name, src, orDash(shortHash(head)), orDash(e.Etag), state)
 			continue

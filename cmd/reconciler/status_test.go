@@ -189,7 +189,7 @@ func TestStatusPreviewRulesTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	printPreviewRules(&out, v.PreviewRules)
+	printPreviewRules(&out, v.InPreview)
 	want := `  RULE                        EVALUATED                    ALLOW->DENY  DENY->ALLOW  RULE CHANGED  DROPPED
   policies/web/rules/deny-v1  30                           15           0            2             1
   policies/web/rules/fresh    0                            0            0            0             0
