@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -208,6 +209,8 @@ type Server struct {
 	maxHeaders int
 	inflight   *inFlight
 	bodies     *bodyGate
+	// waiters counts the :wait calls open (operations.go).
+	waiters atomic.Int32
 }
 
 // New returns a Server for cfg.
