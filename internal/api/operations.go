@@ -49,7 +49,7 @@ func (s *Server) routeOperations(w http.ResponseWriter, r *http.Request, p strin
 	}
 	id, verb, _ := strings.Cut(strings.TrimPrefix(p, operationsPrefix), ":")
 	if !validOperationID(id) {
-		s.fail(w, r, errorf(errs.NotFound, "operation %q not found: an operation id is lower-case letters and digits", id))
+		s.fail(w, r, errorf(errs.NotFound, "operation %q not found: an operation id is lower-case letters, digits and dashes, at most 64", id))
 		return
 	}
 	name := "operations/" + id
