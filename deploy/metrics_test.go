@@ -35,6 +35,31 @@ func TestAlertsAndDashboardNameExportedMetrics(t *testing.T) {
 	for _, q := range queries {
 		checkNames(t, "deploy/grafana/reconciler.json "+q.where, q.expr, exported)
 	}
+	checkDocumented(t, exported)
+}
+
+// checkDocumented wants every reconciler_* family the node exports named
+// somewhere in docs/.
+func checkDocumented(t *testing.T, exported map[string]bool) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(harness.ModuleRoot(), "docs/*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Write(b)
+	}
+	for name := range exported {
+		family := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+		if strings.HasPrefix(family, "reconciler_") && !strings.Contains(docs.String(), family) {
+			t.Errorf("%s is exported but no page of docs/ names it", family)
+		}
+	}
 }
 
 func checkNames(t *testing.T, where, expr string, exported map[string]bool) {
