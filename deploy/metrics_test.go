@@ -128,13 +128,7 @@ func alertQueries(t *testing.T) []query {
 			}
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(harness.ModuleRoot(), "deploy/prometheus/alerts.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
+	decodeRepoFile(t, "deploy/prometheus/alerts.yml", yaml.Unmarshal, &f)
 	var out []query
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
@@ -157,13 +151,7 @@ func dashboardQueries(t *testing.T) []query {
 			List []struct{ Name, Type, Query string }
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(harness.ModuleRoot(), "deploy/grafana/reconciler.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
+	decodeRepoFile(t, "deploy/grafana/reconciler.json", json.Unmarshal, &d)
 	var out []query
 	for _, p := range flatten(d.Panels) {
 		if p.Type == "row" {
