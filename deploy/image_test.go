@@ -37,8 +37,9 @@ type imageConfig struct {
 // TestImage builds deploy/Containerfile with podman from what `make
 // build` writes, as `make image` does, then reads the saved image: its
 // config (non-root user, the data volume, entrypoint, ports) and its
-// layers, whose binary must be static and must run `version` and
-// `validate` (containers cannot run here, so the binary runs outside one).
+// layers, whose binary must be static and must run `version`, `validate`
+// and `serve` (containers cannot run here, so the binary runs outside one,
+// as the image would run it: serveLikeTheImage).
 func TestImage(t *testing.T) {
 	t.Parallel()
 	root := harness.ModuleRoot()
@@ -83,6 +84,7 @@ func TestImage(t *testing.T) {
 	if !strings.Contains(out, "passed") {
 		t.Errorf("reconciler validate from the image printed %q", out)
 	}
+	serveLikeTheImage(t, exe)
 }
 
 // checkLayers wants exactly the binary and the CA bundle in the image:
