@@ -10,12 +10,19 @@ FUZZTIME  ?= 10s
 export GIT_CONFIG_GLOBAL := /dev/null
 export GIT_CONFIG_NOSYSTEM := 1
 
-.PHONY: all build run test test-short bench fuzz lint deps clean traffic
+.PHONY: all build image run test test-short bench fuzz lint deps clean traffic
 
 all: build
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reconciler
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/reconciler
+
+## image: the container image (deploy/Containerfile) from what build writes, with the host's CA bundle
+IMAGE     ?= localhost/reconciler:latest
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+image: build
+	cp $(CA_BUNDLE) $(dir $(BIN))ca-certificates.crt
+	podman build -f deploy/Containerfile -t $(IMAGE) $(dir $(BIN))
 
 ## run: one node on the embedded default repository seeded from policies.example/
 run: build

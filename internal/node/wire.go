@@ -50,6 +50,7 @@ func (m *Main) wire(ctx context.Context) error {
 	cfg := m.Config
 	m.registry = prometheus.NewRegistry()
 	m.registerNodePortMetrics(m.registry)
+	m.registerCertificateMetrics(m.registry)
 	token := cfg.Secret(cfg.API.TokenEnv)
 	client := m.peerClient(0)
 	c, err := cluster.New(cluster.Config{
