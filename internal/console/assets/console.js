@@ -6,7 +6,13 @@
 //     requests and samples from live traffic;
 //   - data calls are same-origin fetches with the token as a bearer header,
 //     no cookies, no Content-Type (the console only reads);
-//   - it polls with If-None-Match, so an unchanged resource costs a 304.
+//   - it polls with If-None-Match, so an unchanged resource costs a 304;
+//   - it is a classic deferred script, not a module: a browser fetches a
+//     module in CORS mode with an Origin header, which the API refuses
+//     unless [api] allowed_origins lists the node itself.
+
+(() => {
+"use strict";
 
 const POLL_MS = 2000;
 const TOKEN_KEY = "reconciler.console.token";
@@ -391,3 +397,4 @@ window.addEventListener("hashchange", () => {
   document.getElementById("main").focus();
 });
 tick();
+})();
