@@ -252,7 +252,10 @@ function observe(name, stats) {
 
 function chart(points) {
   const box = el("figure", { class: "chart", "aria-label": "changed decisions over time" });
-  if (typeof window.uPlot !== "function" || points.length === 0) return box;
+  if (typeof window.uPlot !== "function" || points.length < 2) {
+    box.append(el("figcaption", { class: "note" }, "The chart starts after this page's second poll."));
+    return box;
+  }
   const data = [points.map((p) => p.t), points.map((p) => p.a2d), points.map((p) => p.d2a), points.map((p) => p.rc)];
   const opts = {
     width: Math.min(900, (document.getElementById("main")?.clientWidth || 900) - 40), height: 240,
@@ -268,9 +271,11 @@ function chart(points) {
   return box;
 }
 
+const MAX_SAMPLES = 20; // the API keeps a bounded set; the page shows the first ones
+
 function sampleRows(samples) {
-  return (samples || []).map((s) => [when(s.time), `${s.liveDecision} (${s.liveRule || "default"})`,
-    `${s.experimentDecision} (${s.experimentRule || "default"})`, el("pre", {}, JSON.stringify(s.request, null, 1))]);
+  return (samples || []).slice(0, MAX_SAMPLES).map((s) => [when(s.time), `${s.liveDecision} (${s.liveRule || "default"})`,
+    `${s.experimentDecision} (${s.experimentRule || "default"})`, el("code", { class: "sample" }, JSON.stringify(s.request))]);
 }
 
 function sourceFacts(src) {
