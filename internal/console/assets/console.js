@@ -197,9 +197,9 @@ async function generations() {
   const state = (s) => badge(s, s === "ACTIVE" ? "ok" : s === "INVALID" ? "bad" : "warn");
   return [
     el("h1", {}, "Generation history"),
-    table(["#", "State", "Commit", "Author", "Created", "Activated", "Ready nodes", "Notes"], gens.map((x) => [
+    table(["#", "State", "Commit", "Created", "Activated", "Ready nodes", "Notes"], gens.map((x) => [
       num(x.generation, "generation"), state(x.state), el("span", { class: "mono" }, short(x.commit)),
-      x.author || "", when(x.createTime), when(x.activateTime), (x.readyNodes || []).join(", "),
+      when(x.createTime), when(x.activateTime), (x.readyNodes || []).join(", "),
       [x.rollbackOf ? `rollback to generation ${x.rollbackOf}` : "", x.message || "", ...(x.errors || [])].filter(Boolean).join("; "),
     ]), { name: "generations" }),
   ];
