@@ -357,8 +357,12 @@ async function tick() {
     if (my !== seq) return;
     showLogin(false);
     if (nodes) {
-      document.getElementById("view").replaceChildren(...nodes);
+      const view = document.getElementById("view");
+      view.replaceChildren(...nodes);
       current = r.key;
+      // When the page last drew, in ms since it loaded: what the load-time
+      // benchmark (test/console) reads.
+      view.dataset.renderedMs = String(Math.round(performance.now()));
     }
     document.getElementById("live").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (e) {
