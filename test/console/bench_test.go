@@ -63,7 +63,7 @@ func TestBenchConsole(t *testing.T) {
 	repo := harness.NewRepo(t, harness.RepoOptions{Files: files})
 	perPolicy := (nExp + smallPolicies - 1) / smallPolicies
 	c := harness.StartCluster(t, harness.ClusterOptions{Size: 1, Repo: repo, APIToken: adminToken,
-		Extra: fmt.Sprintf("[preview]\nauto_start = true\nrecord_requests = 0\nmax_experiments = %d\nmax_experiments_per_policy = %d\n", max(nExp, 1), max(perPolicy, 1)),
+		Extra:     fmt.Sprintf("[preview]\nauto_start = true\nrecord_requests = 0\nmax_experiments = %d\nmax_experiments_per_policy = %d\n", max(nExp, 1), max(perPolicy, 1)),
 		Configure: func(cfg *harness.Config) { cfg.Poll = "@every 1h" }})
 	n := c.Nodes[0]
 	start := time.Now()

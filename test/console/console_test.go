@@ -11,12 +11,9 @@
 package console_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,24 +69,6 @@ func startCluster(t *testing.T, repo *harness.Repo) *harness.Cluster {
 	})
 }
 
-func trafficLines(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(harness.ModuleRoot(), "policies.example", "_traffic", "sample.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if s := strings.TrimSpace(sc.Text()); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // experimentOf finds the experiment the branch made, by its source.
 func experimentOf(t *testing.T, c *harness.Cluster, n *harness.Node, branch string) (policy, id string) {
 	t.Helper()
@@ -134,7 +113,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		return nil
 	})
-	lines := trafficLines(t)
+	lines := harness.ExampleTraffic(t)
 	for _, n := range c.Nodes {
 		for _, l := range lines {
 			if code, body, err := c.Client.Do(http.MethodPost, n.Base()+"/v1/policies/edge-firewall:evaluate", l); err != nil || code != 200 {
