@@ -176,8 +176,26 @@ func overviewShowsCluster(t *testing.T, b *browser, c *harness.Cluster) uint64 {
 		t.Fatal(err)
 	}
 	b.waitJS("the active generation", `document.querySelector("[data-fact=active-generation]").textContent === "`+strconv.FormatUint(st.ActiveGeneration, 10)+`"`)
+	keepsFocus(t, b)
 	b.screenshot("overview")
 	return st.ActiveGeneration
+}
+
+// keepsFocus: a link focused from the keyboard keeps the focus across
+// polls (the status changes with every heartbeat; the page must not
+// redraw under the user for that).
+func keepsFocus(t *testing.T, b *browser) {
+	sel := `[data-table=policies] a[href="#/policies/edge-firewall"]`
+	if _, err := eval[bool](b, "(document.querySelector("+jsString(sel)+").focus(), true)"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // "updated hh:mm:ss" changes with each poll
+		last := b.text("#live")
+		b.waitJS(fmt.Sprintf("poll %d", i+1), `document.getElementById("live").textContent !== `+jsString(last))
+	}
+	if ok, _ := eval[bool](b, "document.activeElement === document.querySelector("+jsString(sel)+")"); !ok {
+		t.Error("the focused link lost the focus across polls")
+	}
 }
 
 // pushUpdatesWithoutReload: a push to main becomes a new active

@@ -162,9 +162,21 @@ function experimentRows(exps) {
   });
 }
 
+// unchanged reports whether what a page shows is what it showed last time:
+// /v1/status carries heartbeat times and changes every few seconds, and a
+// redraw for nothing would move the keyboard focus.
+const shown = new Map();
+function unchanged(key, value) {
+  const sig = JSON.stringify(value);
+  if (shown.get(key) === sig) return true;
+  shown.set(key, sig);
+  return false;
+}
+
 async function overview() {
   const { data: [st], changed } = await load(["/v1/status"]);
-  if (!changed) return null;
+  const visible = { ...st, nodes: (st.nodes || []).map(({ lastHeartbeat, appliedIndex, status, ...n }) => n), statistics: undefined };
+  if (!changed || (unchanged("overview", visible) && document.querySelector("#view [data-table=nodes]"))) return null;
   const exps = (st.experiments || []).filter((x) => x.kind === "experiment");
   const parts = Object.entries(st.parts || {}).map(([k, v]) => [k, badge(v.state, v.state === "OK" ? "ok" : "bad"), v.message || ""]);
   return [
@@ -303,9 +315,9 @@ async function experimentView(policy, id) {
   const path = `/v1/policies/${encodeURIComponent(policy)}/experiments/${encodeURIComponent(id)}?view=FULL`;
   const { data: [x], changed } = await load([path]);
   const points = observe(x.name, x.stats);
-  const shown = document.querySelector("#view .chart");
-  if (!changed && shown) {
-    shown.replaceWith(chart(points)); // the chart gains a point; the rest (and focus) stays
+  const drawn = document.querySelector("#view .chart");
+  if (!changed && drawn) {
+    drawn.replaceWith(chart(points)); // the chart gains a point; the rest (and focus) stays
     return null;
   }
   const s = x.stats || {};
@@ -351,14 +363,19 @@ async function tick() {
   const my = ++seq;
   const r = route();
   const fresh = r.key !== current;
-  if (fresh) cache.clear();
+  if (fresh) {
+    cache.clear();
+    shown.clear();
+  }
   try {
     const nodes = await r.view(...r.args);
     if (my !== seq) return;
     showLogin(false);
     if (nodes) {
       const view = document.getElementById("view");
+      const focused = view.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
       view.replaceChildren(...nodes);
+      if (focused) view.querySelector(`a[href="${CSS.escape(focused)}"]`)?.focus(); // keep the keyboard's place
       current = r.key;
       // When the page last drew, in ms since it loaded: what the load-time
       // benchmark (test/console) reads.
