@@ -277,6 +277,10 @@ func experimentMatchesAPI(t *testing.T, b *browser, c *harness.Cluster, expURL, 
 		t.Error("a payload ran: window.pwned is set")
 	}
 	b.screenshot("experiment")
+	if _, err := eval[bool](b, `(document.querySelector("#view h2:nth-of-type(3)").scrollIntoView(), true)`); err != nil {
+		t.Fatal(err)
+	}
+	b.screenshot("experiment-names") // the transitions, where the hostile rule names stand
 }
 
 func contains(ss []string, s string) bool {

@@ -348,9 +348,17 @@ async function experimentView(policy, id) {
 
 // --- routing and polling -----------------------------------------------------
 
+function decodePart(p) {
+  try {
+    return decodeURIComponent(p);
+  } catch {
+    return p; // a stray "%" in a typed URL must not stop the polling
+  }
+}
+
 function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
-  const view = views[parts[0] || ""];
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodePart);
+  const view = Object.hasOwn(views, parts[0] || "") ? views[parts[0] || ""] : null; // not "constructor" and kin
   return view ? { view, args: parts.slice(1), key: location.hash } : { view: overview, args: [], key: "" };
 }
 
