@@ -50,6 +50,7 @@ bench:
 	RECONCILER_E2E_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/e2e/
 	RECONCILER_PREVIEW_BENCH=1 $(GO) test -count=1 -v -run '^TestPreviewOverhead$$' -timeout 30m ./test/preview/
 	RECONCILER_GATEWAY_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchGateway$$' -timeout 10m ./test/gateway/
+	RECONCILER_CONSOLE_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchConsole$$' -timeout 30m ./test/console/
 	RECONCILER_TLS_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchAPITLS$$' ./internal/node/
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each)

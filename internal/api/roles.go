@@ -52,6 +52,9 @@ var routeTable = []routeRule{
 	{http.MethodGet, "/healthz", classProbe, auth.RoleNone, is("/healthz")},
 	{http.MethodGet, "/readyz", classProbe, auth.RoleNone, is("/readyz")},
 	{http.MethodGet, "/metrics", classProbe, auth.RoleNone, is("/metrics")},
+	// The console's static assets hold no data (internal/console); its
+	// data calls are the reader routes below.
+	{http.MethodGet, "/ui/", classAPI, auth.RoleNone, isConsolePath},
 	{http.MethodPost, "/v1/policies/web/experiments", classAPI, auth.RoleWriter, isExperimentPath},
 	{http.MethodPatch, "/v1/policies/web/experiments/e1", classAPI, auth.RoleWriter, isExperimentPath},
 	{http.MethodDelete, "/v1/policies/web/experiments/e1", classAPI, auth.RoleWriter, isExperimentPath},

@@ -54,6 +54,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.routeCluster(w, r, p[len(clusterPrefix):])
 	case p == statusPath || p == generationsList || p == nodesList || strings.HasPrefix(p, nodesPrefix):
 		s.routeClusterResource(w, r, p)
+	case isConsolePath(p):
+		s.serveConsole(w, r)
 	case p == "/healthz":
 		if s.allow(w, r, http.MethodGet) {
 			s.healthz(w)
