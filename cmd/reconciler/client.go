@@ -276,6 +276,18 @@ func (a *app) checkFormat(cmd, format string) bool {
 	return false
 }
 
+// parseRemote is parse for a command with --format: a format other than
+// text and json is a usage error.
+func (a *app) parseRemote(fs *flag.FlagSet, args []string, min, max int, format string) (int, bool) {
+	if code, ok := a.parse(fs, args, min, max); !ok {
+		return code, false
+	}
+	if !a.checkFormat(fs.Name(), format) {
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
 // remote runs one remote command's body with the client the flags
 // describe, printing its error once: a usage error for bad flags, a
 // check failure for anything the server or the network said.

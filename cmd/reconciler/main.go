@@ -76,6 +76,8 @@ func commands() []command {
 		{"status", "[--server URL] [--format F]", "cluster, generation, policy conditions and nodes of a running cluster", (*app).status},
 		{"rollback", "[--server URL] [--to N] [--wait D]", "revert main to generation N's policies and promote the revert", (*app).rollback},
 		{"accept-history", "[--server URL] COMMIT", "let the leader promote a live branch that no longer descends from the active generation", (*app).acceptHistory},
+		{"experiments", "list|get|create|start|stop|commit|delete|diff", "a policy's experiments over the API", (*app).experiments},
+		{"operations", "list|get|wait|cancel", "the long-running operations of experiment writes", (*app).operations},
 		{"certs", "ca|node [flags]", "create a cluster CA and node certificates for [tls]", (*app).certs},
 		{"version", "", "print version, commit and Go version", (*app).version},
 		{"help", "[COMMAND]", "list commands, or show a command's flags", (*app).help},
