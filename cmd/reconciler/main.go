@@ -78,6 +78,8 @@ func commands() []command {
 		{"accept-history", "[--server URL] COMMIT", "let the leader promote a live branch that no longer descends from the active generation", (*app).acceptHistory},
 		{"experiments", "list|get|create|start|stop|commit|delete|diff", "a policy's experiments over the API", (*app).experiments},
 		{"operations", "list|get|wait|cancel", "the long-running operations of experiment writes", (*app).operations},
+		{"nodes", "list|get|state|health", "the cluster's nodes: states and health checks by group, subgroup or name", (*app).nodes},
+		{"raft", "peers|remove|transfer-leadership", "the raft configuration: peers, removing a dead voter, leadership", (*app).raft},
 		{"certs", "ca|node [flags]", "create a cluster CA and node certificates for [tls]", (*app).certs},
 		{"version", "", "print version, commit and Go version", (*app).version},
 		{"help", "[COMMAND]", "list commands, or show a command's flags", (*app).help},

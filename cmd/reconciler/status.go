@@ -42,30 +42,38 @@ type statusView struct {
 		} `json:"conditions"`
 	} `json:"policies"`
 	Experiments []json.RawMessage `json:"experiments"`
-	Nodes       []struct {
-		ID            string    `json:"id"`
-		RaftAddr      string    `json:"raftAddr"`
-		HTTPAddr      string    `json:"httpAddr"`
-		State         string    `json:"state"`
-		Voter         bool      `json:"voter"`
-		Leader        bool      `json:"leader"`
-		Reachable     bool      `json:"reachable"`
-		Generation    uint64    `json:"generation"`
-		LastHeartbeat time.Time `json:"lastHeartbeat"`
-		Group         string    `json:"group"`
-		Subgroup      string    `json:"subgroup"`
-		Status        *struct {
-			Statistics struct {
-				Executed uint64 `json:"policyExecutedCount"`
-				Failed   uint64 `json:"policyExecutedFailCount"`
-			} `json:"statistics"`
-		} `json:"status"`
-		LoadFailures []struct {
-			Generation uint64   `json:"generation"`
-			Errors     []string `json:"errors"`
-		} `json:"loadFailures"`
-		NotFollowing string `json:"notFollowing"`
-	} `json:"nodes"`
+	Nodes       []nodeView        `json:"nodes"`
+}
+
+// nodeView is a node of GET /v1/status and GET /v1/nodes as the
+// commands print it.
+type nodeView struct {
+	ID            string    `json:"id"`
+	RaftAddr      string    `json:"raftAddr"`
+	HTTPAddr      string    `json:"httpAddr"`
+	State         string    `json:"state"`
+	Voter         bool      `json:"voter"`
+	Leader        bool      `json:"leader"`
+	Reachable     bool      `json:"reachable"`
+	Generation    uint64    `json:"generation"`
+	LastHeartbeat time.Time `json:"lastHeartbeat"`
+	Group         string    `json:"group"`
+	Subgroup      string    `json:"subgroup"`
+	Healthy       string    `json:"healthy"`
+	HeldReasons   []string  `json:"heldReasons"`
+	AppliedIndex  uint64    `json:"appliedIndex"`
+	Status        *struct {
+		Version    string `json:"version"`
+		Statistics struct {
+			Executed uint64 `json:"policyExecutedCount"`
+			Failed   uint64 `json:"policyExecutedFailCount"`
+		} `json:"statistics"`
+	} `json:"status"`
+	LoadFailures []struct {
+		Generation uint64   `json:"generation"`
+		Errors     []string `json:"errors"`
+	} `json:"loadFailures"`
+	NotFollowing string `json:"notFollowing"`
 }
 
 // status implements `reconciler status [--server URL] [--format text|json]`.
@@ -124,7 +132,7 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 		fmt.Fprintln(w, "  none registered")
 		return
 	}
-	printNodes(w, v, now)
+	printNodes(w, v.Nodes, now)
 }
 
 // experimentView is what the table shows of an experiment: the leader's
@@ -250,10 +258,10 @@ func printConditions(w io.Writer, v *statusView) {
 	tw.Flush()
 }
 
-func printNodes(w io.Writer, v *statusView, now time.Time) {
+func printNodes(w io.Writer, nodes []nodeView, now time.Time) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tHTTP ADDRESS\tGROUP\tSTATE\tROLE\tGENERATION\tDECISIONS (FAILED)\tLAST HEARTBEAT")
-	for _, n := range v.Nodes {
+	for _, n := range nodes {
 		role := "non-voter"
 		switch {
 		case n.Leader:
@@ -276,7 +284,7 @@ func printNodes(w io.Writer, v *statusView, now time.Time) {
 			orDash(n.Group)+"/"+orDash(n.Subgroup), orDash(n.State), role, numOrDash(n.Generation), decisions, hb)
 	}
 	tw.Flush()
-	for _, n := range v.Nodes {
+	for _, n := range nodes {
 		for _, f := range n.LoadFailures {
 			if len(f.Errors) > 0 {
 				fmt.Fprintf(w, "  %s cannot load generation %d (left behind, out of rotation): %s\n", n.ID, f.Generation,
