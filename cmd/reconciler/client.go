@@ -278,11 +278,11 @@ func (a *app) checkFormat(cmd, format string) bool {
 
 // parseRemote is parse for a command with --format: a format other than
 // text and json is a usage error.
-func (a *app) parseRemote(fs *flag.FlagSet, args []string, min, max int, format string) (int, bool) {
+func (a *app) parseRemote(fs *flag.FlagSet, args []string, min, max int, format *string) (int, bool) {
 	if code, ok := a.parse(fs, args, min, max); !ok {
 		return code, false
 	}
-	if !a.checkFormat(fs.Name(), format) {
+	if !a.checkFormat(fs.Name(), *format) {
 		return exitUsage, false
 	}
 	return exitOK, true

@@ -97,7 +97,7 @@ func (a *app) experimentsList(args []string) int {
 	cf := addClientFlags(fs, "reader", defaultCallLimit)
 	format := outputFlag(fs)
 	filter := fs.String("filter", "", "`filter`, e.g. \"preview_metadata.state = ACTIVE\"")
-	if code, ok := a.parseRemote(fs, args, 1, 1, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
 		return code
 	}
 	return a.remote("experiments list", cf, func(c *apiClient) error {
@@ -172,7 +172,7 @@ func (a *app) experimentsGet(args []string) int {
 	cf := addClientFlags(fs, "reader", defaultCallLimit)
 	format := outputFlag(fs)
 	full := fs.Bool("full", false, "include the redacted sample requests (?view=FULL)")
-	if code, ok := a.parseRemote(fs, args, 2, 2, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 2, 2, format); !ok {
 		return code
 	}
 	return a.remote("experiments get", cf, func(c *apiClient) error {
@@ -198,7 +198,7 @@ func (a *app) experimentsCreate(args []string) int {
 	id := fs.String("id", "", "experiment `ID` (default: the server picks exp-…)")
 	file := fs.String("file", "", "JSON `FILE` of the policy (- for stdin), or of a body with \"policy\"")
 	wait := fs.Duration("wait", time.Minute, "how long to wait for the operation")
-	if code, ok := a.parseRemote(fs, args, 1, 1, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
 		return code
 	}
 	if !a.checkWait(*wait) {
@@ -285,7 +285,7 @@ func (a *app) previewVerb(name, verb string, args []string) int {
 	cf := addClientFlags(fs, "writer", defaultCallLimit)
 	format := outputFlag(fs)
 	wait := fs.Duration("wait", time.Minute, "how long to wait for the operation")
-	if code, ok := a.parseRemote(fs, args, 2, 2, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 2, 2, format); !ok {
 		return code
 	}
 	if !a.checkWait(*wait) {
@@ -302,7 +302,7 @@ func (a *app) experimentsDelete(args []string) int {
 	format := outputFlag(fs)
 	etag := fs.String("etag", "", "delete only while the experiment has this `etag`")
 	wait := fs.Duration("wait", time.Minute, "how long to wait for the operation")
-	if code, ok := a.parseRemote(fs, args, 2, 2, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 2, 2, format); !ok {
 		return code
 	}
 	if !a.checkWait(*wait) {

@@ -22,7 +22,7 @@ func (a *app) experimentsCommit(args []string) int {
 	parent := fs.String("parent-etag", "", "commit only while the live policy has this `etag`")
 	wait := fs.Bool("wait", false, "wait until the new generation is ACTIVE, printing progress on stderr")
 	waitFor := fs.Duration("wait-timeout", 10*time.Minute, "how long --wait waits")
-	if code, ok := a.parseRemote(fs, args, 2, 2, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 2, 2, format); !ok {
 		return code
 	}
 	if !a.checkWait(*waitFor) {

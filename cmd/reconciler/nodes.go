@@ -31,7 +31,7 @@ func (a *app) nodesList(args []string) int {
 	fs := a.flagSet("nodes list", "")
 	cf := addClientFlags(fs, "reader", defaultCallLimit)
 	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 0, 0, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
 		return code
 	}
 	return a.remote(fs.Name(), cf, func(c *apiClient) error {
@@ -55,7 +55,7 @@ func (a *app) nodesGet(args []string) int {
 	fs := a.flagSet("nodes get", "ID")
 	cf := addClientFlags(fs, "reader", defaultCallLimit)
 	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 1, 1, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
 		return code
 	}
 	return a.remote(fs.Name(), cf, func(c *apiClient) error {
@@ -110,7 +110,7 @@ func (a *app) nodesState(args []string) int {
 	cf := addClientFlags(fs, "admin", defaultCallLimit)
 	format := outputFlag(fs)
 	scope := addScopeFlags(fs)
-	if code, ok := a.parseRemote(fs, args, 1, 1, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
 		return code
 	}
 	if err := scope.check(); err != nil {
@@ -140,7 +140,7 @@ func (a *app) nodesHealth(args []string) int {
 	cf := addClientFlags(fs, "admin", defaultCallLimit)
 	format := outputFlag(fs)
 	scope := addScopeFlags(fs)
-	if code, ok := a.parseRemote(fs, args, 0, 0, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
 		return code
 	}
 	if err := scope.check(); err != nil {

@@ -77,7 +77,7 @@ func (a *app) operationsList(args []string) int {
 	cf := addClientFlags(fs, "reader", defaultCallLimit)
 	format := outputFlag(fs)
 	filter := fs.String("filter", "", "AIP-160 `filter`: done = true|false, metadata.target = \"…\", metadata.verb = …, joined by AND")
-	if code, ok := a.parseRemote(fs, args, 0, 0, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
 		return code
 	}
 	return a.remote("operations list", cf, func(c *apiClient) error {
@@ -164,7 +164,7 @@ func (a *app) operationsGet(args []string) int {
 	fs := a.flagSet("operations get", "ID")
 	cf := addClientFlags(fs, "reader", defaultCallLimit)
 	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 1, 1, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
 		return code
 	}
 	return a.remote("operations get", cf, func(c *apiClient) error {
@@ -198,7 +198,7 @@ func (a *app) operationsWait(args []string) int {
 	cf := addClientFlags(fs, "reader", defaultCallLimit)
 	format := outputFlag(fs)
 	wait := fs.Duration("wait", 5*time.Minute, "how long to wait for the operation to be done")
-	if code, ok := a.parseRemote(fs, args, 1, 1, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
 		return code
 	}
 	if !a.checkWait(*wait) {

@@ -25,7 +25,7 @@ func (a *app) raftPeers(args []string) int {
 	fs := a.flagSet("raft peers", "")
 	cf := addClientFlags(fs, "admin", defaultCallLimit)
 	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 0, 0, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
 		return code
 	}
 	return a.remote(fs.Name(), cf, func(c *apiClient) error {
@@ -66,7 +66,7 @@ func (a *app) raftTransfer(args []string) int {
 	fs := a.flagSet("raft transfer-leadership", "[ID]")
 	cf := addClientFlags(fs, "admin", defaultCallLimit)
 	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 0, 1, *format); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 1, format); !ok {
 		return code
 	}
 	return a.remote(fs.Name(), cf, func(c *apiClient) error {
