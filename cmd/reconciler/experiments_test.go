@@ -89,9 +89,9 @@ func TestExperimentsCommitWaitsForTheGeneration(t *testing.T) {
 
 func TestExperimentsListGetAndDiff(t *testing.T) {
 	_, url := newFakeAPI(t, map[string]func() (int, string){
-		"GET /v1/policies/web/experiments?pageSize=1000": fixed(200, `{"experiments":[`+experimentJSON+`],"nextPageToken":"p2"}`),
+		"GET /v1/policies/web/experiments?pageSize=1000":              fixed(200, `{"experiments":[`+experimentJSON+`],"nextPageToken":"p2"}`),
 		"GET /v1/policies/web/experiments?pageSize=1000&pageToken=p2": fixed(200, `{"experiments":[{"name":"policies/web/experiments/e3","etag":"x","source":{"kind":"pull_request","number":7}}]}`),
-		"GET /v1/policies/web/experiments/e2": fixed(200, experimentJSON),
+		"GET /v1/policies/web/experiments/e2":                         fixed(200, experimentJSON),
 		"GET /v1/policies/web": fixed(200, `{"name":"policies/web","etag":"live","generation":4,"default_action":"allow",
 "rules":[{"name":"a","priority":1,"action":"allow","match":"true"},{"name":"c","priority":3,"action":"deny","match":"x"}]}`),
 	})
@@ -147,10 +147,10 @@ func TestNodesAndRaftCommands(t *testing.T) {
 	f, url := newFakeAPI(t, map[string]func() (int, string){
 		"POST /v1/nodes:healthCheck": fixed(200, `{"nodes":[{"id":"n1","healthy":"HEALTHY","reasons":[]},
 {"id":"n2","healthy":"NOT_HEALTHY","reasons":["git source: fetch: refused"]}]}`),
-		"POST /v1/nodes:changeState": fixed(200, `{"changed":[{"id":"n4","from":"ACTIVE","to":"PASSIVE"}],"unchanged":["n5"]}`),
-		"GET /v1/raft/peers": fixed(200, `{"leader":"n1","peers":[{"id":"n1","address":"127.0.0.1:1","suffrage":"VOTER","leader":true,"reachable":true}]}`),
+		"POST /v1/nodes:changeState":       fixed(200, `{"changed":[{"id":"n4","from":"ACTIVE","to":"PASSIVE"}],"unchanged":["n5"]}`),
+		"GET /v1/raft/peers":               fixed(200, `{"leader":"n1","peers":[{"id":"n1","address":"127.0.0.1:1","suffrage":"VOTER","leader":true,"reachable":true}]}`),
 		"POST /v1/raft:transferLeadership": fixed(200, `{"from":"n1","leader":"n2"}`),
-		"POST /v1/raft:removePeer": fixed(400, `{"error":{"code":400,"status":"FAILED_PRECONDITION","message":"the peer is alive: n3 answers"}}`),
+		"POST /v1/raft:removePeer":         fixed(400, `{"error":{"code":400,"status":"FAILED_PRECONDITION","message":"the peer is alive: n3 answers"}}`),
 	})
 	code, stdout, _ := cli(t, "", "nodes", "health", "--server", url, "--group", "edge")
 	if code != exitCheck || !strings.Contains(stdout, "n2  NOT_HEALTHY  git source: fetch: refused") {
