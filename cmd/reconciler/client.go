@@ -304,6 +304,26 @@ func (a *app) remote(cmd string, f *clientFlags, body func(c *apiClient) error) 
 	return exitOK
 }
 
+// showAnswer is a whole remote verb that prints one answer: it adds the
+// connection and output flags to fs (whose own flags are registered),
+// parses args (min to max positional), sends the request and prints the
+// answer as text, decoded into V, or as the API's JSON.
+func showAnswer[V any](a *app, fs *flag.FlagSet, args []string, min, max int, role string,
+	send func(c *apiClient) ([]byte, error), text func(io.Writer, *V)) int {
+	cf := addClientFlags(fs, role, defaultCallLimit)
+	format := outputFlag(fs)
+	if code, ok := a.parseRemote(fs, args, min, max, format); !ok {
+		return code
+	}
+	return a.remote(fs.Name(), cf, func(c *apiClient) error {
+		body, err := send(c)
+		if err != nil {
+			return err
+		}
+		return printAnswer(a.stdout, *format, body, text)
+	})
+}
+
 // printAnswer writes the API's answer as it came (json) or through
 // text, which decodes it into v first.
 func printAnswer[V any](w io.Writer, format string, body []byte, text func(io.Writer, *V)) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -94,28 +95,13 @@ func (a *app) experiments(args []string) int {
 
 func (a *app) experimentsList(args []string) int {
 	fs := a.flagSet("experiments list", "POLICY")
-	cf := addClientFlags(fs, "reader", defaultCallLimit)
-	format := outputFlag(fs)
 	filter := fs.String("filter", "", "`filter`, e.g. \"preview_metadata.state = ACTIVE\"")
-	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
-		return code
-	}
-	return a.remote("experiments list", cf, func(c *apiClient) error {
-		q := url.Values{"pageSize": {"1000"}}
-		if *filter != "" {
-			q.Set("filter", *filter)
-		}
-		var all []json.RawMessage
-		if err := listPages(a.ctx, c, experimentPath(fs.Arg(0), ""), q, "experiments",
-			func(items []json.RawMessage) { all = append(all, items...) }); err != nil {
-			return err
-		}
-		body, _ := json.Marshal(map[string]any{"experiments": all})
-		return printAnswer(a.stdout, *format, append(body, '\n'), func(w io.Writer, v *struct {
-			Experiments []experimentItem `json:"experiments"`
-		}) {
-			printExperimentList(w, v.Experiments, time.Now())
-		})
+	return showAnswer(a, fs, args, 1, 1, "reader", func(c *apiClient) ([]byte, error) {
+		return listAll(a.ctx, c, experimentPath(fs.Arg(0), ""), *filter, "experiments")
+	}, func(w io.Writer, v *struct {
+		Experiments []experimentItem `json:"experiments"`
+	}) {
+		printExperimentList(w, v.Experiments, time.Now())
 	})
 }
 
@@ -169,23 +155,14 @@ func printExperiment(w io.Writer, e *experimentItem) {
 
 func (a *app) experimentsGet(args []string) int {
 	fs := a.flagSet("experiments get", "POLICY ID")
-	cf := addClientFlags(fs, "reader", defaultCallLimit)
-	format := outputFlag(fs)
 	full := fs.Bool("full", false, "include the redacted sample requests (?view=FULL)")
-	if code, ok := a.parseRemote(fs, args, 2, 2, format); !ok {
-		return code
-	}
-	return a.remote("experiments get", cf, func(c *apiClient) error {
+	return showAnswer(a, fs, args, 2, 2, "reader", func(c *apiClient) ([]byte, error) {
 		path := experimentPath(fs.Arg(0), fs.Arg(1))
 		if *full {
 			path += "?view=FULL"
 		}
-		body, err := c.get(a.ctx, path)
-		if err != nil {
-			return err
-		}
-		return printAnswer(a.stdout, *format, body, printExperiment)
-	})
+		return c.get(a.ctx, path)
+	}, printExperiment)
 }
 
 // experimentsCreate posts a policy's JSON (as `GET /v1/policies/{p}`
@@ -193,31 +170,21 @@ func (a *app) experimentsGet(args []string) int {
 // experiment.
 func (a *app) experimentsCreate(args []string) int {
 	fs := a.flagSet("experiments create", "[--id ID] --file FILE POLICY")
-	cf := addClientFlags(fs, "writer", defaultCallLimit)
-	format := outputFlag(fs)
 	id := fs.String("id", "", "experiment `ID` (default: the server picks exp-…)")
 	file := fs.String("file", "", "JSON `FILE` of the policy (- for stdin), or of a body with \"policy\"")
-	wait := fs.Duration("wait", time.Minute, "how long to wait for the operation")
-	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
-		return code
-	}
-	if !a.checkWait(*wait) {
-		return exitUsage
-	}
-	if *file == "" {
-		fmt.Fprintln(a.stderr, "reconciler experiments create: --file is required")
-		return exitUsage
-	}
-	body, err := a.readCreateBody(*file)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "reconciler experiments create: %v\n", err)
-		return exitUsage
-	}
-	path := experimentPath(fs.Arg(0), "")
-	if *id != "" {
-		path += "?experimentId=" + url.QueryEscape(*id)
-	}
-	return a.operate("experiments create", cf, *format, *wait, func(c *apiClient) ([]byte, error) {
+	var body json.RawMessage
+	return a.operateVerb(fs, args, 1, func() error {
+		if *file == "" {
+			return errors.New("--file is required")
+		}
+		var err error
+		body, err = a.readCreateBody(*file)
+		return err
+	}, func(c *apiClient) ([]byte, error) {
+		path := experimentPath(fs.Arg(0), "")
+		if *id != "" {
+			path += "?experimentId=" + url.QueryEscape(*id)
+		}
 		return c.post(a.ctx, path, body)
 	})
 }
@@ -246,6 +213,30 @@ func (a *app) readCreateBody(file string) (json.RawMessage, error) {
 		return data, nil
 	}
 	return json.Marshal(map[string]json.RawMessage{"policy": data})
+}
+
+// operateVerb is a whole verb that starts an operation: it adds the
+// connection flags (writer), --format and --wait to fs, parses n
+// positional arguments, lets check refuse them (a usage error), and sends
+// the request with operate.
+func (a *app) operateVerb(fs *flag.FlagSet, args []string, n int, check func() error,
+	send func(c *apiClient) ([]byte, error)) int {
+	cf := addClientFlags(fs, "writer", defaultCallLimit)
+	format := outputFlag(fs)
+	wait := fs.Duration("wait", time.Minute, "how long to wait for the operation")
+	if code, ok := a.parseRemote(fs, args, n, n, format); !ok {
+		return code
+	}
+	if !a.checkWait(*wait) {
+		return exitUsage
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			fmt.Fprintf(a.stderr, "reconciler %s: %v\n", fs.Name(), err)
+			return exitUsage
+		}
+	}
+	return a.operate(fs.Name(), cf, *format, *wait, send)
 }
 
 // operate sends one write that answers an Operation and waits for it up
@@ -282,37 +273,19 @@ func (a *app) experimentsStop(args []string) int { return a.previewVerb("stop", 
 // previewVerb implements start and stop: POST …:{verb} with {}.
 func (a *app) previewVerb(name, verb string, args []string) int {
 	fs := a.flagSet("experiments "+name, "POLICY ID")
-	cf := addClientFlags(fs, "writer", defaultCallLimit)
-	format := outputFlag(fs)
-	wait := fs.Duration("wait", time.Minute, "how long to wait for the operation")
-	if code, ok := a.parseRemote(fs, args, 2, 2, format); !ok {
-		return code
-	}
-	if !a.checkWait(*wait) {
-		return exitUsage
-	}
-	return a.operate(fs.Name(), cf, *format, *wait, func(c *apiClient) ([]byte, error) {
+	return a.operateVerb(fs, args, 2, nil, func(c *apiClient) ([]byte, error) {
 		return c.post(a.ctx, experimentPath(fs.Arg(0), fs.Arg(1))+":"+verb, struct{}{})
 	})
 }
 
 func (a *app) experimentsDelete(args []string) int {
 	fs := a.flagSet("experiments delete", "POLICY ID")
-	cf := addClientFlags(fs, "writer", defaultCallLimit)
-	format := outputFlag(fs)
 	etag := fs.String("etag", "", "delete only while the experiment has this `etag`")
-	wait := fs.Duration("wait", time.Minute, "how long to wait for the operation")
-	if code, ok := a.parseRemote(fs, args, 2, 2, format); !ok {
-		return code
-	}
-	if !a.checkWait(*wait) {
-		return exitUsage
-	}
-	path := experimentPath(fs.Arg(0), fs.Arg(1))
-	if *etag != "" {
-		path += "?etag=" + url.QueryEscape(*etag)
-	}
-	return a.operate(fs.Name(), cf, *format, *wait, func(c *apiClient) ([]byte, error) {
+	return a.operateVerb(fs, args, 2, nil, func(c *apiClient) ([]byte, error) {
+		path := experimentPath(fs.Arg(0), fs.Arg(1))
+		if *etag != "" {
+			path += "?etag=" + url.QueryEscape(*etag)
+		}
 		return c.do(a.ctx, "DELETE", path, nil)
 	})
 }

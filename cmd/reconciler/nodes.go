@@ -29,42 +29,24 @@ func (a *app) nodes(args []string) int {
 
 func (a *app) nodesList(args []string) int {
 	fs := a.flagSet("nodes list", "")
-	cf := addClientFlags(fs, "reader", defaultCallLimit)
-	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
-		return code
-	}
-	return a.remote(fs.Name(), cf, func(c *apiClient) error {
-		body, err := c.get(a.ctx, "/v1/nodes")
-		if err != nil {
-			return err
+	return showAnswer(a, fs, args, 0, 0, "reader", func(c *apiClient) ([]byte, error) {
+		return c.get(a.ctx, "/v1/nodes")
+	}, func(w io.Writer, v *struct {
+		Nodes []nodeView `json:"nodes"`
+	}) {
+		if len(v.Nodes) == 0 {
+			fmt.Fprintln(w, "No nodes registered.")
+			return
 		}
-		return printAnswer(a.stdout, *format, body, func(w io.Writer, v *struct {
-			Nodes []nodeView `json:"nodes"`
-		}) {
-			if len(v.Nodes) == 0 {
-				fmt.Fprintln(w, "No nodes registered.")
-				return
-			}
-			printNodes(w, v.Nodes, time.Now())
-		})
+		printNodes(w, v.Nodes, time.Now())
 	})
 }
 
 func (a *app) nodesGet(args []string) int {
 	fs := a.flagSet("nodes get", "ID")
-	cf := addClientFlags(fs, "reader", defaultCallLimit)
-	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
-		return code
-	}
-	return a.remote(fs.Name(), cf, func(c *apiClient) error {
-		body, err := c.get(a.ctx, "/v1/nodes/"+seg(fs.Arg(0)))
-		if err != nil {
-			return err
-		}
-		return printAnswer(a.stdout, *format, body, func(w io.Writer, n *nodeView) { printNode(w, n, time.Now()) })
-	})
+	return showAnswer(a, fs, args, 1, 1, "reader", func(c *apiClient) ([]byte, error) {
+		return c.get(a.ctx, "/v1/nodes/"+seg(fs.Arg(0)))
+	}, func(w io.Writer, n *nodeView) { printNode(w, n, time.Now()) })
 }
 
 // printNode describes one node, field by field.

@@ -74,29 +74,29 @@ func (a *app) operations(args []string) int {
 
 func (a *app) operationsList(args []string) int {
 	fs := a.flagSet("operations list", "[--filter F]")
-	cf := addClientFlags(fs, "reader", defaultCallLimit)
-	format := outputFlag(fs)
 	filter := fs.String("filter", "", "AIP-160 `filter`: done = true|false, metadata.target = \"…\", metadata.verb = …, joined by AND")
-	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
-		return code
-	}
-	return a.remote("operations list", cf, func(c *apiClient) error {
-		q := url.Values{"pageSize": {"1000"}}
-		if *filter != "" {
-			q.Set("filter", *filter)
-		}
-		var all []json.RawMessage
-		err := listPages(a.ctx, c, "/v1/operations", q, "operations", func(items []json.RawMessage) { all = append(all, items...) })
-		if err != nil {
-			return err
-		}
-		body, _ := json.Marshal(map[string]any{"operations": all})
-		return printAnswer(a.stdout, *format, append(body, '\n'), func(w io.Writer, v *struct {
-			Operations []operationView `json:"operations"`
-		}) {
-			printOperations(w, v.Operations, time.Now())
-		})
+	return showAnswer(a, fs, args, 0, 0, "reader", func(c *apiClient) ([]byte, error) {
+		return listAll(a.ctx, c, "/v1/operations", *filter, "operations")
+	}, func(w io.Writer, v *struct {
+		Operations []operationView `json:"operations"`
+	}) {
+		printOperations(w, v.Operations, time.Now())
 	})
+}
+
+// listAll GETs every page of a list (filtered when filter is set) and
+// returns them as one answer, {"<key>":[…]}.
+func listAll(ctx context.Context, c *apiClient, path, filter, key string) ([]byte, error) {
+	q := url.Values{"pageSize": {"1000"}}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	all := []json.RawMessage{}
+	if err := listPages(ctx, c, path, q, key, func(items []json.RawMessage) { all = append(all, items...) }); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(map[string]any{key: all})
+	return append(body, '\n'), err
 }
 
 // listPages GETs path with q, following nextPageToken, and hands each
@@ -162,18 +162,9 @@ func printOperation(w io.Writer, o *operationView) {
 
 func (a *app) operationsGet(args []string) int {
 	fs := a.flagSet("operations get", "ID")
-	cf := addClientFlags(fs, "reader", defaultCallLimit)
-	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 1, 1, format); !ok {
-		return code
-	}
-	return a.remote("operations get", cf, func(c *apiClient) error {
-		body, err := c.get(a.ctx, "/v1/operations/"+seg(operationID(fs.Arg(0))))
-		if err != nil {
-			return err
-		}
-		return printAnswer(a.stdout, *format, body, printOperation)
-	})
+	return showAnswer(a, fs, args, 1, 1, "reader", func(c *apiClient) ([]byte, error) {
+		return c.get(a.ctx, "/v1/operations/"+seg(operationID(fs.Arg(0))))
+	}, printOperation)
 }
 
 func (a *app) operationsCancel(args []string) int {

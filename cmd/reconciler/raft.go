@@ -23,24 +23,15 @@ func (a *app) raft(args []string) int {
 
 func (a *app) raftPeers(args []string) int {
 	fs := a.flagSet("raft peers", "")
-	cf := addClientFlags(fs, "admin", defaultCallLimit)
-	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
-		return code
-	}
-	return a.remote(fs.Name(), cf, func(c *apiClient) error {
-		body, err := c.get(a.ctx, "/v1/raft/peers")
-		if err != nil {
-			return err
+	return showAnswer(a, fs, args, 0, 0, "admin", func(c *apiClient) ([]byte, error) {
+		return c.get(a.ctx, "/v1/raft/peers")
+	}, func(w io.Writer, r *cluster.RaftPeersResponse) {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER\tREACHABLE")
+		for _, p := range r.Peers {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%t\n", p.ID, p.Address, p.Suffrage, p.Leader, p.Reachable)
 		}
-		return printAnswer(a.stdout, *format, body, func(w io.Writer, r *cluster.RaftPeersResponse) {
-			tw := newTable(w)
-			fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER\tREACHABLE")
-			for _, p := range r.Peers {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%t\n", p.ID, p.Address, p.Suffrage, p.Leader, p.Reachable)
-			}
-			tw.Flush()
-		})
+		tw.Flush()
 	})
 }
 
@@ -64,22 +55,13 @@ func (a *app) raftRemove(args []string) int {
 
 func (a *app) raftTransfer(args []string) int {
 	fs := a.flagSet("raft transfer-leadership", "[ID]")
-	cf := addClientFlags(fs, "admin", defaultCallLimit)
-	format := outputFlag(fs)
-	if code, ok := a.parseRemote(fs, args, 0, 1, format); !ok {
-		return code
-	}
-	return a.remote(fs.Name(), cf, func(c *apiClient) error {
-		body, err := c.post(a.ctx, "/v1/raft:transferLeadership", cluster.TransferRequest{ID: fs.Arg(0)})
-		if err != nil {
-			return err
+	return showAnswer(a, fs, args, 0, 1, "admin", func(c *apiClient) ([]byte, error) {
+		return c.post(a.ctx, "/v1/raft:transferLeadership", cluster.TransferRequest{ID: fs.Arg(0)})
+	}, func(w io.Writer, r *cluster.TransferResponse) {
+		if r.Leader == "" {
+			fmt.Fprintf(w, "%s handed leadership on; the new leader is not known yet (see `reconciler raft peers`).\n", r.From)
+			return
 		}
-		return printAnswer(a.stdout, *format, body, func(w io.Writer, r *cluster.TransferResponse) {
-			if r.Leader == "" {
-				fmt.Fprintf(w, "%s handed leadership on; the new leader is not known yet (see `reconciler raft peers`).\n", r.From)
-				return
-			}
-			fmt.Fprintf(w, "Leadership moved from %s to %s.\n", r.From, r.Leader)
-		})
+		fmt.Fprintf(w, "Leadership moved from %s to %s.\n", r.From, r.Leader)
 	})
 }
