@@ -80,7 +80,7 @@ func experimentsCommands() []subcommand {
 		{"create", "[--id ID] --file FILE POLICY", "create an experiment from a policy's JSON", (*app).experimentsCreate},
 		{"start", "POLICY ID", "start previewing it on mirrored traffic", (*app).experimentsStart},
 		{"stop", "POLICY ID", "stop previewing it", (*app).experimentsStop},
-		{"commit", "[--wait D] POLICY ID", "commit it to the live branch; --wait returns once its generation is ACTIVE", (*app).experimentsCommit},
+		{"commit", "[--wait] POLICY ID", "commit it to the live branch; --wait returns once its generation is ACTIVE", (*app).experimentsCommit},
 		{"delete", "POLICY ID", "delete it", (*app).experimentsDelete},
 		{"diff", "POLICY ID", "what it changes in the live policy, rule by rule", (*app).experimentsDiff},
 	}

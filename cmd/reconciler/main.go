@@ -111,9 +111,11 @@ func (a *app) run(args []string) int {
 func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: reconciler <command> [flags]")
 	fmt.Fprintln(w, "\nCommands:")
+	tw := newTable(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %-40s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.name, c.args, c.summary)
 	}
+	tw.Flush()
 	fmt.Fprintln(w, "\nRun 'reconciler help COMMAND' for a command's flags.")
 }
 
