@@ -226,7 +226,8 @@ func (a *app) waitOperation(c *apiClient, id string, wait time.Duration, op *ope
 	defer cancel()
 	start := time.Now()
 	for {
-		step := min(operationWaitStep, time.Until(start.Add(wait)))
+		// Each :wait must end inside the client's own bound of a request.
+		step := min(operationWaitStep, time.Until(start.Add(wait)), c.timeout/2)
 		if step < time.Second {
 			step = time.Second
 		}

@@ -31,7 +31,7 @@ type rollbackAnswer struct {
 // normal path promotes it as a new generation (docs/api.md, Rollback).
 func (a *app) rollback(args []string) int {
 	fs := a.flagSet("rollback", "[--server URL] [--to GENERATION] [--wait DURATION]")
-	cf := addClientFlags(fs, "admin", 0)
+	cf := addClientFlags(fs, "admin", 30*time.Second+rollbackGitBudget) // default: --wait plus the git budget
 	to := fs.Uint64("to", 0, "`GENERATION` whose policies to restore (default: the one active before the current one)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the new generation to become ACTIVE (0: do not wait)")
 	format := outputFlag(fs)
