@@ -76,7 +76,9 @@ func cli(t *testing.T, args ...string) cliResult {
 // experiment created from a file is listed and diffed; `experiments
 // commit --wait` prints progress and returns once the generation it made
 // is ACTIVE; operations list shows the commit; raft transfer-leadership
-// moves the leader; without the token the CLI says which role it lacks.
+// moves the leader; nodes health, state and get work by scope; a killed
+// voter is removed with raft remove; without the token the CLI says which
+// role it lacks.
 func TestOperatorCLI(t *testing.T) {
 	srv := gittest.NewServer(t, gittest.Options{})
 	url := srv.InitRepo("policies", map[string]string{"web/policy.toml": webPolicy})
@@ -144,13 +146,48 @@ func TestOperatorCLI(t *testing.T) {
 	if r := cli(t, "raft", "transfer-leadership", "--server", server); r.code != 0 || !strings.Contains(r.stdout, "Leadership moved from "+before.Leader) {
 		t.Fatalf("transfer-leadership = %+v", r)
 	}
+	var leader string
 	waitFor(t, "a new leader", func() error {
 		s, err := c.Client.Status(c.Nodes[0])
 		if err == nil && (s.Leader == before.Leader || s.Leader == "") {
 			err = fmt.Errorf("leader %q", s.Leader)
 		}
+		leader = s.Leader
 		return err
 	})
+	waitFor(t, "every node HEALTHY in `nodes health`", func() error {
+		if r := cli(t, "nodes", "health", "--server", server, "--group", "default"); r.code != 0 || strings.Count(r.stdout, " HEALTHY") != 3 {
+			return fmt.Errorf("%+v", r)
+		}
+		return nil
+	})
+	var victim *harness.Node
+	for _, n := range c.Nodes {
+		if n.ID != leader && n != c.Nodes[1] {
+			victim = n
+		}
+	}
+	if r := cli(t, "nodes", "state", "--server", server, "--name", victim.ID, "PASSIVE"); r.code != 0 || r.stdout != victim.ID+": ACTIVE -> PASSIVE\n" {
+		t.Fatalf("nodes state = %+v", r)
+	}
+	waitFor(t, victim.ID+" PASSIVE in `nodes get`", func() error {
+		if r := cli(t, "nodes", "get", "--server", server, "-o", "json", victim.ID); r.code != 0 || !strings.Contains(r.stdout, `"state":"PASSIVE"`) {
+			return fmt.Errorf("%+v", r)
+		}
+		return nil
+	})
+
+	// A lost machine: the victim killed, then removed by name.
+	c.Kill(victim)
+	waitFor(t, "`raft remove` once "+victim.ID+" is gone", func() error {
+		if r := cli(t, "raft", "remove", "--server", server, victim.ID); r.code != 0 {
+			return fmt.Errorf("%+v", r)
+		}
+		return nil
+	})
+	if r := cli(t, "raft", "peers", "--server", server); r.code != 0 || strings.Count(r.stdout, "VOTER") != 2 || strings.Contains(r.stdout, victim.ID) {
+		t.Fatalf("raft peers after the removal = %+v", r)
+	}
 	if r := cli(t, "raft", "peers", "--server", server, "--token-env", "NO_SUCH_VARIABLE"); r.code != 1 || !strings.Contains(r.stderr, "admin role") {
 		t.Fatalf("raft peers without a token = %+v", r)
 	}
