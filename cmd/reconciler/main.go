@@ -76,6 +76,10 @@ func commands() []command {
 		{"status", "[--server URL] [--format F]", "cluster, generation, policy conditions and nodes of a running cluster", (*app).status},
 		{"rollback", "[--server URL] [--to N] [--wait D]", "revert main to generation N's policies and promote the revert", (*app).rollback},
 		{"accept-history", "[--server URL] COMMIT", "let the leader promote a live branch that no longer descends from the active generation", (*app).acceptHistory},
+		{"experiments", "list|get|create|start|stop|commit|delete|diff", "a policy's experiments over the API", (*app).experiments},
+		{"operations", "list|get|wait|cancel", "the long-running operations of experiment writes", (*app).operations},
+		{"nodes", "list|get|state|health", "the cluster's nodes: states and health checks by group, subgroup or name", (*app).nodes},
+		{"raft", "peers|remove|transfer-leadership", "the raft configuration: peers, removing a dead voter, leadership", (*app).raft},
 		{"certs", "ca|node [flags]", "create a cluster CA and node certificates for [tls]", (*app).certs},
 		{"version", "", "print version, commit and Go version", (*app).version},
 		{"help", "[COMMAND]", "list commands, or show a command's flags", (*app).help},
@@ -107,9 +111,11 @@ func (a *app) run(args []string) int {
 func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: reconciler <command> [flags]")
 	fmt.Fprintln(w, "\nCommands:")
+	tw := newTable(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %-40s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.name, c.args, c.summary)
 	}
+	tw.Flush()
 	fmt.Fprintln(w, "\nRun 'reconciler help COMMAND' for a command's flags.")
 }
 

@@ -74,6 +74,9 @@ var routeTable = []routeRule{
 	{http.MethodPost, WebhookCommandsPath, classAPI, auth.RoleAdmin, is(WebhookCommandsPath)},
 	{http.MethodPost, "/v1/nodes:changeState", classAPI, auth.RoleAdmin, is("/v1/nodes:changeState")},
 	{http.MethodPost, "/v1/nodes:healthCheck", classAPI, auth.RoleAdmin, is("/v1/nodes:healthCheck")},
+	{http.MethodGet, raftPeersPath, classAPI, auth.RoleAdmin, is(raftPeersPath)},
+	{http.MethodPost, raftVerbPrefix + raftTransferVerb, classAPI, auth.RoleAdmin, hasPrefix(raftVerbPrefix)},
+	{http.MethodPost, raftVerbPrefix + raftRemoveVerb, classAPI, auth.RoleAdmin, hasPrefix(raftVerbPrefix)},
 	{http.MethodGet, statusPath, classAPI, auth.RoleReader, anyPath},
 	{"", "/v1/nodes:changeState", classAPI, auth.RoleAdmin, anyPath},
 }

@@ -52,6 +52,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.routeNodesVerb(w, r, p[len(nodesVerbPrefix):])
 	case strings.HasPrefix(p, clusterPrefix):
 		s.routeCluster(w, r, p[len(clusterPrefix):])
+	case p == raftPeersPath || strings.HasPrefix(p, raftVerbPrefix):
+		s.routeRaft(w, r, p)
 	case p == statusPath || p == generationsList || p == nodesList || strings.HasPrefix(p, nodesPrefix):
 		s.routeClusterResource(w, r, p)
 	case isConsolePath(p):
