@@ -75,6 +75,7 @@ func commands() []command {
 		{"replay", "--live DIR --experiment DIR --traffic F", "offline preview: both policies over recorded requests", (*app).replay},
 		{"status", "[--server URL] [--format F]", "cluster, generation, policy conditions and nodes of a running cluster", (*app).status},
 		{"rollback", "[--server URL] [--to N] [--wait D]", "revert main to generation N's policies and promote the revert", (*app).rollback},
+		{"snapshot", "save|inspect|restore FILE [flags]", "back up the cluster's state, check a backup, seed a node from one", (*app).snapshot},
 		{"accept-history", "[--server URL] COMMIT", "let the leader promote a live branch that no longer descends from the active generation", (*app).acceptHistory},
 		{"certs", "ca|node [flags]", "create a cluster CA and node certificates for [tls]", (*app).certs},
 		{"version", "", "print version, commit and Go version", (*app).version},

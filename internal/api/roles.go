@@ -71,6 +71,7 @@ var routeTable = []routeRule{
 	{http.MethodPost, WebhookCommandsPath, classAPI, auth.RoleAdmin, is(WebhookCommandsPath)},
 	{http.MethodPost, "/v1/nodes:changeState", classAPI, auth.RoleAdmin, is("/v1/nodes:changeState")},
 	{http.MethodPost, "/v1/nodes:healthCheck", classAPI, auth.RoleAdmin, is("/v1/nodes:healthCheck")},
+	{http.MethodGet, snapshotPath, classAPI, auth.RoleAdmin, is(snapshotPath)},
 	{http.MethodGet, statusPath, classAPI, auth.RoleReader, anyPath},
 	{"", "/v1/nodes:changeState", classAPI, auth.RoleAdmin, anyPath},
 }

@@ -58,6 +58,9 @@ type RestoreOptions struct {
 	// Servers is the raft configuration of the new cluster; it must
 	// hold the node being restored as a voter.
 	Servers []raft.Server
+	// Prepare, when set, runs once the file is known good and before
+	// anything is written (the CLI moves an old raft directory aside).
+	Prepare func() error
 }
 
 // Restore checks the whole file at path (Inspect), then writes a raft
@@ -68,6 +71,11 @@ func Restore(path string, o RestoreOptions) (Header, error) {
 	h, err := inspectFile(path)
 	if err != nil {
 		return h, err
+	}
+	if o.Prepare != nil {
+		if err := o.Prepare(); err != nil {
+			return h, err
+		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
