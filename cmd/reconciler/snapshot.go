@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/policyrollout/reconciler/internal/backup"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
