@@ -77,17 +77,29 @@ func (a *app) parseFile(fs *flag.FlagSet, args []string) (string, int, bool) {
 }
 
 func (a *app) snapshotSave(args []string) int {
-	fs := a.flagSet("snapshot save", "FILE [--server URL] [--token-env NAME] [--timeout D]")
+	fs := a.flagSet("snapshot save", "FILE [--server URL] [--token-env NAME] [--timeout D]  |  FILE --data-dir DIR --node-id ID")
 	server := fs.String("server", defaultServer, "`URL` of any node's API (a follower points to the leader, which takes the snapshot)")
 	tokenEnv := fs.String("token-env", "RECONCILER_TOKEN", "environment `VARIABLE` holding an admin API token, sent when set")
 	timeout := fs.Duration("timeout", 30*time.Minute, "bound of the whole transfer")
+	dataDir := fs.String("data-dir", "", "offline: read the state of the stopped node whose node.data_dir is `DIR` instead "+
+		"of asking a leader (lost quorum); the file is only as recent as that node")
+	nodeID := fs.String("node-id", "", "offline: the `ID` of that node, recorded in the header")
 	file, code, ok := a.parseFile(fs, args)
 	if !ok {
 		return code
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, *timeout)
-	defer cancel()
-	h, err := saveSnapshot(ctx, serverBase(*server), os.Getenv(*tokenEnv), file)
+	var h backup.Header
+	var err error
+	if *dataDir != "" {
+		err = writeAtomic(file, func(w io.Writer) (err error) {
+			h, err = backup.SaveOffline(w, filepath.Join(*dataDir, raftDirName), *nodeID, time.Now())
+			return err
+		})
+	} else {
+		ctx, cancel := context.WithTimeout(a.ctx, *timeout)
+		defer cancel()
+		h, err = saveSnapshot(ctx, serverBase(*server), os.Getenv(*tokenEnv), file)
+	}
 	if err != nil {
 		fmt.Fprintf(a.stderr, "reconciler snapshot save: %v\n", err)
 		return exitCheck
@@ -99,18 +111,28 @@ func (a *app) snapshotSave(args []string) int {
 
 // saveSnapshot downloads a snapshot file into path: written beside it,
 // checked as it arrives, and renamed into place only when whole.
-func saveSnapshot(ctx context.Context, base, token, path string) (backup.Header, error) {
+func saveSnapshot(ctx context.Context, base, token, path string) (h backup.Header, err error) {
 	resp, err := getSnapshot(ctx, base, token)
 	if err != nil {
 		return backup.Header{}, err
 	}
 	defer resp.Body.Close()
+	err = writeAtomic(path, func(w io.Writer) (err error) {
+		h, err = copyChecked(w, resp.Body)
+		return err
+	})
+	return h, err
+}
+
+// writeAtomic writes path through fill: into a file beside it, synced
+// and renamed into place only when fill succeeded.
+func writeAtomic(path string, fill func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".partial-*")
 	if err != nil {
-		return backup.Header{}, err
+		return err
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
-	h, err := copyChecked(tmp, resp.Body)
+	err = fill(tmp)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -118,9 +140,9 @@ func saveSnapshot(ctx context.Context, base, token, path string) (backup.Header,
 		err = cerr
 	}
 	if err != nil {
-		return h, err
+		return err
 	}
-	return h, os.Rename(tmp.Name(), path)
+	return os.Rename(tmp.Name(), path)
 }
 
 // copyChecked copies a snapshot file from r to w, checking it on the way.

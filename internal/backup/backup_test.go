@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -156,4 +157,33 @@ func FuzzInspect(f *testing.F) {
 			t.Fatalf("accepted without a state or header: %+v", h)
 		}
 	})
+}
+
+// TestSaveOfflineFromAStoppedNode: with no leader to ask (lost quorum),
+// the state a stopped node holds is saved from its raft directory; a
+// running node's directory is refused (its lock is held).
+func TestSaveOfflineFromAStoppedNode(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "raft")
+	s := openStore(t, dir, "a", true)
+	propose(t, s,
+		&raftstore.StageGeneration{Generation: 1, Commit: "c0ffee", Files: map[string][]byte{"web/policy.toml": []byte("x")}},
+		&raftstore.ReportReady{Generation: 1, NodeID: "a"},
+		&raftstore.ActivateGeneration{Generation: 1},
+	)
+	if _, err := SaveOffline(io.Discard, dir, "a", time.Now()); !errors.Is(err, raftstore.ErrDataDirLocked) {
+		t.Fatalf("offline save of a running node's directory: %v, want ErrDataDirLocked", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	h, err := SaveOffline(&buf, dir, "a", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := Inspect(&buf)
+	if err != nil || st.Active != 1 || h.Commit != "c0ffee" || h.Term == 0 || h.Index != st.LastIndex {
+		t.Fatalf("offline save: %v, header %+v", err, h)
+	}
 }

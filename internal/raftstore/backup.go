@@ -172,3 +172,42 @@ func seedBolt(path string, term uint64) error {
 	)
 	return errors.Join(err, bolt.Close())
 }
+
+// Offline is the state a stopped node holds in its raft directory.
+type Offline struct {
+	State *State
+	// Term is the term of the last applied entry (or of the snapshot).
+	Term uint64
+	// Servers is the raft configuration of the newest snapshot, if any.
+	Servers []raft.Server
+}
+
+// ReadOffline restores, without raft, the state a stopped node would
+// serve on start: its newest snapshot and the committed log tail
+// (restoreLocal). It is how a backup is made when no leader can be
+// elected (lost quorum). A running node holds the directory's lock, and
+// ReadOffline then fails with ErrDataDirLocked.
+func ReadOffline(dir string) (*Offline, error) {
+	if _, err := os.Stat(filepath.Join(dir, boltFile)); err != nil {
+		return nil, fmt.Errorf("%s holds no raft data: %w", dir, err)
+	}
+	cfg := Config{DataDir: dir}.withDefaults()
+	disk, snaps, err := openDisk(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer disk.Close()
+	fsm := NewFSM(FSMConfig{Logger: cfg.Logger})
+	if err := restoreLocal(fsm, snaps, disk, disk, cfg.Logger); err != nil {
+		return nil, corruptErr(dir, err)
+	}
+	out := &Offline{State: fsm.State()}
+	if list, err := snaps.List(); err == nil && len(list) > 0 {
+		out.Term, out.Servers = list[0].Term, list[0].Configuration.Servers
+	}
+	var entry raft.Log
+	if idx := out.State.LastIndex; idx > 0 && disk.GetLog(idx, &entry) == nil {
+		out.Term = entry.Term
+	}
+	return out, nil
+}
