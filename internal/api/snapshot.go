@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/backup"
 	"github.com/policyrollout/reconciler/internal/cluster"
@@ -21,6 +22,9 @@ const snapshotPath = "/v1/snapshot"
 type Snapshotter interface {
 	SaveSnapshot(w io.Writer) (backup.Header, error)
 }
+
+// snapshotWriteTime bounds the transfer of one snapshot.
+const snapshotWriteTime = 30 * time.Minute
 
 // snapshotGate lets one snapshot be taken at a time on a node: each one
 // makes raft write the whole state to disk, so a caller repeating the
@@ -49,6 +53,9 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.snapshotGate.mu.Unlock()
+	// The server's write timeout fits answers, not a state of hundreds of
+	// megabytes on a slow link; an admin's transfer gets longer.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(snapshotWriteTime))
 	sw := &snapshotWriter{w: w}
 	h, err := s.snapshots.SaveSnapshot(sw)
 	switch {
