@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +112,7 @@ func TestDamagedFilesAreRefused(t *testing.T) {
 		"body byte":       flip(data, len(data)/2),
 		"header byte":     flip(data, 40),
 		"checksum byte":   flip(data, len(data)-5),
+		"checksum case":   []byte(string(data[:len(data)-65]) + strings.ToUpper(string(data[len(data)-65:]))),
 		"appended":        append(bytes.Clone(data), 'x'),
 	}
 	for name, bad := range cases {

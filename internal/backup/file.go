@@ -223,11 +223,12 @@ func (r *Reader) finish() error {
 
 func checkTrailer(line, want []byte) error {
 	hexSum, ok := bytes.CutPrefix(bytes.TrimSuffix(line, []byte("\n")), []byte("sha256:"))
-	got, err := hex.DecodeString(string(hexSum))
-	if !ok || err != nil || len(got) != sha256.Size {
+	if !ok || len(hexSum) != 2*sha256.Size {
 		return fmt.Errorf("%w: the checksum line is malformed", ErrInvalid)
 	}
-	if !bytes.Equal(got, want) {
+	// Compared as written (lower-case hex): any other spelling of the
+	// same digest is an altered file too.
+	if string(hexSum) != hex.EncodeToString(want) {
 		return ErrChecksum
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -134,7 +135,7 @@ func seed(dir string, index, term uint64, servers []raft.Server, body io.Reader)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, nil)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, hclog.NewNullLogger())
 	if err != nil {
 		return fmt.Errorf("create the snapshot store: %w", err)
 	}
