@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/backup"
@@ -54,9 +55,12 @@ func TestSnapshotOnlyForAdminsOnTheLeader(t *testing.T) {
 	}
 
 	release, started := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
 	blocking := snapshotFunc(func(w io.Writer) (backup.Header, error) {
-		close(started)
-		<-release
+		if calls.Add(1) == 1 { // the first one holds until released
+			close(started)
+			<-release
+		}
 		return backup.Header{}, raftstore.ErrNotLeader
 	})
 	busy := newTestEnv(t, Config{Cluster: leadingCluster{fc}, Token: "token", Snapshots: blocking})
@@ -65,9 +69,10 @@ func TestSnapshotOnlyForAdminsOnTheLeader(t *testing.T) {
 	var first answer
 	go func() { defer wg.Done(); first = busy.do(http.MethodGet, snapshotPath, nil, bearer("token")) }()
 	<-started
-	wantError(t, busy.do(http.MethodGet, snapshotPath, nil, bearer("token")), 429, "RESOURCE_EXHAUSTED")
+	second := busy.do(http.MethodGet, snapshotPath, nil, bearer("token"))
 	close(release)
 	wg.Wait()
+	wantError(t, second, 429, "RESOURCE_EXHAUSTED")
 	if first.code == 200 || !strings.Contains(string(first.body), `"error"`) {
 		t.Fatalf("a snapshot that failed before its first byte: %d %s", first.code, first.body)
 	}
