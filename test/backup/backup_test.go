@@ -5,7 +5,6 @@
 package backup_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -240,19 +239,5 @@ func cli(t *testing.T, bin string, want int, args ...string) string {
 
 // traffic returns the first samples lines of the example traffic.
 func traffic(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(harness.ModuleRoot(), "policies.example", "_traffic", "sample.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() && len(lines) < samples {
-		if json.Valid(sc.Bytes()) {
-			lines = append(lines, sc.Text())
-		}
-	}
-	return lines
+	return harness.TrafficSample(t)[:samples]
 }

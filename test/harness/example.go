@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bufio"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,4 +31,27 @@ func ExampleFiles(t testing.TB) map[string]string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TrafficSample reads policies.example/_traffic/sample.jsonl: one
+// decision request per line, blank lines dropped.
+func TrafficSample(t testing.TB) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(ModuleRoot(), "policies.example", "_traffic", "sample.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if s := strings.TrimSpace(sc.Text()); s != "" {
+			out = append(out, s)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
