@@ -44,6 +44,11 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	if !s.allow(w, r, http.MethodGet) {
 		return
 	}
+	if r.Method == http.MethodHead { // says the endpoint is there; takes no snapshot
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if leader := s.cluster.Leader(); leader != s.cluster.NodeID() {
 		s.redirectSnapshot(w, r, leader)
 		return

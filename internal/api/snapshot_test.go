@@ -49,6 +49,9 @@ func TestSnapshotOnlyForAdminsOnTheLeader(t *testing.T) {
 
 	leader := newTestEnv(t, Config{Cluster: leadingCluster{fc}, Token: "token", Snapshots: save})
 	wantError(t, leader.do(http.MethodGet, snapshotPath, nil, nil), 401, "UNAUTHENTICATED")
+	if a := leader.do(http.MethodHead, snapshotPath, nil, bearer("token")); a.code != 200 || taken != 0 {
+		t.Fatalf("HEAD: %d, %d snapshots taken", a.code, taken)
+	}
 	a := leader.do(http.MethodGet, snapshotPath, nil, bearer("token"))
 	if a.code != 200 || string(a.body) != "snapshot-bytes" || a.header.Get("Content-Type") != "application/octet-stream" {
 		t.Fatalf("leader: %d %q %v", a.code, a.body, a.header)
