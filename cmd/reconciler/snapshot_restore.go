@@ -144,7 +144,7 @@ func clearDataDir(dir string, force bool, now time.Time, dryRun bool) (string, e
 	if _, err := os.Stat(raftDir); os.IsNotExist(err) || dryRun {
 		return "", nil
 	}
-	aside := fmt.Sprintf("%s.replaced-%s", raftDir, now.UTC().Format("20060102T150405Z"))
+	aside := fmt.Sprintf("%s.replaced-%s", raftDir, now.UTC().Format("20060102T150405.000000000Z"))
 	if err := os.Rename(raftDir, aside); err != nil {
 		return "", fmt.Errorf("move the old raft directory aside: %w", err)
 	}
