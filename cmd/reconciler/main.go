@@ -1,5 +1,5 @@
 // Command reconciler is the GitOps policy reconciler: a daemon (serve) and
-// the tools around it (validate, test, merge, eval, status, rollback, certs). See CONTRACT.md §2 and
+// the tools around it (validate, test, merge, eval, status, rollback, snapshot, certs). See CONTRACT.md §2 and
 // `reconciler help`. main only parses flags and wires internal packages.
 package main
 
