@@ -1,5 +1,5 @@
 // Command reconciler is the GitOps policy reconciler: a daemon (serve) and
-// the tools around it (validate, test, merge, eval, status, rollback, certs). See CONTRACT.md §2 and
+// the tools around it (validate, test, merge, eval, status, rollback, snapshot, certs). See CONTRACT.md §2 and
 // `reconciler help`. main only parses flags and wires internal packages.
 package main
 
@@ -75,6 +75,7 @@ func commands() []command {
 		{"replay", "--live DIR --experiment DIR --traffic F", "offline preview: both policies over recorded requests", (*app).replay},
 		{"status", "[--server URL] [--format F]", "cluster, generation, policy conditions and nodes of a running cluster", (*app).status},
 		{"rollback", "[--server URL] [--to N] [--wait D]", "revert main to generation N's policies and promote the revert", (*app).rollback},
+		{"snapshot", "save|inspect|restore FILE [flags]", "back up the cluster's state, check a backup, seed a node from one", (*app).snapshot},
 		{"accept-history", "[--server URL] COMMIT", "let the leader promote a live branch that no longer descends from the active generation", (*app).acceptHistory},
 		{"experiments", "list|get|create|start|stop|commit|delete|diff", "a policy's experiments over the API", (*app).experiments},
 		{"operations", "list|get|wait|cancel", "the long-running operations of experiment writes", (*app).operations},

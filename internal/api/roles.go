@@ -77,6 +77,7 @@ var routeTable = []routeRule{
 	{http.MethodGet, raftPeersPath, classAPI, auth.RoleAdmin, is(raftPeersPath)},
 	{http.MethodPost, raftVerbPrefix + raftTransferVerb, classAPI, auth.RoleAdmin, hasPrefix(raftVerbPrefix)},
 	{http.MethodPost, raftVerbPrefix + raftRemoveVerb, classAPI, auth.RoleAdmin, hasPrefix(raftVerbPrefix)},
+	{http.MethodGet, snapshotPath, classAPI, auth.RoleAdmin, is(snapshotPath)},
 	{http.MethodGet, statusPath, classAPI, auth.RoleReader, anyPath},
 	{"", "/v1/nodes:changeState", classAPI, auth.RoleAdmin, anyPath},
 }

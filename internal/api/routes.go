@@ -38,6 +38,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 	case p == rollbackPath:
 		s.rollback(w, r)
+	case p == snapshotPath:
+		s.getSnapshot(w, r)
 	case p == acceptHistoryPath:
 		s.acceptHistory(w, r)
 	case p == operationsList || strings.HasPrefix(p, operationsPrefix):

@@ -101,6 +101,7 @@ func (m *Main) wire(ctx context.Context) error {
 		LoopbackOnly:   auth.LoopbackAddr(cfg.Node.HTTPAddr),
 		Audit:          m.Logger.Named(logging.Audit),
 		Rollback:       rollbacks{m},
+		Snapshots:      snapshots{m},
 		Records:        reconcile.StatusRecords{},
 		Experiments:    m.experiments,
 		Preview:        m.preview,

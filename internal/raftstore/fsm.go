@@ -142,8 +142,11 @@ const (
 
 // snapshotFile is the JSON document a snapshot holds.
 type snapshotFile struct {
-	Format int    `json:"format"`
-	State  *State `json:"state"`
+	Format int `json:"format"`
+	// Summary comes before State so that a backup reads it from the
+	// first bytes (backup.go); decoding ignores it.
+	Summary *SnapshotSummary `json:"summary,omitempty"`
+	State   *State           `json:"state"`
 }
 
 // Snapshot implements raft.FSM. The published state is immutable, so the
@@ -209,7 +212,7 @@ func readSnapshot(r io.Reader) (*State, []string, error) {
 // WriteSnapshot encodes s in the snapshot format.
 func WriteSnapshot(w io.Writer, s *State) error {
 	view, format := snapshotView(s)
-	return json.NewEncoder(w).Encode(snapshotFile{Format: format, State: view})
+	return json.NewEncoder(w).Encode(snapshotFile{Format: format, Summary: Summarize(s), State: view})
 }
 
 type fsmSnapshot struct{ state *State }
