@@ -78,9 +78,10 @@ func (a *app) parseFile(fs *flag.FlagSet, args []string) (string, int, bool) {
 
 func (a *app) snapshotSave(args []string) int {
 	fs := a.flagSet("snapshot save", "FILE [--server URL] [--token-env NAME] [--timeout D]  |  FILE --data-dir DIR --node-id ID")
-	server := fs.String("server", defaultServer, "`URL` of any node's API (a follower points to the leader, which takes the snapshot)")
-	tokenEnv := fs.String("token-env", "RECONCILER_TOKEN", "environment `VARIABLE` holding an admin API token, sent when set")
-	timeout := fs.Duration("timeout", 30*time.Minute, "bound of the whole transfer")
+	// The connection flags of every remote command (a follower points to
+	// the leader, which takes the snapshot); --timeout bounds the whole
+	// transfer.
+	cf := addClientFlags(fs, "admin", 30*time.Minute)
 	dataDir := fs.String("data-dir", "", "offline: read the state of the stopped node whose node.data_dir is `DIR` instead "+
 		"of asking a leader (lost quorum); the file is only as recent as that node")
 	nodeID := fs.String("node-id", "", "offline: the `ID` of that node, recorded in the header")
@@ -96,9 +97,12 @@ func (a *app) snapshotSave(args []string) int {
 			return err
 		})
 	} else {
-		ctx, cancel := context.WithTimeout(a.ctx, *timeout)
-		defer cancel()
-		h, err = saveSnapshot(ctx, serverBase(*server), os.Getenv(*tokenEnv), file)
+		var c *apiClient
+		if c, err = cf.client(); err == nil {
+			ctx, cancel := context.WithTimeout(a.ctx, c.timeout)
+			defer cancel()
+			h, err = saveSnapshot(ctx, c, file)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(a.stderr, "reconciler snapshot save: %v\n", err)
@@ -111,8 +115,8 @@ func (a *app) snapshotSave(args []string) int {
 
 // saveSnapshot downloads a snapshot file into path: written beside it,
 // checked as it arrives, and renamed into place only when whole.
-func saveSnapshot(ctx context.Context, base, token, path string) (h backup.Header, err error) {
-	resp, err := getSnapshot(ctx, base, token)
+func saveSnapshot(ctx context.Context, c *apiClient, path string) (h backup.Header, err error) {
+	resp, err := getSnapshot(ctx, c)
 	if err != nil {
 		return backup.Header{}, err
 	}
@@ -160,7 +164,11 @@ func copyChecked(w io.Writer, r io.Reader) (backup.Header, error) {
 // getSnapshot asks base for GET /v1/snapshot. A follower answers 307 to
 // the leader's API; that one redirect is followed with the same token,
 // on the same scheme only.
-func getSnapshot(ctx context.Context, base, token string) (*http.Response, error) {
+// Every node holds the same tokens, so the one it points to learns none
+// it did not have; the shared client (which follows no redirect) keeps its
+// TLS settings for the hop.
+func getSnapshot(ctx context.Context, c *apiClient) (*http.Response, error) {
+	base, token := c.base, c.token
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/snapshot", nil)
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %v", base, err)
@@ -168,7 +176,7 @@ func getSnapshot(ctx context.Context, base, token string) (*http.Response, error
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	client := *http.DefaultClient
+	client := *c.http
 	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
 		if len(via) > 1 || next.URL.Scheme != via[0].URL.Scheme {
 			return http.ErrUseLastResponse
