@@ -29,7 +29,7 @@ type statusView struct {
 	ActiveGeneration uint64 `json:"activeGeneration"`
 	Commit           string `json:"commit"`
 	ServedGeneration uint64 `json:"servedGeneration"`
-	// ClusterVersion is the lowest release among the voters ("" from a
+	// ClusterVersion is the lowest release among the members ("" from a
 	// 1.0.0 node, which did not show it).
 	ClusterVersion string `json:"clusterVersion"`
 	Source         struct {
@@ -166,7 +166,7 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "  Node:\t%s\n  Leader:\t%s\n  Raft state:\t%s\n", v.NodeID, leader, v.RaftState)
 	if v.ClusterVersion != "" {
-		fmt.Fprintf(tw, "  Cluster version:\t%s (the lowest release among the voters)\n", v.ClusterVersion)
+		fmt.Fprintf(tw, "  Cluster version:\t%s (the lowest release among the members)\n", v.ClusterVersion)
 	}
 	fmt.Fprintf(tw, "  Active generation:\t%s\n", generationLabel(v.ActiveGeneration, v.Commit))
 	fmt.Fprintf(tw, "  Served here:\t%s\n", generationLabel(v.ServedGeneration, ""))

@@ -38,7 +38,7 @@ type Cluster interface {
 	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
 	HeldReasons(n raftstore.Node, v cluster.View) []string
-	// Version is the cluster version: the lowest release among the voters.
+	// Version is the cluster version: the lowest release among the members.
 	Version() version.V
 	// IsMember reports whether node id is a member (registered or in the
 	// raft configuration): the node port gives others only a join.

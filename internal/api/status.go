@@ -35,7 +35,7 @@ type statusResource struct {
 	Parts map[string]lifecycle.Status `json:"parts,omitempty"`
 	// Statistics sum the nodes' PDP statistics (nodes_state.go).
 	Statistics cluster.Statistics `json:"statistics"`
-	// ClusterVersion is the lowest release among the voters; Features
+	// ClusterVersion is the lowest release among the members; Features
 	// says which of the releases' features the leader uses at it.
 	ClusterVersion string          `json:"clusterVersion"`
 	Features       []featureStatus `json:"features"`

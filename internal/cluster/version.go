@@ -12,8 +12,8 @@ import (
 )
 
 // Version is the cluster version: the lowest release among the raft
-// voters, from the version in each one's last PDP_STATUS (this node's own
-// now). A voter not heard from yet, or that reports no semantic version
+// members, voters and read replicas alike (both apply the log), from the
+// version in each one's last PDP_STATUS (this node's own now). A voter not heard from yet, or that reports no semantic version
 // (1.0.0 reported "dev" or a commit), counts as version.Oldest, so a
 // leader that just took over proposes nothing new until every voter has
 // said what it runs. The leader's store checks every command against it
@@ -23,7 +23,7 @@ func (c *Cluster) Version() version.V {
 	if err != nil {
 		return version.Must(version.Oldest)
 	}
-	return version.Lowest(c.voterVersions(servers, c.heard()))
+	return version.Lowest(c.memberVersions(servers, c.heard()))
 }
 
 // heard is the last PDP_STATUS of every node: the leader's own table, else
@@ -35,13 +35,10 @@ func (c *Cluster) heard() map[string]NodeView {
 	return c.view.load().Nodes
 }
 
-// voterVersions is the version each voter reported, "" for none.
-func (c *Cluster) voterVersions(servers []raft.Server, heard map[string]NodeView) []string {
+// memberVersions is the version each member reported, "" for none.
+func (c *Cluster) memberVersions(servers []raft.Server, heard map[string]NodeView) []string {
 	var out []string
 	for _, s := range servers {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
 		id := string(s.ID)
 		switch st := heard[id].Status; {
 		case id == c.cfg.NodeID:
@@ -63,8 +60,8 @@ func (c *Cluster) ownVersion() string {
 	return version.Current
 }
 
-// VersionSkew says why node id must not serve beside this cluster's
-// voters (version.Skew), "" when it may or has not said what it runs.
+// VersionSkew says why node id must not serve beside the other members
+// (version.Skew), "" when it may or has not said what it runs.
 func (c *Cluster) VersionSkew(id string, heard map[string]NodeView) string {
 	st := heard[id].Status
 	if st == nil {
@@ -78,7 +75,7 @@ func (c *Cluster) VersionSkew(id string, heard map[string]NodeView) string {
 	// not too new: a 2.0.0 voter would otherwise make the cluster 2.0.0
 	// in its own eyes. Compare with the others.
 	others := slices.DeleteFunc(slices.Clone(servers), func(s raft.Server) bool { return string(s.ID) == id })
-	cluster := version.Lowest(c.voterVersions(others, heard))
+	cluster := version.Lowest(c.memberVersions(others, heard))
 	if reason := version.Skew(version.Of(st.Version), cluster); reason != "" {
 		return "version: " + reason
 	}
@@ -86,7 +83,7 @@ func (c *Cluster) VersionSkew(id string, heard map[string]NodeView) string {
 }
 
 // holdSkewed, on the leader, sets PASSIVE every serving node whose
-// release cannot serve beside the voters' (VersionSkew): a node too new
+// release cannot serve beside the other members' (VersionSkew): a node too new
 // may propose or forward what the others cannot apply, one too old may
 // refuse what they write. The operator sets it ACTIVE once it runs a
 // release that fits; until then the leader holds it again at each tick.

@@ -30,7 +30,7 @@ var features = []feature{
 type Feature struct {
 	// Name says what the feature does.
 	Name string
-	// Since is the release every voter must run before the leader uses it.
+	// Since is the release every member must run before the leader uses it.
 	Since version.V
 }
 
@@ -79,7 +79,7 @@ func maxVersion(a, b version.V) version.V {
 	return a
 }
 
-// clusterVersion holds the function that says which release every voter
+// clusterVersion holds the function that says which release every member
 // runs (internal/cluster, from heartbeats). Without one, the store gates
 // nothing: a lone store in a test, or a tool, proposes what it likes.
 type clusterVersion struct {
@@ -90,7 +90,7 @@ type clusterVersion struct {
 // each command against. The cluster layer, built after the store, calls it.
 func (s *Store) SetClusterVersion(fn func() version.V) { s.cv.fn.Store(&fn) }
 
-// ClusterVersion is the lowest release among the voters, or this build's
+// ClusterVersion is the lowest release among the members, or this build's
 // when no function is installed.
 func (s *Store) ClusterVersion() version.V {
 	if fn := s.cv.fn.Load(); fn != nil {
@@ -105,11 +105,11 @@ func (s *Store) Allows(t CommandType, v uint8) bool {
 	return !s.ClusterVersion().Less(Requires(Command{Type: t, Version: v}))
 }
 
-// checkFeature refuses cmd when some voter runs too old a release for it.
+// checkFeature refuses cmd when some member runs too old a release for it.
 func (s *Store) checkFeature(cmd Command) error {
 	need := Requires(cmd)
 	if have := s.ClusterVersion(); have.Less(need) {
-		return fmt.Errorf("%w: %s version %d needs every voter at %s, the lowest runs %s",
+		return fmt.Errorf("%w: %s version %d needs every member at %s, the lowest runs %s",
 			ErrNotYet, cmd.Type, cmd.Version, need, have)
 	}
 	return nil

@@ -128,7 +128,7 @@ type LegacyDeleteExperiment struct {
 // stored document is the one the proposer read, so a departing leader's
 // cancel and the next leader's completion cannot both land, the later
 // silently overwriting the earlier. Version 1 writes unconditionally; the
-// leader writes version 2 only once every voter runs 1.1.0 (features.go).
+// leader writes version 2 only once every member runs 1.1.0 (features.go).
 type PutOperation struct {
 	ID   string          `json:"id"`
 	Data json.RawMessage `json:"data,omitempty"`
