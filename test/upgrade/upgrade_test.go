@@ -128,8 +128,20 @@ func (u *upgrade) commit(nodes []*harness.Node) {
 func (u *upgrade) wait(n *harness.Node, method, path, body string) operation {
 	u.t.Helper()
 	var op operation
-	if code := client.Fetch(u.t, method, n.Base()+path, body, &op); code != 200 {
-		u.t.Fatalf("%s %s on %s: %d %+v", method, path, n.ID, code, op)
+	// 503 while the followers elect a leader after one stopped: the
+	// request reached no leader, so sending it again is safe.
+	var code int
+	var answer []byte
+	err := harness.Eventually(harness.LeaderTimeout, func() error {
+		var err error
+		code, answer, err = client.Do(method, n.Base()+path, body)
+		if err == nil && code == http.StatusServiceUnavailable {
+			return fmt.Errorf("%d %s", code, answer)
+		}
+		return nil
+	})
+	if err != nil || code != 200 || json.Unmarshal(answer, &op) != nil {
+		u.t.Fatalf("%s %s on %s: %d %s %v", method, path, n.ID, code, answer, err)
 	}
 	u.eventually(op.Name+" done", func() error {
 		if !op.Done {
