@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,11 @@ func TestRollingUpgrade(t *testing.T) {
 		c.Bin = cur
 		c.Restart(n)
 		u.upgraded[n.ID] = true
+		if i < len(c.Nodes)-1 {
+			// The gate matters only while a node of this build leads
+			// nodes of the previous one.
+			u.leadFromUpgraded(old)
+		}
 		u.commit(c.Nodes)
 		want := version.Oldest
 		if i == len(c.Nodes)-1 {
@@ -72,6 +78,51 @@ func TestRollingUpgrade(t *testing.T) {
 	u.checkNoRefusals()
 	t.Logf("rolling upgrade %s -> %s of 3 nodes with %d commits: %v (building %s: %v)",
 		previous, version.Current, u.commits, time.Since(began).Round(time.Second), previous, built.Round(time.Second))
+}
+
+// leadFromUpgraded restarts the leader, on the release it runs, until a
+// node of this build leads: there is no leadership transfer in the
+// previous release, and each election is won by either remaining node.
+func (u *upgrade) leadFromUpgraded(old string) {
+	u.t.Helper()
+	for try := 1; try <= 12; try++ {
+		leader := u.leader(u.c.Nodes)
+		if u.upgraded[leader.ID] {
+			u.t.Logf("%s of this build leads after %d restarts of a leader of %s", leader.ID, try-1, previous)
+			return
+		}
+		if err := leader.Terminate(30 * time.Second); err != nil {
+			u.t.Fatalf("stopping %s: %v", leader.ID, err)
+		}
+		u.leader(u.c.Others(leader))
+		if err := leader.Start(old); err != nil {
+			u.t.Fatal(err)
+		}
+		u.c.WaitReady(leader)
+	}
+	u.t.Fatalf("no node of this build won 12 elections")
+}
+
+// leader waits until nodes agree on a leader among them and returns it.
+func (u *upgrade) leader(nodes []*harness.Node) *harness.Node {
+	u.t.Helper()
+	var leader *harness.Node
+	u.eventually("a leader among "+harness.IDs(nodes), func() error {
+		leader = nil
+		for _, n := range nodes {
+			st, err := client.Status(n)
+			if err != nil {
+				return err
+			}
+			l := u.c.Node(st.Leader)
+			if l == nil || (leader != nil && l != leader) || !slices.Contains(nodes, l) {
+				return fmt.Errorf("%s sees leader %q", n.ID, st.Leader)
+			}
+			leader = l
+		}
+		return nil
+	})
+	return leader
 }
 
 // upgrade is the cluster under upgrade and its repository.
