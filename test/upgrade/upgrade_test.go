@@ -28,7 +28,8 @@ var client = harness.NewClient(30*time.Second, 8)
 
 // TestRollingUpgrade starts three nodes of the previous release, then
 // stops each in turn, commits while it is down, and starts this build on
-// its data directory. Every commit goes through the experiments API, so
+// its data directory; before the last, it makes a node of this build lead
+// the older ones and commits again. Every commit goes through the experiments API, so
 // the leader completes a commit operation each time: the write the
 // cluster version gates (raftstore PutOperation version 2, which the
 // previous release refuses). It holds that every commit is promoted on
@@ -64,11 +65,10 @@ func TestRollingUpgrade(t *testing.T) {
 		c.Restart(n)
 		u.upgraded[n.ID] = true
 		if i < len(c.Nodes)-1 {
-			// The gate matters only while a node of this build leads
-			// nodes of the previous one.
-			u.leadFromUpgraded(old)
+			u.commitUnderUpgradedLeader(old)
+		} else {
+			u.commit(c.Nodes)
 		}
-		u.commit(c.Nodes)
 		want := version.Oldest
 		if i == len(c.Nodes)-1 {
 			want = version.Current
@@ -80,16 +80,34 @@ func TestRollingUpgrade(t *testing.T) {
 		previous, version.Current, u.commits, time.Since(began).Round(time.Second), previous, built.Round(time.Second))
 }
 
-// leadFromUpgraded restarts the leader, on the release it runs, until a
-// node of this build leads: there is no leadership transfer in the
-// previous release, and each election is won by either remaining node.
-func (u *upgrade) leadFromUpgraded(old string) {
+// commitUnderUpgradedLeader commits while a node of this build leads
+// nodes of the previous release: then only the gate keeps the leader from
+// writing what they refuse. A commit during which leadership moved to a
+// node of the previous release proves nothing and is made again.
+func (u *upgrade) commitUnderUpgradedLeader(old string) {
 	u.t.Helper()
-	for try := 1; try <= 12; try++ {
+	for range 3 {
+		leader := u.leadFromUpgraded(old)
+		u.commit(u.c.Nodes)
+		if u.leader(u.c.Nodes) == leader {
+			return
+		}
+		u.t.Logf("leadership left %s during the commit; again", leader.ID)
+	}
+	u.t.Fatal("leadership left the nodes of this build during three commits")
+}
+
+// leadFromUpgraded restarts the leader, on the release it runs, until a
+// node of this build leads, and returns it: there is no leadership
+// transfer in the previous release, and each election is won by either
+// remaining node.
+func (u *upgrade) leadFromUpgraded(old string) *harness.Node {
+	u.t.Helper()
+	for try := 1; try <= 20; try++ {
 		leader := u.leader(u.c.Nodes)
 		if u.upgraded[leader.ID] {
 			u.t.Logf("%s of this build leads after %d restarts of a leader of %s", leader.ID, try-1, previous)
-			return
+			return leader
 		}
 		if err := leader.Terminate(30 * time.Second); err != nil {
 			u.t.Fatalf("stopping %s: %v", leader.ID, err)
@@ -100,7 +118,8 @@ func (u *upgrade) leadFromUpgraded(old string) {
 		}
 		u.c.WaitReady(leader)
 	}
-	u.t.Fatalf("no node of this build won 12 elections")
+	u.t.Fatalf("no node of this build won 20 elections")
+	return nil
 }
 
 // leader waits until nodes agree on a leader among them and returns it.
