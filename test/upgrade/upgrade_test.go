@@ -29,15 +29,15 @@ var client = harness.NewClient(30*time.Second, 8)
 // TestRollingUpgrade starts three nodes of the previous release, then
 // stops each in turn, commits while it is down, and starts this build on
 // its data directory; before the last, it makes a node of this build lead
-// the older ones and commits again. Every commit goes through the experiments API, so
-// the leader completes a commit operation each time: the write the
-// cluster version gates (raftstore PutOperation version 2, which the
-// previous release refuses). It holds that every commit is promoted on
-// every running node, that every node applied every operation write
-// alike (a node that refused one would still show it running) and never
-// logged a refusal, that the cluster version stays the previous release
-// until the last node runs this build, and that the gated feature is on
-// after that.
+// the older ones and commits again. Every commit goes through the
+// experiments API, so the leader completes a commit operation each time:
+// the write the cluster version gates (raftstore PutOperation version 2,
+// which the previous release refuses). It holds that every commit is
+// promoted on every running node, that every node applied every operation
+// write alike (a node that refused one would still show it running) and
+// never logged a refusal, that the cluster version stays the previous
+// release until the last node runs this build, and that the gated feature
+// is on after that and used by a last commit.
 func TestRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release and starts processes")
@@ -75,6 +75,7 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		u.waitClusterVersion(want)
 	}
+	u.commit(c.Nodes) // completed with a conditional write
 	u.checkNoRefusals()
 	t.Logf("rolling upgrade %s -> %s of 3 nodes with %d commits: %v (building %s: %v)",
 		previous, version.Current, u.commits, time.Since(began).Round(time.Second), previous, built.Round(time.Second))
