@@ -1,9 +1,9 @@
 # reconciler — build, run and test. `make run` and `make test` are the quick start (README.md).
 GO        ?= go
 BIN       := bin/reconciler
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
-LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# The version is internal/version.Current (a plain go build prints it too); the build adds the commit.
+LDFLAGS   := -X main.commit=$(COMMIT)
 CONFIG    ?= config.toml
 FUZZTIME  ?= 10s
 # Tests that start real processes and git servers need these; scripts/deps.sh installs or fails loudly.

@@ -11,16 +11,19 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 
 	"github.com/policyrollout/reconciler/internal/sandbox"
+	rversion "github.com/policyrollout/reconciler/internal/version"
 )
 
-// version and commit are set at build time:
-// go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc123".
+// version is the release (internal/version.Current); commit is set by
+// the Makefile (-X main.commit=abc123), else read from what go build
+// embeds of the checkout (buildCommit).
 var (
-	version = "dev"
-	commit  = "dev"
+	version = rversion.Current
+	commit  = ""
 )
 
 // Exit codes of CONTRACT.md §2.
@@ -143,8 +146,37 @@ func (a *app) version(args []string) int {
 	if code, ok := a.parse(fs, args, 0, 0); !ok {
 		return code
 	}
-	fmt.Fprintf(a.stdout, "version: %s\ncommit: %s\ngo: %s %s/%s\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(a.stdout, "version: %s\ncommit: %s\ngo: %s %s/%s\n", version, buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return exitOK
+}
+
+// buildCommit is the commit set at link time, else the one go build
+// embedded from the checkout (with "-dirty" for local changes), else
+// "unknown" (go run, or a build outside a checkout).
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	switch {
+	case rev == "":
+		return "unknown"
+	case dirty:
+		return rev + "-dirty"
+	}
+	return rev
 }
 
 // flagSet returns a FlagSet that reports to stderr and lists its flags in

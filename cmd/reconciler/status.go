@@ -21,7 +21,10 @@ type statusView struct {
 	ActiveGeneration uint64 `json:"activeGeneration"`
 	Commit           string `json:"commit"`
 	ServedGeneration uint64 `json:"servedGeneration"`
-	Source           struct {
+	// ClusterVersion is the lowest release among the members ("" from a
+	// 1.0.0 node, which did not show it).
+	ClusterVersion string `json:"clusterVersion"`
+	Source         struct {
 		Commit   string    `json:"commit"`
 		Error    string    `json:"error"`
 		Time     time.Time `json:"time"`
@@ -106,6 +109,9 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	fmt.Fprintln(w, "Cluster")
 	tw := newTable(w)
 	fmt.Fprintf(tw, "  Node:\t%s\n  Leader:\t%s\n  Raft state:\t%s\n", v.NodeID, leader, v.RaftState)
+	if v.ClusterVersion != "" {
+		fmt.Fprintf(tw, "  Cluster version:\t%s (the lowest release among the members)\n", v.ClusterVersion)
+	}
 	fmt.Fprintf(tw, "  Active generation:\t%s\n", generationLabel(v.ActiveGeneration, v.Commit))
 	fmt.Fprintf(tw, "  Served here:\t%s\n", generationLabel(v.ServedGeneration, ""))
 	if v.Source.Error != "" {

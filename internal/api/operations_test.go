@@ -23,7 +23,7 @@ func (f *fakeCluster) withOperation(t *testing.T, op *preview.Operation) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	next := f.state.Clone()
-	next.Operations[p.ID] = raftstore.Operation(p)
+	next.Operations[p.ID] = raftstore.Operation{ID: p.ID, Data: p.Data}
 	f.state = next
 }
 

@@ -79,6 +79,8 @@ func (m *Main) wire(ctx context.Context) error {
 		return err
 	}
 	m.cluster = c
+	// The leader proposes only what every voter's release can apply.
+	m.store.SetClusterVersion(c.Version)
 	m.state.id = cfg.Node.ID
 	if err := m.wireLeaderAndLoader(ctx); err != nil {
 		return err

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -90,6 +91,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.state.Store(next)
 	f.subs.notify()
+	if errors.Is(err, ErrUnknownCommand) {
+		// Nobody else sees a follower's refusal: the leader got its own
+		// answer. This node now lacks what the others applied.
+		f.logger.Error("refused an entry this build cannot apply: upgrade this node", "index", l.Index, "error", err)
+	}
 	return err
 }
 
