@@ -5,6 +5,8 @@
 -- one.
 local path = os.getenv("BENCH_PATH") or "/v1/policies/edge-firewall:evaluate"
 local traffic = os.getenv("BENCH_TRAFFIC") or "policies.example/_traffic/sample.jsonl"
+-- BENCH_WRAP=input sends {"input": <request>}, as OPA's data API takes it.
+local wrap = os.getenv("BENCH_WRAP") or ""
 local requests = {}
 local n = 0
 local i = 0
@@ -24,6 +26,9 @@ function init(args)
   for line in io.lines(traffic) do
     if line ~= "" then
       n = n + 1
+      if wrap ~= "" then
+        line = '{"' .. wrap .. '":' .. line .. '}'
+      end
       requests[n] = wrk.format("POST", path, headers, line)
     end
   end

@@ -9,6 +9,11 @@
 #   nodecode   tools/benchref -mode nodecode: net/http reading the body only
 #   evaluate1M (BENCH_LIST=1) the same node with 1,000,000 generated CIDRs
 #              appended to _lists/abuse-blocklist.netset
+#   list100k   (BENCH_OPA=1) a node whose only policy denies the sources in a
+#              list of 100,000 generated CIDRs (inIpList)
+#   opa100k    (BENCH_OPA=1) OPA on the same 100,000 CIDRs
+#              (net.cidr_contains_matches), installed into a temporary GOBIN
+#              with `go install` (OPA_VERSION, default v1.22.3), or OPA_BIN
 #
 # over the 2,500 requests of policies.example/_traffic/sample.jsonl
 # (scripts/bench-http.lua cycles through them), in BENCH_ROUNDS interleaved
@@ -17,7 +22,7 @@
 # range) per server and the ratios of the medians.
 #
 # Knobs: BENCH_ROUNDS (5), BENCH_DURATION (10s), BENCH_CONNS (64),
-# BENCH_LIST (0; 1 adds evaluate1M), BENCH_PROFILE (a file: the evaluate
+# BENCH_LIST (0; 1 adds evaluate1M), BENCH_OPA (0; 1 adds list100k and opa100k), BENCH_PROFILE (a file: the evaluate
 # node writes its CPU profile there, read it with `go tool pprof`).
 # wrk comes from Debian's package; without it this fails loudly.
 set -euo pipefail
@@ -27,6 +32,7 @@ ROUNDS=${BENCH_ROUNDS:-5}
 DURATION=${BENCH_DURATION:-10s}
 CONNS=${BENCH_CONNS:-64}
 LIST=${BENCH_LIST:-0}
+OPA=${BENCH_OPA:-0}
 GO=${GO:-go}
 
 command -v wrk >/dev/null || { echo "bench-http: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
@@ -73,11 +79,12 @@ TOML
 	pid[$name]=$!
 }
 
-# ready URL BODY: wait until URL answers 200 to one sample request.
+# ready URL SERVER: wait until URL answers 200 to one sample request.
 ready() {
-	local url=$1 i
+	local url=$1 body=$work/one.json i
+	[ "$2" = opa100k ] && body=$work/one-input.json
 	for i in $(seq 1 600); do
-		if curl -fsS -o /dev/null -H 'Content-Type: application/json' --data-binary "@$work/one.json" "$url" 2>/dev/null; then
+		if curl -fsS -o /dev/null -H 'Content-Type: application/json' --data-binary "@$body" "$url" 2>/dev/null; then
 			return 0
 		fi
 		sleep 0.2
@@ -103,10 +110,53 @@ if [ "$LIST" = 1 ]; then
 	url[evaluate1M]=http://127.0.0.1:18184/v1/policies/edge-firewall:evaluate
 	servers+=(evaluate1M)
 fi
-for s in "${servers[@]}"; do ready "${url[$s]}"; done
+if [ "$OPA" = 1 ]; then
+	opa=${OPA_BIN:-}
+	if [ -z "$opa" ]; then
+		# Installed for this run only: OPA is never a dependency of the module.
+		echo "bench-http: installing OPA ${OPA_VERSION:-v1.22.3} into a temporary GOBIN" >&2
+		(cd "$work" && GOBIN="$work/bin" GOFLAGS=-mod=mod $GO install "github.com/open-policy-agent/opa@${OPA_VERSION:-v1.22.3}")
+		opa=$work/bin/opa
+	fi
+	mkdir -p "$work/policies-100k/blocklist" "$work/policies-100k/_lists" "$work/opa"
+	"$work/benchref" -gen-list 100000 >"$work/policies-100k/_lists/blocklist.netset"
+	cat >"$work/policies-100k/blocklist/policy.toml" <<'TOML'
+default_action = "allow"
+[[rules]]
+name = "deny-blocklist"
+priority = 1
+action = "deny"
+match = "inIpList(request.source_ip, 'blocklist')"
+TOML
+	cat >"$work/opa/blocklist.rego" <<'REGO'
+package blocklist
+
+default deny := false
+
+deny if count(net.cidr_contains_matches(data.blocklist, input.source_ip)) > 0
+REGO
+	awk 'BEGIN {printf "{\"blocklist\":["} {printf "%s\"%s\"", NR > 1 ? "," : "", $0} END {print "]}"}' \
+		"$work/policies-100k/_lists/blocklist.netset" >"$work/opa/data.json"
+	node list100k 18186 18303 "$work/policies-100k"
+	url[list100k]=http://127.0.0.1:18186/v1/policies/blocklist:evaluate
+	taskset -c 0 "$opa" run --server --log-level error --addr 127.0.0.1:18185 \
+		"$work/opa/blocklist.rego" "$work/opa/data.json" 2>"$work/opa/log" &
+	pids+=($!)
+	pid[opa100k]=$!
+	url[opa100k]=http://127.0.0.1:18185/v1/data/blocklist/deny
+	servers+=(list100k opa100k)
+fi
+printf '{"input":%s}' "$(cat "$work/one.json")" >"$work/one-input.json"
+for s in "${servers[@]}"; do ready "${url[$s]}" "$s"; done
 
 export BENCH_TRAFFIC=$PWD/policies.example/_traffic/sample.jsonl
-export BENCH_PATH=/v1/policies/edge-firewall:evaluate
+# wrkrun SERVER DURATION: one wrk run against SERVER, its output on stdout.
+wrkrun() {
+	local wrap="" path
+	path=/${url[$1]#http://*/}
+	[ "$1" = opa100k ] && wrap=input
+	BENCH_WRAP=$wrap BENCH_PATH=$path taskset -c 1 wrk -t1 -c"$CONNS" -d"$2" --timeout 60s -s scripts/bench-http.lua "${url[$1]}"
+}
 declare -A rates cpus
 # ticks PID: CPU time (user+system, clock ticks) the process has used.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -114,13 +164,13 @@ hz=$(getconf CLK_TCK)
 n=${#servers[@]}
 # One short warm-up each (connections, caches, the first GC cycles).
 for s in "${servers[@]}"; do
-	taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s scripts/bench-http.lua "${url[$s]}" >/dev/null
+	wrkrun "$s" 2s >/dev/null
 done
 for r in $(seq 1 "$ROUNDS"); do
 	for k in $(seq 0 $((n - 1))); do
 		s=${servers[$(((k + r) % n))]}
 		t0=$(ticks "${pid[$s]}")
-		out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s scripts/bench-http.lua "${url[$s]}")
+		out=$(wrkrun "$s" "$DURATION")
 		t1=$(ticks "${pid[$s]}")
 		bad=$(awk '/^non-200:/ {print $2}' <<<"$out")
 		rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
@@ -155,5 +205,6 @@ END {
 	printf "\nthroughput ratios (req/s):                 CPU ratios (reference us / evaluate us):\n"
 	printf "evaluate / trivial    = %.2fx                  %.2fx\n", med["evaluate"] / med["trivial"], med["cpu-trivial"] / med["cpu-evaluate"]
 	printf "evaluate / nodecode   = %.2fx                  %.2fx\n", med["evaluate"] / med["nodecode"], med["cpu-nodecode"] / med["cpu-evaluate"]
+	if ("list100k" in med) printf "list100k / opa100k    = %.0fx                  %.0fx\n", med["list100k"] / med["opa100k"], med["cpu-opa100k"] / med["cpu-list100k"]
 	if ("evaluate1M" in med) printf "evaluate1M / evaluate = %.2fx                  %.2fx\n", med["evaluate1M"] / med["evaluate"], med["cpu-evaluate"] / med["cpu-evaluate1M"]
 }'
