@@ -22,7 +22,8 @@
 # range) per server and the ratios of the medians.
 #
 # Knobs: BENCH_ROUNDS (5), BENCH_DURATION (10s), BENCH_CONNS (64),
-# BENCH_LIST (0; 1 adds evaluate1M), BENCH_OPA (0; 1 adds list100k and opa100k), BENCH_PROFILE (a file: the evaluate
+# BENCH_LIST (0; 1 adds evaluate1M), BENCH_OPA (0; 1 adds list100k and opa100k;
+# BENCH_OPA_CONNS, 2, connections to OPA), BENCH_PROFILE (a file: the evaluate
 # node writes its CPU profile there, read it with `go tool pprof`).
 # wrk comes from Debian's package; without it this fails loudly.
 set -euo pipefail
@@ -51,15 +52,33 @@ trap cleanup EXIT
 $GO build -o "$work/reconciler" ./cmd/reconciler
 $GO build -o "$work/benchref" ./tools/benchref
 
-# node NAME HTTP_PORT RAFT_PORT POLICIES: start a one-node cluster on CPU 0.
+# freeport: sets fp to a loopback TCP port nobody listens on and this script
+# has not handed out (other work on this machine runs servers too: a fixed
+# port could measure someone else's).
+taken=" "
+freeport() {
+	while :; do
+		fp=$((20000 + RANDOM % 40000))
+		case $taken in *" $fp "*) continue ;; esac
+		if [ -z "$(ss -Htln "sport = :$fp" 2>/dev/null)" ]; then
+			taken="$taken$fp "
+			return
+		fi
+	done
+}
+
+# node NAME POLICIES: start a one-node cluster on CPU 0; its URL base is
+# http://127.0.0.1:${port[NAME]}.
 node() {
-	local name=$1 port=$2 raft=$3 policies=$4 dir="$work/$1"
+	local name=$1 policies=$2 dir="$work/$1" http raft
+	freeport; http=$fp; port[$name]=$fp
+	freeport; raft=$fp
 	mkdir -p "$dir"
 	cat >"$dir/config.toml" <<TOML
 [node]
 id = "$name"
 data_dir = "data"
-http_addr = "127.0.0.1:$port"
+http_addr = "127.0.0.1:$http"
 raft_addr = "127.0.0.1:$raft"
 bootstrap = true
 [git]
@@ -79,11 +98,17 @@ TOML
 	pid[$name]=$!
 }
 
-# ready URL SERVER: wait until URL answers 200 to one sample request.
+# ready URL SERVER: wait until URL answers 200 to one sample request, from
+# the process this script started.
 ready() {
 	local url=$1 body=$work/one.json i
 	[ "$2" = opa100k ] && body=$work/one-input.json
 	for i in $(seq 1 600); do
+		if ! kill -0 "${pid[$2]}" 2>/dev/null; then
+			echo "bench-http: $2 exited; logs in $work" >&2
+			cat "$work/$2/log" "$work/$2.log" 2>/dev/null >&2 || true
+			exit 1
+		fi
 		if curl -fsS -o /dev/null -H 'Content-Type: application/json' --data-binary "@$body" "$url" 2>/dev/null; then
 			return 0
 		fi
@@ -95,19 +120,22 @@ ready() {
 }
 
 head -n 1 policies.example/_traffic/sample.jsonl >"$work/one.json"
-declare -A url pid
-node evaluate 18181 18301 "$PWD/policies.example"
-url[evaluate]=http://127.0.0.1:18181/v1/policies/edge-firewall:evaluate
-taskset -c 0 "$work/benchref" -addr 127.0.0.1:18182 -mode trivial & pids+=($!); pid[trivial]=$!
-url[trivial]=http://127.0.0.1:18182/v1/policies/edge-firewall:evaluate
-taskset -c 0 "$work/benchref" -addr 127.0.0.1:18183 -mode nodecode & pids+=($!); pid[nodecode]=$!
-url[nodecode]=http://127.0.0.1:18183/v1/policies/edge-firewall:evaluate
+declare -A url pid port
+node evaluate "$PWD/policies.example"
+url[evaluate]=http://127.0.0.1:${port[evaluate]}/v1/policies/edge-firewall:evaluate
+for mode in trivial nodecode; do
+	freeport; port[$mode]=$fp
+	taskset -c 0 "$work/benchref" -addr "127.0.0.1:${port[$mode]}" -mode $mode 2>"$work/$mode.log" &
+	pids+=($!)
+	pid[$mode]=$!
+	url[$mode]=http://127.0.0.1:${port[$mode]}/v1/policies/edge-firewall:evaluate
+done
 servers=(evaluate trivial nodecode)
 if [ "$LIST" = 1 ]; then
 	cp -r policies.example "$work/policies-1m"
 	"$work/benchref" -gen-list 1000000 >>"$work/policies-1m/_lists/abuse-blocklist.netset"
-	node evaluate1M 18184 18302 "$work/policies-1m"
-	url[evaluate1M]=http://127.0.0.1:18184/v1/policies/edge-firewall:evaluate
+	node evaluate1M "$work/policies-1m"
+	url[evaluate1M]=http://127.0.0.1:${port[evaluate1M]}/v1/policies/edge-firewall:evaluate
 	servers+=(evaluate1M)
 fi
 if [ "$OPA" = 1 ]; then
@@ -129,33 +157,40 @@ action = "deny"
 match = "inIpList(request.source_ip, 'blocklist')"
 TOML
 	cat >"$work/opa/blocklist.rego" <<'REGO'
-package blocklist
+package edge
 
 default deny := false
 
 deny if count(net.cidr_contains_matches(data.blocklist, input.source_ip)) > 0
 REGO
-	awk 'BEGIN {printf "{\"blocklist\":["} {printf "%s\"%s\"", NR > 1 ? "," : "", $0} END {print "]}"}' \
+	awk 'BEGIN {printf "{\"blocklist\":["} {printf "%s\"%s\"", (NR > 1 ? "," : ""), $0} END {print "]}"}' \
 		"$work/policies-100k/_lists/blocklist.netset" >"$work/opa/data.json"
-	node list100k 18186 18303 "$work/policies-100k"
-	url[list100k]=http://127.0.0.1:18186/v1/policies/blocklist:evaluate
-	taskset -c 0 "$opa" run --server --log-level error --addr 127.0.0.1:18185 \
-		"$work/opa/blocklist.rego" "$work/opa/data.json" 2>"$work/opa/log" &
+	node list100k "$work/policies-100k"
+	url[list100k]=http://127.0.0.1:${port[list100k]}/v1/policies/blocklist:evaluate
+	freeport; port[opa100k]=$fp
+	taskset -c 0 "$opa" run --server --log-level error --addr "127.0.0.1:${port[opa100k]}" \
+		"$work/opa/blocklist.rego" "$work/opa/data.json" 2>"$work/opa100k.log" &
 	pids+=($!)
 	pid[opa100k]=$!
-	url[opa100k]=http://127.0.0.1:18185/v1/data/blocklist/deny
+	url[opa100k]=http://127.0.0.1:${port[opa100k]}/v1/data/edge/deny
 	servers+=(list100k opa100k)
 fi
 printf '{"input":%s}' "$(cat "$work/one.json")" >"$work/one-input.json"
 for s in "${servers[@]}"; do ready "${url[$s]}" "$s"; done
+sleep 1
+for s in "${servers[@]}"; do
+	kill -0 "${pid[$s]}" 2>/dev/null || { echo "bench-http: $s exited (its port taken?)" >&2; exit 1; }
+done
 
 export BENCH_TRAFFIC=$PWD/policies.example/_traffic/sample.jsonl
 # wrkrun SERVER DURATION: one wrk run against SERVER, its output on stdout.
 wrkrun() {
-	local wrap="" path
+	local wrap="" path conns=$CONNS
 	path=/${url[$1]#http://*/}
-	[ "$1" = opa100k ] && wrap=input
-	BENCH_WRAP=$wrap BENCH_PATH=$path taskset -c 1 wrk -t1 -c"$CONNS" -d"$2" --timeout 60s -s scripts/bench-http.lua "${url[$1]}"
+	# OPA takes tens of milliseconds a decision: with many connections
+	# none would finish within a round.
+	[ "$1" = opa100k ] && wrap=input && conns=${BENCH_OPA_CONNS:-2}
+	BENCH_WRAP=$wrap BENCH_PATH=$path taskset -c 1 wrk -t1 -c"$conns" -d"$2" --timeout 60s -s scripts/bench-http.lua "${url[$1]}"
 }
 declare -A rates cpus
 # ticks PID: CPU time (user+system, clock ticks) the process has used.
@@ -174,12 +209,12 @@ for r in $(seq 1 "$ROUNDS"); do
 		t1=$(ticks "${pid[$s]}")
 		bad=$(awk '/^non-200:/ {print $2}' <<<"$out")
 		rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
-		if [ -z "$rps" ] || [ "$bad" != 0 ]; then
-			echo "bench-http: $s: ${bad:-?} answers were not 200" >&2
+		reqs=$(awk '/ requests in / {print $1}' <<<"$out")
+		if [ -z "$rps" ] || [ "$bad" != 0 ] || [ "${reqs:-0}" = 0 ]; then
+			echo "bench-http: $s: ${reqs:-no} answers, ${bad:-?} of them not 200" >&2
 			echo "$out" >&2
 			exit 1
 		fi
-		reqs=$(awk '/ requests in / {print $1}' <<<"$out")
 		us=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$reqs" 'BEGIN {printf "%.1f", t * 1e6 / hz / n}')
 		rates[$s]="${rates[$s]:-} $rps"
 		cpus[$s]="${cpus[$s]:-} $us"
