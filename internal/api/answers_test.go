@@ -31,13 +31,7 @@ func TestSampleAnswersUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, errs := engine.CompileTree(files, policy.LoadOptions{}, engine.DefaultOptions())
-	if errs != nil {
-		t.Fatal(errs)
-	}
-	gens := &fakeGenerations{}
-	gens.set(&Snapshot{Generation: 1, Bundle: b})
-	e := newTestEnv(t, Config{Generations: gens})
+	e := treeEnv(t, files)
 
 	samples, err := os.ReadFile("../../policies.example/_traffic/sample.jsonl")
 	if err != nil {
@@ -95,4 +89,16 @@ func TestSampleAnswersUnchanged(t *testing.T) {
 	if diff > 0 {
 		t.Errorf("%d of %d answers changed", diff, n)
 	}
+}
+
+// treeEnv serves the policies tree files (lists included) as generation 1.
+func treeEnv(t *testing.T, files map[string][]byte) *testEnv {
+	t.Helper()
+	b, errs := engine.CompileTree(files, policy.LoadOptions{}, engine.DefaultOptions())
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	gens := &fakeGenerations{}
+	gens.set(&Snapshot{Generation: 1, Bundle: b})
+	return newTestEnv(t, Config{Generations: gens})
 }

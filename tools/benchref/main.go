@@ -6,7 +6,8 @@
 //	benchref -gen-list 1000000 >big.netset          # N random mixed IPv4/IPv6 CIDRs, one a line
 //
 // "trivial" is the simplest Go JSON service: it decodes the same request
-// object the node decodes into a struct with encoding/json and encodes a
+// object the node decodes into a struct (engine.Request, whose JSON tags are
+// the request schema) with encoding/json and encodes a
 // decision-shaped answer with it. "nodecode" reads the body and writes a
 // fixed answer of the same shape: the floor of net/http on this machine.
 // Both answer any path and method, so the same wrk script drives all three
@@ -25,24 +26,9 @@ import (
 	"net/http"
 	"os"
 	"time"
-)
 
-// request is the decision request object (docs/api.md), as a plain
-// encoding/json struct.
-type request struct {
-	Method     string            `json:"method"`
-	Path       string            `json:"path"`
-	RawPath    string            `json:"raw_path"`
-	Host       string            `json:"host"`
-	Scheme     string            `json:"scheme"`
-	Query      map[string]string `json:"query"`
-	Headers    map[string]string `json:"headers"`
-	SourceIP   string            `json:"source_ip"`
-	Principal  string            `json:"principal"`
-	Groups     []string          `json:"groups"`
-	Attributes map[string]any    `json:"attributes"`
-	Time       time.Time         `json:"time"`
-}
+	"github.com/policyrollout/reconciler/internal/engine"
+)
 
 // answer has the shape of the node's decision answer.
 type answer struct {
@@ -56,7 +42,7 @@ type answer struct {
 const fixedAnswer = `{"decision":"ALLOW","rule":"allow-browsing","policy":"edge-firewall","etag":"0123456789abcdef","generation":1}` + "\n"
 
 func trivial(w http.ResponseWriter, r *http.Request) {
-	var req request
+	var req engine.Request // a plain struct with JSON tags: encoding/json decodes it, not the engine
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
