@@ -36,7 +36,7 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion, nginx auth_request and ext_authz gRPC latency)
+## bench: bench-http, then the hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion, nginx auth_request and ext_authz gRPC latency)
 bench: bench-http
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 	RECONCILER_SYSTEM_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/system/
