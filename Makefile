@@ -10,7 +10,7 @@ FUZZTIME  ?= 10s
 export GIT_CONFIG_GLOBAL := /dev/null
 export GIT_CONFIG_NOSYSTEM := 1
 
-.PHONY: all build image run test test-short bench fuzz lint deps clean traffic
+.PHONY: all build image run test test-short bench bench-http fuzz lint deps clean traffic
 
 all: build
 
@@ -43,8 +43,8 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## bench: hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion, nginx auth_request and ext_authz gRPC latency)
-bench:
+## bench: bench-http, then the hot-path benchmarks (engine decisions, loopback HTTP vs a trivial handler, promotion, nginx auth_request and ext_authz gRPC latency)
+bench: bench-http
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 	RECONCILER_SYSTEM_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/system/
 	RECONCILER_E2E_BENCH=1 $(GO) test -count=1 -v -run '^TestBench' -timeout 30m ./test/e2e/
@@ -52,6 +52,11 @@ bench:
 	RECONCILER_GATEWAY_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchGateway$$' -timeout 10m ./test/gateway/
 	RECONCILER_CONSOLE_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchConsole$$' -timeout 30m ./test/console/
 	RECONCILER_TLS_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchAPITLS$$' ./internal/node/
+
+## bench-http: :evaluate side by side with net/http reference handlers under wrk, pinned (scripts/bench-http.sh);
+## BENCH_LIST=1 adds the node with a 1,000,000-CIDR list, BENCH_OPA=1 OPA on 100,000 CIDRs
+bench-http:
+	@scripts/bench-http.sh
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each)
 fuzz:
