@@ -81,6 +81,7 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 		Log: f, UnchangedEvery: unchanged, RecordRequests: recordRequests(cfg.RecordRequests), Logger: log,
 	})
 	registerPreviewLogMetrics(m.registry, sh)
+	registerPreviewQueueMetrics(m.registry, sh)
 	m.registry.MustRegister(newPreviewCollector(sh))
 	comp := preview.NewCompiler(eopts).WithBudget(cfg.MaxCompiledBytes)
 	registerCompilerMetrics(m.registry, comp)
