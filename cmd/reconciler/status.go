@@ -45,6 +45,7 @@ type statusView struct {
 		} `json:"conditions"`
 	} `json:"policies"`
 	Experiments []json.RawMessage `json:"experiments"`
+	InPreview   []previewRuleView `json:"previewRules"`
 	Nodes       []nodeView        `json:"nodes"`
 }
 
@@ -133,6 +134,10 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	}
 	fmt.Fprintln(w, "\nExperiments")
 	printExperiments(w, v.Experiments)
+	if len(v.InPreview) > 0 {
+		fmt.Fprintln(w, "\nRules in preview (counted as if enforced, never deciding)")
+		printPreviewRules(w, v.InPreview)
+	}
 	fmt.Fprintln(w, "\nNodes")
 	if len(v.Nodes) == 0 {
 		fmt.Fprintln(w, "  none registered")
@@ -155,6 +160,7 @@ type experimentView struct {
 	} `json:"validation"`
 	Etag      string `json:"etag"`
 	State     string `json:"state"`
+	Stopped   string `json:"stopReason"`
 	Previewed bool   `json:"previewed"`
 	Source    *struct {
 		Kind       string `json:"kind"`
@@ -184,6 +190,9 @@ func printExperiments(w io.Writer, exps []json.RawMessage) {
 			state := orDash(e.State)
 			if !e.Previewed {
 				state += " (not previewed)"
+			}
+			if e.Stopped != "" {
+				state += " (" + e.Stopped + ")"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t-\n", e.Name, src, orDash(shortHash(head)), orDash(e.Etag), state)
 			continue
@@ -342,4 +351,35 @@ func numOrDash(n uint64) string {
 		return "-"
 	}
 	return fmt.Sprint(n)
+}
+
+// previewRuleView is what the table shows of a rule in preview.
+type previewRuleView struct {
+	Name      string `json:"name"`
+	Previewed bool   `json:"previewed"`
+	Reason    string `json:"notPreviewedReason"`
+	Stats     *struct {
+		Evaluated   uint64 `json:"evaluated"`
+		AllowToDeny uint64 `json:"allowToDeny"`
+		DenyToAllow uint64 `json:"denyToAllow"`
+		RuleChanged uint64 `json:"ruleChanged"`
+		Dropped     uint64 `json:"dropped"`
+	} `json:"stats"`
+}
+
+func printPreviewRules(w io.Writer, rules []previewRuleView) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  RULE\tEVALUATED\tALLOW->DENY\tDENY->ALLOW\tRULE CHANGED\tDROPPED")
+	for _, r := range rules {
+		switch {
+		case !r.Previewed:
+			fmt.Fprintf(tw, "  %s\tnot previewed: %s\t\t\t\t\n", r.Name, r.Reason)
+		case r.Stats == nil:
+			fmt.Fprintf(tw, "  %s\t0\t0\t0\t0\t0\n", r.Name)
+		default:
+			s := r.Stats
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\n", r.Name, s.Evaluated, s.AllowToDeny, s.DenyToAllow, s.RuleChanged, s.Dropped)
+		}
+	}
+	tw.Flush()
 }

@@ -37,13 +37,15 @@ func TestStatusExperimentsTable(t *testing.T) {
 		json.RawMessage(`{"name":"branches/feature/x","kind":"branch","headCommit":"b1","changedPolicies":["web"],"validation":{"valid":false,"errors":["web/policy.toml:3: boom"]}}`),
 		json.RawMessage(`{"name":"policies/web/experiments/mine","kind":"experiment","etag":"e1","previewed":false,"source":{"kind":"api"}}`),
 		json.RawMessage(`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`),
+		json.RawMessage(`{"name":"policies/web/experiments/pr-8","kind":"experiment","etag":"e8","state":"SUSPENDED","stopReason":"auto-stopped after 3600s (autoStop.duration)","previewed":true,"source":{"kind":"pull_request","number":8}}`),
 	}
 	var out bytes.Buffer
 	printExperiments(&out, exps)
-	want := `  NAME                           SOURCE           HEAD          CHANGED POLICIES  ETAG  STATE              VALID
-  branches/feature/x             branch           b1            web               -     -                  no: web/policy.toml:3: boom
-  policies/web/experiments/mine  api              -             -                 e1    - (not previewed)  -
-  policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE             -
+	want := `  NAME                           SOURCE           HEAD          CHANGED POLICIES  ETAG  STATE                                                     VALID
+  branches/feature/x             branch           b1            web               -     -                                                         no: web/policy.toml:3: boom
+  policies/web/experiments/mine  api              -             -                 e1    - (not previewed)                                         -
+  policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE                                                    -
+  policies/web/experiments/pr-8  pull_request #8  -             -                 e8    SUSPENDED (auto-stopped after 3600s (autoStop.duration))  -
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
@@ -175,5 +177,25 @@ func TestStatusSendsTheToken(t *testing.T) {
 	code, _, stderr := cli(t, "", "status", "--server", m.Addr(), "--token-env", "RECONCILER_TEST_UNSET_TOKEN")
 	if code != exitCheck || !strings.Contains(stderr, "401") || !strings.Contains(stderr, "reader role") {
 		t.Errorf("without a token = %d %q", code, stderr)
+	}
+}
+
+func TestStatusPreviewRulesTable(t *testing.T) {
+	var v statusView
+	if err := json.Unmarshal([]byte(`{"previewRules":[
+ {"rule":"deny-v1","name":"policies/web/rules/deny-v1","previewed":true,"stats":{"evaluated":30,"allowToDeny":15,"denyToAllow":0,"ruleChanged":2,"dropped":1}},
+ {"rule":"fresh","name":"policies/web/rules/fresh","previewed":true},
+ {"rule":"late","name":"policies/web/rules/late","previewed":false,"notPreviewedReason":"over the cap"}]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printPreviewRules(&out, v.InPreview)
+	want := `  RULE                        EVALUATED                    ALLOW->DENY  DENY->ALLOW  RULE CHANGED  DROPPED
+  policies/web/rules/deny-v1  30                           15           0            2             1
+  policies/web/rules/fresh    0                            0            0            0             0
+  policies/web/rules/late     not previewed: over the cap
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

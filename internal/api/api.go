@@ -133,6 +133,10 @@ type Config struct {
 	// Thresholds judge the experiments' stats by policy
 	// ([preview.thresholds]): a GET shows the verdict as "summary".
 	Thresholds preview.ThresholdSet
+	// PreviewRuleCap is how many rules in preview of one policy are
+	// evaluated (preview.max_experiments_per_policy; 0: the default); a
+	// policy resource lists the others as not previewed.
+	PreviewRuleCap int
 	// Webhook, when set ([github]), serves POST /v1/webhooks/github;
 	// Commands queues the comment commands it receives on the leader
 	// (followers forward them). See webhook.go.
@@ -196,6 +200,7 @@ type Server struct {
 	experiments Experiments
 	preview     Preview
 	thresholds  preview.ThresholdSet
+	ruleCap     int
 	webhook     WebhookReceiver
 	commands    CommandQueue
 	parts       func() map[string]lifecycle.Status
@@ -242,6 +247,7 @@ func New(cfg Config) *Server {
 		experiments:   cfg.Experiments,
 		preview:       cfg.Preview,
 		thresholds:    cfg.Thresholds,
+		ruleCap:       cfg.PreviewRuleCap,
 		webhook:       cfg.Webhook,
 		commands:      cfg.Commands,
 		parts:         cfg.Parts,

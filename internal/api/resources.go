@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/preview"
 )
 
 // policyResource is a policy as GET /v1/policies/{policy} shows it: the
@@ -24,6 +25,10 @@ type policyResource struct {
 	// Lists are the named lists (_lists/) the policy's rules use; their
 	// etags are part of the policy's.
 	Lists []listRef `json:"lists,omitempty"`
+	// PreviewRules are the rules with `preview = true`: evaluated on live
+	// traffic and counted as if enforced, never deciding, with the
+	// cluster's counts (samples only with ?view=FULL).
+	PreviewRules []preview.RuleView `json:"previewRules,omitempty"`
 }
 
 // listRef is a named list as a policy resource names it.
@@ -84,8 +89,10 @@ func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) {
 	}
 	names := snap.Bundle.Names()
 	resp := listPoliciesResponse{Policies: make([]policyResource, 0, len(names))}
+	stats := s.previewStats()
 	for _, name := range names {
 		if res, ok := newPolicyResource(snap, name); ok {
+			s.addPreviewRules(&res, snap, name, stats, false)
 			resp.Policies = append(resp.Policies, res)
 		}
 	}
@@ -99,8 +106,45 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, name string) 
 		s.fail(w, r, err)
 		return
 	}
+	samples, err := withSamples(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	res, _ := newPolicyResource(snap, name)
+	s.addPreviewRules(&res, snap, name, s.previewStats(), samples)
 	s.writeValue(w, r, res)
+}
+
+// previewStats are the cluster's preview stats, nil without a preview
+// runtime.
+func (s *Server) previewStats() []preview.Stats {
+	if s.preview == nil {
+		return nil
+	}
+	return s.preview.Stats()
+}
+
+// allPreviewRules lists the rules in preview of every policy snap serves.
+func (s *Server) allPreviewRules(snap *Snapshot) []preview.RuleView {
+	if snap.Bundle == nil {
+		return nil
+	}
+	stats := s.previewStats()
+	var out []preview.RuleView
+	for _, name := range snap.Bundle.Names() {
+		if cp, ok := snap.Bundle.Policy(name); ok {
+			out = append(out, preview.RuleViews(cp.Source(), stats, s.ruleCap, false)...)
+		}
+	}
+	return out
+}
+
+// addPreviewRules shows the policy's rules in preview with their counts.
+func (s *Server) addPreviewRules(res *policyResource, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
+	if cp, ok := snap.Bundle.Policy(name); ok {
+		res.PreviewRules = preview.RuleViews(cp.Source(), stats, s.ruleCap, samples)
+	}
 }
 
 // healthz answers GET /healthz: the process is up and serving HTTP.

@@ -30,6 +30,9 @@ type statusResource struct {
 	Policies         []policyStatus       `json:"policies"`
 	Experiments      []json.RawMessage    `json:"experiments"`
 	Nodes            []nodeResource       `json:"nodes"`
+	// PreviewRules are the served policies' rules in preview with the
+	// cluster's counts (no samples: GET /v1/policies/{p}?view=FULL).
+	PreviewRules []preview.RuleView `json:"previewRules,omitempty"`
 	// Parts are this node's long-running parts (loader, preview,
 	// heartbeats, leader, github) and what each is doing.
 	Parts map[string]lifecycle.Status `json:"parts,omitempty"`
@@ -109,6 +112,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	s.versionStatus(&res)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
+		res.PreviewRules = s.allPreviewRules(cur)
 	}
 	s.writeValue(w, r, res)
 }
@@ -155,6 +159,8 @@ type experimentStatus struct {
 	Etag      string        `json:"etag"`
 	State     preview.State `json:"state,omitempty"`
 	Previewed bool          `json:"previewed"`
+	// StopReason is why the system suspended it (autoStop).
+	StopReason string `json:"stopReason,omitempty"`
 	// Valid is the experiment's validation (absent when none was made);
 	// Conflict says why its source cannot be merged into main.
 	Valid    *bool        `json:"valid,omitempty"`
@@ -181,7 +187,7 @@ func aipExperiments(st *raftstore.State) []json.RawMessage {
 			Source: statusSource{Kind: e.Source.Kind, Number: e.Source.Number, Branch: e.Source.Branch,
 				HeadCommit: e.Source.HeadCommit}}
 		if e.PreviewMetadata != nil {
-			es.State = e.PreviewMetadata.State
+			es.State, es.StopReason = e.PreviewMetadata.State, e.PreviewMetadata.StopReason
 		}
 		if e.Validation != nil {
 			es.Valid = &e.Validation.Valid

@@ -191,6 +191,12 @@ type Preview struct {
 	// applies to every policy, and a policy's own table overrides it key
 	// by key.
 	Thresholds map[string]Thresholds `toml:"thresholds"`
+	// AutoStopAfter and AutoStopRequests suspend an experiment's preview
+	// by itself, after that long since it started or once that many live
+	// requests of its version were evaluated; 0 means never. An
+	// experiment's own autoStop replaces both.
+	AutoStopAfter    Duration `toml:"auto_stop_after"`
+	AutoStopRequests uint64   `toml:"auto_stop_requests"`
 }
 
 // Thresholds is one [preview.thresholds.<policy>] table: the largest

@@ -193,6 +193,9 @@ func (p *Preview) validate(e *errs) {
 			e.add("preview.show", "%q must be headers.<name>, query.<name> or attributes.<name>", s)
 		}
 	}
+	if p.AutoStopAfter.Duration < 0 {
+		e.add("preview.auto_stop_after", "%s must not be negative (0 never stops)", p.AutoStopAfter.Duration)
+	}
 	if p.Workers < 0 || p.Workers > 1024 {
 		e.add("preview.workers", "%d must be between 0 (automatic) and 1024", p.Workers)
 	}

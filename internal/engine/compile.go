@@ -127,6 +127,13 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 			errs = append(errs, err)
 			continue
 		}
+		if rules[i].Preview {
+			// Compiled so that a broken preview rule fails validation like
+			// any other, but never part of the decision: the preview
+			// runtime evaluates the policy with it enforced, off the live
+			// path (preview.PreviewRules).
+			continue
+		}
 		cp.rules = append(cp.rules, cr)
 		cons[len(cp.rules)-1] = c
 	}

@@ -52,7 +52,7 @@ func (s *Service) CreateExperiment(ctx context.Context, parent, id string, in pr
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
 	e, err := preview.Create(s.experiments(s.cfg.Store.State()), preview.CreateRequest{Parent: parent, ExperimentID: id,
-		Policy: in.Policy, Annotations: in.Annotations, Source: preview.Source{Kind: preview.SourceAPI}},
+		Policy: in.Policy, Annotations: in.Annotations, Source: preview.Source{Kind: preview.SourceAPI}, AutoStop: in.AutoStop},
 		s.settings(), now)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,8 @@ func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.
 		if cur.Policy != nil {
 			in = withTests(in, cur.Policy.Tests) // PATCH: a field left out is unchanged
 		}
-		e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag}, now)
+		e, err := preview.Update(cur, preview.UpdateRequest{Policy: in.Policy, Annotations: in.Annotations, Etag: in.Etag,
+			AutoStop: in.AutoStop}, now)
 		if err != nil {
 			return nil, err
 		}

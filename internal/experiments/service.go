@@ -112,6 +112,9 @@ type Config struct {
 	MaxSourceRules int
 	// Preview holds the [preview] settings of experiments.
 	Preview preview.Settings
+	// Stats returns the cluster's merged preview stats, for autoStop's
+	// request counts; nil counts none.
+	Stats func() []preview.Stats
 	// CommitWait bounds the wait of a commit for its generation to be
 	// active; 0 means DefaultCommitWait.
 	CommitWait time.Duration

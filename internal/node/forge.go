@@ -51,13 +51,7 @@ func (m *Main) githubConfig() (*github.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("[github]: %w", err)
 	}
-	stats := func() []preview.Stats {
-		if m.preview == nil {
-			return nil
-		}
-		return m.preview.Stats()
-	}
-	return &github.Config{Forge: client, Summary: cfg.Preview.Summary, Stats: stats,
+	return &github.Config{Forge: client, Summary: cfg.Preview.Summary, Stats: m.mergedPreviewStats,
 		Thresholds: previewThresholds(cfg.Preview),
 		Redactor:   preview.NewRedactor(previewRedact(cfg.Preview), cfg.Preview.Show)}, nil
 }
@@ -165,4 +159,13 @@ func previewThresholds(p config.Preview) preview.ThresholdSet {
 		out[name] = preview.Thresholds{MaxAllowToDenyRatio: limit(a), MaxDenyToAllowRatio: limit(d)}
 	}
 	return out
+}
+
+// mergedPreviewStats is the cluster's merged preview stats as this node
+// holds them (the leader's merge), nil without a preview runtime.
+func (m *Main) mergedPreviewStats() []preview.Stats {
+	if m.preview == nil {
+		return nil
+	}
+	return m.preview.Stats()
 }

@@ -37,7 +37,9 @@ func (m *Main) wireLeader(src *reconcile.GitSource, lopts policy.LoadOptions, eo
 		Store: m.store, Leader: loopRef{m}, Pulls: pulls,
 		LoadOptions: lopts, EngineOptions: eopts, CheckPolicy: m.CheckPolicy,
 		Preview: preview.Settings{AutoStart: cfg.Preview.AutoStart, MaxPerPolicy: cfg.Preview.MaxExperimentsPerPolicy,
-			MaxTotal: cfg.Preview.MaxExperiments},
+			MaxTotal: cfg.Preview.MaxExperiments, AutoStop: preview.AutoStop{
+				Duration: preview.Duration{D: cfg.Preview.AutoStopAfter.Duration}, Requests: cfg.Preview.AutoStopRequests}},
+		Stats:  m.mergedPreviewStats,
 		Logger: m.Logger.Named(logging.Reconcile).Named(logging.Experiments),
 	})
 	lc := reconcile.Config{

@@ -41,6 +41,7 @@ const (
 type previewRuntime struct {
 	nodeID   string
 	group    string // the node's group: it previews only what it serves (groups.go)
+	ruleCap  int    // rules in preview evaluated per policy (preview.max_experiments_per_policy)
 	store    *raftstore.Store
 	gens     *generations
 	shadow   *preview.Shadow
@@ -81,10 +82,11 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 	})
 	registerPreviewLogMetrics(m.registry, sh)
 	registerPreviewQueueMetrics(m.registry, sh)
+	m.registry.MustRegister(newPreviewCollector(sh))
 	comp := preview.NewCompiler(eopts).WithBudget(cfg.MaxCompiledBytes)
 	registerCompilerMetrics(m.registry, comp)
 	return &previewRuntime{
-		nodeID: m.Config.Node.ID, group: m.Config.Node.Group, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
+		nodeID: m.Config.Node.ID, group: m.Config.Node.Group, ruleCap: cfg.MaxExperimentsPerPolicy, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
 		compiler: comp, log: log, seed: maphash.MakeSeed(),
 	}, nil
 }
@@ -198,6 +200,9 @@ func (p *previewRuntime) sync() {
 		p.log.Warn("skipping an experiment that does not decode", "error", err)
 	}
 	exps = servedExperiments(exps, p.live, snap, p.group)
+	// The live policies' rules in preview are experiments made here, from
+	// the served generation: every node makes the same ones.
+	exps = append(exps, preview.PreviewRules(p.live, p.ruleCap)...)
 	p.compileMu.Lock()
 	before := p.compiler.Usage().Measured
 	compiled, cerrs := p.compiler.CompileAll(exps, p.live)

@@ -109,6 +109,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Preview:        m.preview,
 		Mirror:         m.preview,
 		Thresholds:     previewThresholds(cfg.Preview),
+		PreviewRuleCap: cfg.Preview.MaxExperimentsPerPolicy,
 		Webhook:        m.webhookHandler(),
 		Commands:       m.commandQueue(),
 		Parts:          m.parts.Statuses,

@@ -137,6 +137,11 @@ func (f *FileEditor) SetRule(old, r Rule) error {
 		w.text("description", r.Description, true, f.multiline(e, "description"))
 	})
 	one("match", old.Match != r.Match, func(w *tomlWriter) { w.text("match", r.Match, false, f.multiline(e, "match")) })
+	one("preview", old.Preview != r.Preview, func(w *tomlWriter) {
+		if r.Preview {
+			w.line("preview", "true")
+		}
+	})
 	return f.setKeys(e, edits, func() (string, error) { return ruleTable(r, f.multiline(e, "match")), nil })
 }
 
@@ -255,6 +260,9 @@ func ruleTable(r Rule, multi bool) string {
 	w.str("action", string(r.Action), false)
 	w.text("description", r.Description, true, false)
 	w.text("match", r.Match, false, multi)
+	if r.Preview {
+		w.line("preview", "true")
+	}
 	return w.buf.String()
 }
 

@@ -8,7 +8,8 @@ import (
 
 // The keys a rule and a test may hold.
 var (
-	ruleKeys = map[string]bool{"name": true, "priority": true, "action": true, "match": true, "description": true}
+	ruleKeys = map[string]bool{"name": true, "priority": true, "action": true, "match": true, "description": true,
+		"preview": true}
 	testKeys = map[string]bool{"name": true, "request": true, "expect": true, "rule": true}
 )
 
@@ -48,6 +49,13 @@ func (d *fileDecoder) rule(i int, t map[string]any, el *element) {
 	if v, ok := t["description"]; ok {
 		desc, _ := d.str(line, subj, "description", v)
 		r.Description = strings.TrimSpace(desc)
+	}
+	if v, ok := t["preview"]; ok {
+		if b, isBool := v.(bool); isBool {
+			r.Preview = b
+		} else {
+			d.add(d.name, line, subj.rule, "%spreview must be a boolean, not %s", subj.prefix, typeName(v))
+		}
 	}
 	if r.Name != "" {
 		d.out.rules = append(d.out.rules, r)

@@ -36,6 +36,9 @@ func (p *Policy) MarshalTOML() ([]byte, error) {
 		w.str("action", string(r.Action), false)
 		w.str("match", r.Match, false)
 		w.str("description", r.Description, true)
+		if r.Preview {
+			w.line("preview", "true")
+		}
 	}
 	for _, t := range c.Tests {
 		w.buf.WriteString("\n[[tests]]\n")

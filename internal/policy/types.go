@@ -52,7 +52,12 @@ type Rule struct {
 	Action      Action `json:"action" toml:"action"`
 	Match       string `json:"match" toml:"match"`
 	Description string `json:"description,omitempty" toml:"description,omitempty"`
-	Pos         Pos    `json:"-" toml:"-"`
+	// Preview marks a rule that is evaluated beside the live policy and
+	// counted as if enforced, but never decides (Cloud Armor's preview,
+	// AWS WAF's Count): the engine leaves it out of the decision and the
+	// preview runtime evaluates the policy with it enforced.
+	Preview bool `json:"preview,omitempty" toml:"preview,omitempty"`
+	Pos     Pos  `json:"-" toml:"-"`
 }
 
 // Test is a policy test: one request and the decision it must get.

@@ -43,6 +43,9 @@ type Metadata struct {
 	LogPrefix string    `json:"logPrefix"`
 	StartTime time.Time `json:"startTime,omitzero"`
 	StopTime  time.Time `json:"stopTime,omitzero"`
+	// StopReason says why the system suspended the preview (autoStop);
+	// empty when a person stopped it. Cleared by startPreview.
+	StopReason string `json:"stopReason,omitempty"`
 }
 
 // SourceKind says where an experiment came from.
@@ -81,7 +84,10 @@ type Experiment struct {
 	// PreviewMetadata is nil until the first startPreview.
 	PreviewMetadata *Metadata         `json:"previewMetadata,omitempty"`
 	Annotations     map[string]string `json:"annotations,omitempty"`
-	Source          Source            `json:"source"`
+	// AutoStop, set by the client, ends the preview by itself; nil uses
+	// the configured default.
+	AutoStop *AutoStop `json:"autoStop,omitempty"`
+	Source   Source    `json:"source"`
 	// Previewed is false when the experiment is over the cap; Reason says so.
 	Previewed bool   `json:"previewed"`
 	Reason    string `json:"notPreviewedReason,omitempty"`
@@ -119,6 +125,9 @@ func (e *Experiment) IsActive() bool {
 
 // PolicyName returns the name of the live policy the experiment is for.
 func (e *Experiment) PolicyName() string {
+	if p, _, ok := ParseRuleName(e.Name); ok {
+		return p
+	}
 	p, _, _ := ParseName(e.Name)
 	return p
 }
@@ -132,6 +141,10 @@ func (e *Experiment) clone() *Experiment {
 		c.PreviewMetadata = &md
 	}
 	c.Annotations = maps.Clone(e.Annotations)
+	if e.AutoStop != nil {
+		a := *e.AutoStop
+		c.AutoStop = &a
+	}
 	return &c
 }
 

@@ -25,6 +25,9 @@ type Settings struct {
 	// AutoStart makes the system start previewing on create and after
 	// every update (see AutoStart).
 	AutoStart bool
+	// AutoStop is the default autoStop of experiments without their own
+	// ([preview] auto_stop_after, auto_stop_requests).
+	AutoStop AutoStop
 }
 
 // DefaultMaxTotal is the documented cluster-wide cap on experiments
@@ -59,6 +62,8 @@ type CreateRequest struct {
 	Policy      *policy.Policy
 	Annotations map[string]string
 	Source      Source
+	// AutoStop, when not nil, ends the preview by itself (see AutoStop).
+	AutoStop *AutoStop
 }
 
 // Create makes a new experiment. existing holds the experiments already
@@ -86,6 +91,11 @@ func Create(existing []*Experiment, req CreateRequest, s Settings, now time.Time
 	if err := checkAnnotations(req.Annotations); err != nil {
 		return nil, err
 	}
+	if req.AutoStop != nil {
+		if err := req.AutoStop.check(); err != nil {
+			return nil, err
+		}
+	}
 	name := ResourceName(polName, id)
 	if find(existing, name) != nil {
 		return nil, errorf(AlreadyExists, "experiment %q already exists: update it instead", name)
@@ -96,7 +106,7 @@ func Create(existing []*Experiment, req CreateRequest, s Settings, now time.Time
 	}
 	e := &Experiment{
 		Name: name, Etag: p.Etag(), Policy: p, Annotations: maps.Clone(req.Annotations),
-		Source: req.Source, Previewed: true, CreateTime: now, UpdateTime: now,
+		Source: req.Source, Previewed: true, CreateTime: now, UpdateTime: now, AutoStop: req.AutoStop,
 	}
 	if e.Source.Kind == "" {
 		e.Source.Kind = SourceAPI
@@ -200,6 +210,9 @@ type UpdateRequest struct {
 	HeadCommit string
 	// Etag, when set, must match the experiment's (AIP-154).
 	Etag string
+	// AutoStop, when not nil, replaces the experiment's (a zero one
+	// removes it: the default applies again).
+	AutoStop *AutoStop
 }
 
 // Update changes an experiment. Because an experiment previews a
@@ -232,6 +245,15 @@ func Update(e *Experiment, req UpdateRequest, now time.Time) (*Experiment, error
 	if req.HeadCommit != "" {
 		c.Source.HeadCommit = req.HeadCommit
 	}
+	if req.AutoStop != nil {
+		if err := req.AutoStop.check(); err != nil {
+			return nil, err
+		}
+		c.AutoStop = req.AutoStop
+		if req.AutoStop.IsZero() {
+			c.AutoStop = nil
+		}
+	}
 	if c.PreviewMetadata != nil && c.PreviewMetadata.State == Active {
 		c.PreviewMetadata.State, c.PreviewMetadata.StopTime = Suspended, now
 	}
@@ -256,6 +278,7 @@ func StartPreview(e *Experiment, now time.Time) (*Experiment, error) {
 	c.PreviewMetadata.State = Active
 	c.PreviewMetadata.StartTime = now
 	c.PreviewMetadata.LogPrefix = LogPrefix
+	c.PreviewMetadata.StopReason = ""
 	c.UpdateTime = now
 	return c, nil
 }
@@ -273,6 +296,7 @@ func StopPreview(e *Experiment, now time.Time) (*Experiment, error) {
 	c := e.clone()
 	c.PreviewMetadata.State = Suspended
 	c.PreviewMetadata.StopTime = now
+	c.PreviewMetadata.StopReason = ""
 	c.UpdateTime = now
 	return c, nil
 }

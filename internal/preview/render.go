@@ -51,6 +51,10 @@ func textSummary(b *strings.Builder, s Summary) {
 	if w := s.Stats.Window; w != nil {
 		fmt.Fprintf(b, "  window:          %s to %s\n", stamp(w.Start), stamp(w.End))
 	}
+	for _, r := range s.Enforced {
+		fmt.Fprintf(b, "  enforces %s, counted in preview: %d evaluated, %d ALLOW->DENY, %d DENY->ALLOW\n",
+			r.Rule, r.Counts.Evaluated, r.Counts.AllowToDeny, r.Counts.DenyToAllow)
+	}
 	for _, n := range s.Stats.Nodes {
 		fmt.Fprintf(b, "  node %s: %d evaluated, %d replayed, %d dropped\n", n.Node, n.Evaluated, n.Replayed, n.Dropped)
 	}

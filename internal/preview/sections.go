@@ -130,6 +130,7 @@ func mdSummary(b *strings.Builder, s Summary) {
 	}
 	b.WriteString("\n")
 	mdCounts(b, s.Stats, s.Experiment == "")
+	mdEnforced(b, s.Enforced)
 	mdTransitions(b, s.Stats)
 	mdSamples(b, s.Stats)
 	mdNodes(b, s.Stats)
@@ -200,4 +201,24 @@ func mdNodes(b *strings.Builder, st Stats) {
 		parts[i] = fmt.Sprintf("%s %d evaluated, %d dropped", code(n.Node), n.Evaluated, n.Dropped)
 	}
 	fmt.Fprintf(b, "Nodes (%d): %s\n\n", len(st.Nodes), strings.Join(parts, "; "))
+}
+
+// mdEnforced lists the rules the change takes out of preview, with what
+// they counted while in preview: the evidence for enforcing them.
+func mdEnforced(b *strings.Builder, rules []EnforcedRule) {
+	if len(rules) == 0 {
+		return
+	}
+	b.WriteString("Rules this change enforces, counted while in preview:\n\n")
+	b.WriteString("| Rule | Evaluated | ALLOW→DENY | DENY→ALLOW | Rule changed | Since |\n|---|--:|--:|--:|--:|---|\n")
+	for _, r := range rules {
+		since := "-"
+		if r.Window != nil {
+			since = stamp(r.Window.Start)
+		}
+		c := r.Counts
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %s |\n", cellCode(clip(r.Rule, maxShownName)), c.Evaluated,
+			c.AllowToDeny, c.DenyToAllow, c.RuleChanged, since)
+	}
+	b.WriteString("\n")
 }

@@ -84,6 +84,8 @@ type Input struct {
 	Policy      *policy.Policy
 	Annotations map[string]string
 	Etag        string
+	// AutoStop is the body's autoStop (or auto_stop), nil when absent.
+	AutoStop *AutoStop
 }
 
 // inputBody lists every field an experiment body may hold.
@@ -93,6 +95,8 @@ type inputBody struct {
 	Policy          *policyBody       `json:"policy"`
 	PreviewMetadata json.RawMessage   `json:"previewMetadata"`
 	Annotations     map[string]string `json:"annotations"`
+	AutoStop        *AutoStop         `json:"autoStop"`
+	AutoStopProto   *AutoStop         `json:"auto_stop"`
 	Source          json.RawMessage   `json:"source"`
 	Previewed       json.RawMessage   `json:"previewed"`
 	Reason          json.RawMessage   `json:"notPreviewedReason"`
@@ -128,7 +132,11 @@ func ParseInput(body []byte) (Input, error) {
 			return Input{}, err
 		}
 	}
-	return Input{Policy: p, Annotations: in.Annotations, Etag: in.Etag}, nil
+	auto := in.AutoStop
+	if auto == nil {
+		auto = in.AutoStopProto
+	}
+	return Input{Policy: p, Annotations: in.Annotations, Etag: in.Etag, AutoStop: auto}, nil
 }
 
 // uniqueRules refuses a body that names a rule twice, naming both places

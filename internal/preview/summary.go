@@ -87,6 +87,9 @@ type Summary struct {
 	Thresholds     Thresholds `json:"thresholds,omitzero"`
 	Failing        bool       `json:"failing"`
 	Reason         string     `json:"reason,omitempty"`
+	// Enforced are the rules in preview in the live policy that the
+	// experiment enforces unchanged, with what they counted in preview.
+	Enforced []EnforcedRule `json:"enforced,omitempty"`
 }
 
 // Summarize builds the summary of experiment e against the live policy
@@ -116,6 +119,7 @@ func Summarize(e *Experiment, liveEtag string, merged []Stats, th Thresholds) Su
 		s.NotPreviewed = s.Stats.Refused // ACTIVE, but some nodes refuse it
 	}
 	s.Failing, s.Reason = th.Check(s.Stats)
+	s.Enforced = EnforcedRules(e.Policy, merged)
 	return s
 }
 

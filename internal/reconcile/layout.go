@@ -273,7 +273,7 @@ func (d *dirEditor) result() (map[string][]byte, error) {
 }
 
 func sameRule(a, b policy.Rule) bool {
-	return a.Name == b.Name && a.Priority == b.Priority && a.Action == b.Action &&
+	return a.Name == b.Name && a.Priority == b.Priority && a.Action == b.Action && a.Preview == b.Preview &&
 		strings.TrimSpace(a.Match) == strings.TrimSpace(b.Match) &&
 		strings.TrimSpace(a.Description) == strings.TrimSpace(b.Description)
 }

@@ -193,3 +193,40 @@ func BenchmarkPolicyDir(b *testing.B) {
 		}
 	}
 }
+
+// Flipping a rule of a fragment into and out of preview writes only that
+// rule's preview line: the API experiment of a one-line pull request.
+func TestPolicyDirFlipsPreview(t *testing.T) {
+	l := &Loop{}
+	live := layoutTree()
+	flip := func(p *policy.Policy, on bool) *policy.Policy {
+		c := *p
+		c.Rules = append([]policy.Rule(nil), p.Rules...)
+		for i := range c.Rules {
+			if c.Rules[i].Name == "admin" {
+				c.Rules[i].Preview = on
+			}
+		}
+		return &c
+	}
+	previewed := flip(loadAPI(t, live), true)
+	dir, err := l.policyDir(live, "api", previewed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := string(live["api/admin.toml"]) + "preview = true\n"; string(dir["admin.toml"]) != want ||
+		string(dir["policy.toml"]) != string(live["api/policy.toml"]) {
+		t.Fatalf("files %q", dir)
+	}
+	inPreview := withDir(live, "api", dir)
+	if e := loadAPI(t, inPreview).Etag(); e != previewed.Etag() {
+		t.Fatalf("loads to %s, want %s", e, previewed.Etag())
+	}
+	dir, err = l.policyDir(inPreview, "api", flip(previewed, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(dir["admin.toml"]) != string(live["api/admin.toml"]) {
+		t.Fatalf("enforced again:\n%s", dir["admin.toml"])
+	}
+}

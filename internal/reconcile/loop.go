@@ -64,6 +64,8 @@ type Experiments interface {
 	// left running once their generation has an outcome; seen is what it
 	// last scanned at (nil at a new term).
 	ResumeCommits(ctx context.Context, seen *experiments.GenerationsKey) *experiments.GenerationsKey
+	// AutoStop suspends the ACTIVE experiments whose autoStop is due.
+	AutoStop(ctx context.Context)
 }
 
 // Pulls is the pull request side of the GitHub worker
@@ -356,6 +358,7 @@ func (l *Loop) runPromoter(ctx context.Context) {
 		l.promote(ctx)
 		if l.cfg.Experiments != nil {
 			seen = l.cfg.Experiments.ResumeCommits(ctx, seen)
+			l.cfg.Experiments.AutoStop(ctx)
 		}
 		select {
 		case <-ctx.Done():
