@@ -92,7 +92,12 @@ func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.
 		if in.Policy != nil {
 			e = s.cfg.Leader.WithValidation(e)
 		}
-		return s.save(ctx, preview.MethodUpdate, preview.AutoStart(e, s.settings(), now), now)
+		// An update is no approval: a held pull request's experiment
+		// starts only when a writer approves its head (startPreview).
+		if !s.unapproved(e.Source) {
+			e = preview.AutoStart(e, s.settings(), now)
+		}
+		return s.save(ctx, preview.MethodUpdate, e, now)
 	})
 }
 
