@@ -178,3 +178,31 @@ func TestPolicyJSONCarriesListHashes(t *testing.T) {
 		t.Fatalf("a list the node lacks: %v", err)
 	}
 }
+
+// An experiment that changes only a list's content (the same rule text)
+// decides as its own list says in a DeltaSet beside the live policy: the
+// rule is not the live rule's twin.
+func TestDeltaOfAListChange(t *testing.T) {
+	rule := denyRule("tor", "inIpList(request.source_ip, 'tor-exit') || request.path == '/x'")
+	other := denyRule("other", "inList(request.host, 'hosts')")
+	lists := func(ips string) map[string]string {
+		return map[string]string{"_lists/tor-exit.netset": ips, "_lists/hosts.txt": "a.example\n"}
+	}
+	compile := func(ips string) *CompiledPolicy {
+		b, errs := CompileTree(listTree(rule+other, lists(ips)), policy.LoadOptions{}, DefaultOptions())
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		cp, _ := b.Policy("edge")
+		return cp
+	}
+	live, exp := compile("10.0.0.0/8\n"), compile("10.0.0.0/8\n192.0.2.0/24\n")
+	set := NewDeltaSet(live, []*CompiledPolicy{exp})
+	for _, req := range []*Request{{SourceIP: "192.0.2.7"}, {SourceIP: "10.1.1.1"}, {SourceIP: "198.51.100.1"}, {Host: "a.example"}} {
+		base := live.Evaluate(req)
+		got := set.Evaluate(req, base, nil)[0]
+		if want := exp.Evaluate(req); got.Verdict != want.Verdict || got.Rule != want.Rule {
+			t.Errorf("%+v: delta %s %q, experiment alone %s %q", req, got.Verdict, got.Rule, want.Verdict, want.Rule)
+		}
+	}
+}
