@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/policyrollout/reconciler/internal/policy"
+
 // Budgets. docs/policy-language.md documents every one of these; change
 // both together. Costs are in CEL cost units (roughly one unit per node
 // visited or per ten bytes of string scanned).
@@ -60,6 +62,11 @@ type Options struct {
 	// index. Decisions are identical either way; it exists for tests and to
 	// rule the index out when investigating.
 	DisableIndex bool
+	// FindList returns the data of a list the policy names by hash
+	// without its data (an experiment's policy from the raft log) when no
+	// compiled copy is held: a node's preview finds it in the replicated
+	// state. The content is checked against the hash; nil means none.
+	FindList func(l *policy.List) []byte
 	// lists are the compiled lists of the policy being compiled, which
 	// its programs are bound to (set by compilePolicy).
 	lists *policyLists

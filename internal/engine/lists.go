@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -87,8 +89,9 @@ type listCache struct {
 var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
 
 // get returns the compiled form of l, compiling it on first use. A list
-// without its data (from JSON) is found by its hash or is an error.
-func (c *listCache) get(l *policy.List) (*compiledList, error) {
+// without its data (from JSON) is found by its hash, or through find, or
+// is an error.
+func (c *listCache) get(l *policy.List, find func(*policy.List) []byte) (*compiledList, error) {
 	key := string(l.Kind) + ":" + l.Hash
 	c.mu.Lock()
 	cl := c.m[key].Value()
@@ -97,7 +100,11 @@ func (c *listCache) get(l *policy.List) (*compiledList, error) {
 		return cl, nil
 	}
 	if l.Data == nil && l.Entries > 0 {
-		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: only the lists of a generation's tree are replicated", l.Name, l.Hash)
+		found, err := withFoundData(l, find)
+		if err != nil {
+			return nil, err
+		}
+		l = found
 	}
 	cl, err := compileList(l)
 	if err != nil {
@@ -117,6 +124,24 @@ func (c *listCache) get(l *policy.List) (*compiledList, error) {
 	return cl, nil
 }
 
+// withFoundData is l with the data find returns, when its content has
+// l's hash.
+func withFoundData(l *policy.List, find func(*policy.List) []byte) (*policy.List, error) {
+	var data []byte
+	if find != nil {
+		data = find(l)
+	}
+	if data == nil {
+		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: neither in a generation's tree nor sent with the experiment", l.Name, l.Hash)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != l.Hash {
+		return nil, fmt.Errorf("list %q: the data found is not the content of etag %.32s", l.Name, l.Hash)
+	}
+	c := *l
+	c.Data = data
+	return &c, nil
+}
+
 // policyLists are the compiled lists of one policy, by name, and the CEL
 // program option that binds the list functions to them.
 type policyLists struct {
@@ -125,11 +150,12 @@ type policyLists struct {
 	funcs  cel.ProgramOption
 }
 
-// compileLists compiles (or shares) the lists p uses.
-func compileLists(p *policy.Policy) (*policyLists, error) {
+// compileLists compiles (or shares) the lists p uses; find supplies the
+// data of one neither held nor carried (Options.FindList).
+func compileLists(p *policy.Policy, find func(*policy.List) []byte) (*policyLists, error) {
 	pl := &policyLists{byName: make(map[string]*compiledList, len(p.Lists)), src: p.Lists}
 	for name, l := range p.Lists {
-		cl, err := lists.get(l)
+		cl, err := lists.get(l, find)
 		if err != nil {
 			return nil, err
 		}

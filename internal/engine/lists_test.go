@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -204,5 +206,42 @@ func TestDeltaOfAListChange(t *testing.T) {
 		if want := exp.Evaluate(req); got.Verdict != want.Verdict || got.Rule != want.Rule {
 			t.Errorf("%+v: delta %s %q, experiment alone %s %q", req, got.Verdict, got.Rule, want.Verdict, want.Rule)
 		}
+	}
+}
+
+// An experiment's list the node holds no compiled copy of is compiled
+// from what Options.FindList finds (a node's preview: the chunks sent with
+// the experiment), checked against its hash.
+func TestFindListSuppliesAnExperimentsList(t *testing.T) {
+	t.Parallel()
+	// A list no other test compiles, so no cached copy answers.
+	changed := "10.0.0.0/8\n198.18.77.0/24\n"
+	sum := sha256.Sum256([]byte(changed))
+	hash := hex.EncodeToString(sum[:])
+	exp := &policy.Policy{Name: "edge", DefaultAction: policy.ActionAllow, Rules: []policy.Rule{{Name: "tor", Priority: 10,
+		Action: policy.ActionDeny, Match: "inIpList(request.source_ip, 'tor-exit')"}},
+		Lists: policy.Lists{"tor-exit": {Name: "tor-exit", File: "_lists/tor-exit.netset", Kind: policy.ListIP, Hash: hash, Entries: 2}}}
+	opts := DefaultOptions()
+	opts.FindList = func(l *policy.List) []byte {
+		if l.Hash == hash {
+			return []byte("10.0.0.0/8\n198.18.0.0/24\n") // not the content of hash
+		}
+		return nil
+	}
+	if _, err := CompileBeside(exp, opts, nil); err == nil || !strings.Contains(err.Error(), "not the content") {
+		t.Fatalf("data of another content: %v", err)
+	}
+	opts.FindList = func(l *policy.List) []byte {
+		if l.Hash == hash {
+			return []byte(changed)
+		}
+		return nil
+	}
+	cp, err := CompileBeside(exp, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cp.Evaluate(&Request{SourceIP: "198.18.77.9"}); d.Verdict != Deny {
+		t.Fatalf("got %+v", d)
 	}
 }
