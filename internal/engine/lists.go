@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -134,7 +132,7 @@ func withFoundData(l *policy.List, find func(*policy.List) []byte) (*policy.List
 	if data == nil {
 		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: neither in a generation's tree nor sent with the experiment", l.Name, l.Hash)
 	}
-	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != l.Hash {
+	if policy.ContentHash(data) != l.Hash {
 		return nil, fmt.Errorf("list %q: the data found is not the content of etag %.32s", l.Name, l.Hash)
 	}
 	c := *l

@@ -21,7 +21,7 @@ func (e *Experiment) PutPayload() (raftstore.PutExperiment, error) {
 	if err != nil {
 		return raftstore.PutExperiment{}, fmt.Errorf("preview: encoding %s: %w", e.Name, err)
 	}
-	return raftstore.PutExperiment{Name: e.Name, Data: data}, nil
+	return raftstore.PutExperiment{Name: e.Name, Data: data, Lists: e.ListChunks}, nil
 }
 
 // DeletePayload returns the raft payload that deletes the named experiment.
