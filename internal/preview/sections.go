@@ -129,8 +129,10 @@ func mdSummary(b *strings.Builder, s Summary) {
 		fmt.Fprintf(b, "| Window | %s to %s |\n", stamp(w.Start), stamp(w.End))
 	}
 	b.WriteString("\n")
+	mdLists(b, s.ListChanges)
 	mdCounts(b, s.Stats, s.Experiment == "")
 	mdTransitions(b, s.Stats)
+	mdSources(b, s.Stats)
 	mdSamples(b, s.Stats)
 	mdNodes(b, s.Stats)
 }

@@ -87,6 +87,9 @@ type Summary struct {
 	Thresholds     Thresholds `json:"thresholds,omitzero"`
 	Failing        bool       `json:"failing"`
 	Reason         string     `json:"reason,omitempty"`
+	// ListChanges are the entries the experiment adds to and removes
+	// from each named list it changes.
+	ListChanges []ListChange `json:"listChanges,omitempty"`
 }
 
 // Summarize builds the summary of experiment e against the live policy
@@ -107,6 +110,7 @@ func Summarize(e *Experiment, liveEtag string, merged []Stats, th Thresholds) Su
 	}
 	src := e.Source
 	s.Source = &src
+	s.ListChanges = e.ListChanges
 	for _, st := range merged {
 		if st.Experiment == e.Name && st.ExperimentEtag == e.Etag {
 			s.Stats = st
