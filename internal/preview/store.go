@@ -101,6 +101,7 @@ type inputBody struct {
 	CreateTime      json.RawMessage   `json:"createTime"`
 	UpdateTime      json.RawMessage   `json:"updateTime"`
 	Stats           json.RawMessage   `json:"stats"`
+	ListChanges     json.RawMessage   `json:"listChanges"`
 	// The proto3 JSON spellings of the output-only fields (AIP-203:
 	// accepted and ignored like the lowerCamelCase ones).
 	PreviewMetadataProto json.RawMessage `json:"preview_metadata"`
