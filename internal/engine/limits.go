@@ -66,7 +66,7 @@ type Options struct {
 	// without its data (an experiment's policy from the raft log) when no
 	// compiled copy is held: a node's preview finds it in the replicated
 	// state. The content is checked against the hash; nil means none.
-	FindList func(l *policy.List) []byte
+	FindList func(l *policy.List) []byte `json:"-"`
 	// lists are the compiled lists of the policy being compiled, which
 	// its programs are bound to (set by compilePolicy).
 	lists *policyLists
