@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
@@ -59,6 +58,8 @@ func millionList(n int) string {
 	}
 	return b.String()
 }
+
+const retiredHosts = "old.example\nlegacy.example\n"
 
 // from is a decision request from ip to host.
 func from(ip, host string) string {
@@ -186,9 +187,12 @@ func TestMillionEntryListOnThreeNodes(t *testing.T) {
 	// keep serving.
 	for _, h := range []struct{ name, data, budget string }{
 		{"long-line", strings.Repeat("a", 1<<20) + "\n", "MaxListLineBytes"},
-		{"binary", "10.0.0.0/8\n\x00\x01\x02\xff\xfe\n", "binary content"},
+		{"binary", "old.example\n\x00\x01\x02\n", "binary content"},
+		{"not-utf8", "old.example\n\xff\xfe\n", "not UTF-8 text"},
 	} {
-		commit := repo.Push(map[string]string{"_lists/" + h.name + ".txt": h.data}, "hostile "+h.name)
+		// In the list the policy uses: a push touching no policy makes no
+		// generation.
+		commit := repo.Push(map[string]string{"_lists/retired-hosts.txt": h.data}, "hostile "+h.name)
 		c.Trigger()
 		harness.WaitFor(t, 3*time.Minute, h.name+" refused", func() error {
 			gens, err := c.Client.Generations(c.Nodes[0])
@@ -210,7 +214,6 @@ func TestMillionEntryListOnThreeNodes(t *testing.T) {
 				t.Errorf("%s after %s: %s", n.ID, h.name, got)
 			}
 		}
-		repo.Push(map[string]string{"_lists/" + h.name + ".txt": gittest.Deleted}, "drop "+h.name)
 	}
 }
 
