@@ -1,9 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
+
 	"time"
 )
 
@@ -15,20 +14,17 @@ import (
 // (docs/git.md, "Never rewind").
 func (a *app) acceptHistory(args []string) int {
 	fs := a.flagSet("accept-history", "[--server URL] COMMIT")
-	server := fs.String("server", defaultServer, "`URL` of any node's API (followers forward to the leader)")
-	tokenEnv := fs.String("token-env", "RECONCILER_TOKEN", "environment `VARIABLE` holding the API token ([api] token_env), sent when set")
+	cf := addClientFlags(fs, "admin", time.Minute)
 	if code, ok := a.parse(fs, args, 1, 1); !ok {
 		return code
 	}
 	commit := fs.Arg(0)
-	ctx, cancel := context.WithTimeout(a.ctx, time.Minute)
-	defer cancel()
-	base := serverBase(*server)
-	if _, err := postAPI(ctx, base, "/v1/generations:acceptHistory", map[string]string{"commit": commit},
-		os.Getenv(*tokenEnv), "the new history"); err != nil {
-		fmt.Fprintf(a.stderr, "reconciler accept-history: %v\n", err)
-		return exitCheck
+	code := a.remote("accept-history", cf, func(c *apiClient) error {
+		_, err := c.post(a.ctx, "/v1/generations:acceptHistory", map[string]string{"commit": commit})
+		return err
+	})
+	if code == exitOK {
+		fmt.Fprintf(a.stdout, "Accepted %s as the live branch's history; the leader validates and promotes it as a new generation. Follow it with `reconciler status`.\n", commit)
 	}
-	fmt.Fprintf(a.stdout, "Accepted %s as the live branch's history; the leader validates and promotes it as a new generation. Follow it with `reconciler status`.\n", commit)
-	return exitOK
+	return code
 }

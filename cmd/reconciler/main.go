@@ -1,5 +1,5 @@
 // Command reconciler is the GitOps policy reconciler: a daemon (serve) and
-// the tools around it (validate, test, merge, eval, status, rollback, certs). See CONTRACT.md §2 and
+// the tools around it (validate, test, merge, eval, status, rollback, snapshot, certs). See CONTRACT.md §2 and
 // `reconciler help`. main only parses flags and wires internal packages.
 package main
 
@@ -11,16 +11,19 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 
 	"github.com/policyrollout/reconciler/internal/sandbox"
+	rversion "github.com/policyrollout/reconciler/internal/version"
 )
 
-// version and commit are set at build time:
-// go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc123".
+// version is the release (internal/version.Current); commit is set by
+// the Makefile (-X main.commit=abc123), else read from what go build
+// embeds of the checkout (buildCommit).
 var (
-	version = "dev"
-	commit  = "dev"
+	version = rversion.Current
+	commit  = ""
 )
 
 // Exit codes of CONTRACT.md §2.
@@ -75,7 +78,12 @@ func commands() []command {
 		{"replay", "--live DIR --experiment DIR --traffic F", "offline preview: both policies over recorded requests", (*app).replay},
 		{"status", "[--server URL] [--format F]", "cluster, generation, policy conditions and nodes of a running cluster", (*app).status},
 		{"rollback", "[--server URL] [--to N] [--wait D]", "revert main to generation N's policies and promote the revert", (*app).rollback},
+		{"snapshot", "save|inspect|restore FILE [flags]", "back up the cluster's state, check a backup, seed a node from one", (*app).snapshot},
 		{"accept-history", "[--server URL] COMMIT", "let the leader promote a live branch that no longer descends from the active generation", (*app).acceptHistory},
+		{"experiments", "list|get|create|start|stop|commit|delete|diff", "a policy's experiments over the API", (*app).experiments},
+		{"operations", "list|get|wait|cancel", "the long-running operations of experiment writes", (*app).operations},
+		{"nodes", "list|get|state|health", "the cluster's nodes: states and health checks by group, subgroup or name", (*app).nodes},
+		{"raft", "peers|remove|transfer-leadership", "the raft configuration: peers, removing a dead voter, leadership", (*app).raft},
 		{"certs", "ca|node [flags]", "create a cluster CA and node certificates for [tls]", (*app).certs},
 		{"version", "", "print version, commit and Go version", (*app).version},
 		{"help", "[COMMAND]", "list commands, or show a command's flags", (*app).help},
@@ -107,9 +115,11 @@ func (a *app) run(args []string) int {
 func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: reconciler <command> [flags]")
 	fmt.Fprintln(w, "\nCommands:")
+	tw := newTable(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %-40s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.name, c.args, c.summary)
 	}
+	tw.Flush()
 	fmt.Fprintln(w, "\nRun 'reconciler help COMMAND' for a command's flags.")
 }
 
@@ -136,8 +146,37 @@ func (a *app) version(args []string) int {
 	if code, ok := a.parse(fs, args, 0, 0); !ok {
 		return code
 	}
-	fmt.Fprintf(a.stdout, "version: %s\ncommit: %s\ngo: %s %s/%s\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(a.stdout, "version: %s\ncommit: %s\ngo: %s %s/%s\n", version, buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return exitOK
+}
+
+// buildCommit is the commit set at link time, else the one go build
+// embedded from the checkout (with "-dirty" for local changes), else
+// "unknown" (go run, or a build outside a checkout).
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	switch {
+	case rev == "":
+		return "unknown"
+	case dirty:
+		return rev + "-dirty"
+	}
+	return rev
 }
 
 // flagSet returns a FlagSet that reports to stderr and lists its flags in

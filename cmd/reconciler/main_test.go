@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	rversion "github.com/policyrollout/reconciler/internal/version"
 )
 
 // cli runs one command line in-process.
@@ -21,7 +23,7 @@ func cli(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 
 func TestRunUsesRealStreams(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"version"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "version: dev") {
+	if code := run([]string{"version"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "version: "+rversion.Current+"\n") {
 		t.Errorf("run version = %d %q %q", code, out.String(), errOut.String())
 	}
 }
@@ -83,7 +85,9 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := cli(t, "", "version")
-	if code != 0 || !strings.Contains(out, "version: dev") || !strings.Contains(out, "commit: dev") || !strings.Contains(out, "go: go1.") {
+	// A test binary embeds no checkout: the commit is unknown, the
+	// version is still the release.
+	if code != 0 || !strings.Contains(out, "version: "+rversion.Current+"\n") || !strings.Contains(out, "commit: unknown") || !strings.Contains(out, "go: go1.") {
 		t.Errorf("version = %d %q", code, out)
 	}
 }

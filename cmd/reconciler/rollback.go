@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"strings"
+
 	"time"
 )
 
@@ -32,14 +28,13 @@ type rollbackAnswer struct {
 // rollback implements `reconciler rollback [--server URL] [--to N]
 // [--wait D] [--token-env NAME] [--format text|json]`: the leader writes
 // "Revert to generation N (<sha>)" on the live branch, pushes it, and the
-// normal path promotes it as a new generation (CONTRACT.md §2, §5).
+// normal path promotes it as a new generation (docs/api.md, Rollback).
 func (a *app) rollback(args []string) int {
 	fs := a.flagSet("rollback", "[--server URL] [--to GENERATION] [--wait DURATION]")
-	server := fs.String("server", defaultServer, "`URL` of any node's API (followers forward to the leader)")
+	cf := addClientFlags(fs, "admin", 30*time.Second+rollbackGitBudget) // default: --wait plus the git budget
 	to := fs.Uint64("to", 0, "`GENERATION` whose policies to restore (default: the one active before the current one)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the new generation to become ACTIVE (0: do not wait)")
-	tokenEnv := fs.String("token-env", "RECONCILER_TOKEN", "environment `VARIABLE` holding the API token ([api] token_env), sent when set")
-	format := fs.String("format", "text", "output `format`: text or json (the raw answer)")
+	format := outputFlag(fs)
 	if code, ok := a.parse(fs, args, 0, 0); !ok {
 		return code
 	}
@@ -47,80 +42,33 @@ func (a *app) rollback(args []string) int {
 		fmt.Fprintln(a.stderr, "reconciler rollback: --format must be text or json, --wait between 0 and 5m")
 		return exitUsage
 	}
-	body, err := postRollback(a.ctx, serverBase(*server), *to, *wait, os.Getenv(*tokenEnv))
-	if err != nil {
-		fmt.Fprintf(a.stderr, "reconciler rollback: %v\n", err)
-		return exitCheck
+	if !setFlags(fs)["timeout"] {
+		cf.timeout = *wait + rollbackGitBudget
 	}
 	var res rollbackAnswer
-	if err := json.Unmarshal(body, &res); err != nil {
-		fmt.Fprintf(a.stderr, "reconciler rollback: the answer is not a rollback: %v\n", err)
-		return exitCheck
-	}
-	if *format == "json" {
-		_, _ = a.stdout.Write(body)
-	} else {
+	code := a.remote("rollback", cf, func(c *apiClient) error {
+		in := map[string]any{"waitSeconds": wait.Seconds()}
+		if *to > 0 {
+			in["generation"] = *to
+		}
+		body, err := c.post(a.ctx, "/v1/generations:rollback", in)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(body, &res); err != nil {
+			return fmt.Errorf("the answer is not a rollback: %w", err)
+		}
+		if *format == "json" {
+			_, err = a.stdout.Write(body)
+			return err
+		}
 		printRollback(a.stdout, &res, *wait)
-	}
-	if *wait > 0 && res.State != "ACTIVE" {
+		return nil
+	})
+	if code == exitOK && *wait > 0 && res.State != "ACTIVE" {
 		return exitCheck
 	}
-	return exitOK
-}
-
-// serverBase turns --server into a base URL.
-func serverBase(server string) string {
-	base := strings.TrimRight(server, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	return base
-}
-
-// postRollback sends the request; an answer other than 200 is an error
-// carrying the API's message.
-func postRollback(ctx context.Context, base string, to uint64, wait time.Duration, token string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait+rollbackGitBudget)
-	defer cancel()
-	in := map[string]any{"waitSeconds": wait.Seconds()}
-	if to > 0 {
-		in["generation"] = to
-	}
-	return postAPI(ctx, base, "/v1/generations:rollback", in, token, "the rollback")
-}
-
-// postAPI POSTs in as JSON to base+path with the token when set; an
-// answer other than 200 is an error carrying the API's message.
-func postAPI(ctx context.Context, base, path string, in any, token, what string) ([]byte, error) {
-	data, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("--server %q: %v", base, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s: %v (is a node running there? use --server URL)", base, unwrapURL(err))
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %v", base, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Status, Message string } `json:"error"`
-		}
-		msg := strings.TrimSpace(string(body))
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Status + ": " + e.Error.Message
-		}
-		return nil, fmt.Errorf("%s refused %s: %s", base, what, msg)
-	}
-	return body, nil
+	return code
 }
 
 // printRollback says what was pushed and what became of it.

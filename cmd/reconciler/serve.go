@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -96,6 +97,15 @@ func (a *app) serve(args []string) int {
 	ctx, stop := signal.NotifyContext(a.ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if path := os.Getenv(cpuProfileEnv); path != "" {
+		stopProfile, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "reconciler serve: %v\n", err)
+			return exitUsage
+		}
+		defer stopProfile()
+	}
+
 	m := &node.Main{Config: cfg, Logger: logger, Version: version}
 	if a.self != "" {
 		r := sandbox.Runner{Path: a.self, MemoryLimit: uint64(cfg.Validation.MemoryLimitBytes),
@@ -113,4 +123,25 @@ func (a *app) serve(args []string) int {
 		return exitCheck
 	}
 	return exitOK
+}
+
+// cpuProfileEnv names a file the node writes its CPU profile to, from start
+// to a graceful stop (scripts/bench-http.sh, BENCH_PROFILE). It is set by
+// whoever starts the process, never over the network, so the API exposes no
+// profiling endpoint.
+const cpuProfileEnv = "RECONCILER_CPUPROFILE"
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
+	rversion "github.com/policyrollout/reconciler/internal/version"
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
@@ -168,11 +169,12 @@ func TestServeBinary(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	bin := filepath.Join(t.TempDir(), "reconciler")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version=v0.0.0-test -X main.commit=abc1234", "-o", bin, ".")
+	build := exec.Command("go", "build", "-ldflags", "-X main.commit=abc1234", "-o", bin, ".") // as make build
+
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.Contains(string(out), "version: v0.0.0-test\ncommit: abc1234\n") {
+	if out, err := exec.Command(bin, "version").Output(); err != nil || !strings.Contains(string(out), "version: "+rversion.Current+"\ncommit: abc1234\n") {
 		t.Errorf("version = %q %v", out, err)
 	}
 	if err := exec.Command(bin, "nope").Run(); exitCode(err) != exitUsage {

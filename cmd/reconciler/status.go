@@ -2,24 +2,16 @@ package main
 
 import (
 	"bytes"
-	"context"
+
 	"encoding/json"
-	"errors"
+
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"os"
+
 	"strings"
 	"text/tabwriter"
 	"time"
 )
-
-// defaultServer is the API address of a node started with the defaults.
-const defaultServer = "http://127.0.0.1:8181"
-
-// statusTimeout bounds the whole status request.
-const statusTimeout = 10 * time.Second
 
 // statusView is GET /v1/status as the command prints it.
 type statusView struct {
@@ -29,7 +21,10 @@ type statusView struct {
 	ActiveGeneration uint64 `json:"activeGeneration"`
 	Commit           string `json:"commit"`
 	ServedGeneration uint64 `json:"servedGeneration"`
-	Source           struct {
+	// ClusterVersion is the lowest release among the members ("" from a
+	// 1.0.0 node, which did not show it).
+	ClusterVersion string `json:"clusterVersion"`
+	Source         struct {
 		Commit   string    `json:"commit"`
 		Error    string    `json:"error"`
 		Time     time.Time `json:"time"`
@@ -50,106 +45,58 @@ type statusView struct {
 		} `json:"conditions"`
 	} `json:"policies"`
 	Experiments []json.RawMessage `json:"experiments"`
-	Nodes       []struct {
-		ID            string    `json:"id"`
-		RaftAddr      string    `json:"raftAddr"`
-		HTTPAddr      string    `json:"httpAddr"`
-		State         string    `json:"state"`
-		Voter         bool      `json:"voter"`
-		Leader        bool      `json:"leader"`
-		Reachable     bool      `json:"reachable"`
-		Generation    uint64    `json:"generation"`
-		LastHeartbeat time.Time `json:"lastHeartbeat"`
-		Group         string    `json:"group"`
-		Subgroup      string    `json:"subgroup"`
-		Status        *struct {
-			Statistics struct {
-				Executed uint64 `json:"policyExecutedCount"`
-				Failed   uint64 `json:"policyExecutedFailCount"`
-			} `json:"statistics"`
-		} `json:"status"`
-		LoadFailures []struct {
-			Generation uint64   `json:"generation"`
-			Errors     []string `json:"errors"`
-		} `json:"loadFailures"`
-		NotFollowing string `json:"notFollowing"`
-	} `json:"nodes"`
+	Nodes       []nodeView        `json:"nodes"`
+}
+
+// nodeView is a node of GET /v1/status and GET /v1/nodes as the
+// commands print it.
+type nodeView struct {
+	ID            string    `json:"id"`
+	RaftAddr      string    `json:"raftAddr"`
+	HTTPAddr      string    `json:"httpAddr"`
+	State         string    `json:"state"`
+	Voter         bool      `json:"voter"`
+	Leader        bool      `json:"leader"`
+	Reachable     bool      `json:"reachable"`
+	Generation    uint64    `json:"generation"`
+	LastHeartbeat time.Time `json:"lastHeartbeat"`
+	Group         string    `json:"group"`
+	Subgroup      string    `json:"subgroup"`
+	Healthy       string    `json:"healthy"`
+	HeldReasons   []string  `json:"heldReasons"`
+	AppliedIndex  uint64    `json:"appliedIndex"`
+	Status        *struct {
+		Version    string `json:"version"`
+		Statistics struct {
+			Executed uint64 `json:"policyExecutedCount"`
+			Failed   uint64 `json:"policyExecutedFailCount"`
+		} `json:"statistics"`
+	} `json:"status"`
+	LoadFailures []struct {
+		Generation uint64   `json:"generation"`
+		Errors     []string `json:"errors"`
+	} `json:"loadFailures"`
+	NotFollowing string `json:"notFollowing"`
 }
 
 // status implements `reconciler status [--server URL] [--format text|json]`.
 func (a *app) status(args []string) int {
 	fs := a.flagSet("status", "[--server URL] [--format text|json]")
-	server := fs.String("server", defaultServer, "`URL` of any node's API")
-	tokenEnv := fs.String("token-env", "RECONCILER_TOKEN", "environment `VARIABLE` holding an API token (reader or above), sent when set")
-	format := fs.String("format", "text", "output `format`: text (aligned tables) or json (the raw answer)")
+	cf := addClientFlags(fs, "reader", 10*time.Second)
+	format := outputFlag(fs)
 	if code, ok := a.parse(fs, args, 0, 0); !ok {
 		return code
 	}
-	if *format != "text" && *format != "json" {
-		fmt.Fprintf(a.stderr, "reconciler status: --format %q must be text or json\n", *format)
+	if !a.checkFormat("status", *format) {
 		return exitUsage
 	}
-	base := serverBase(*server)
-	body, err := fetchStatus(a.ctx, base, os.Getenv(*tokenEnv))
-	if err != nil {
-		fmt.Fprintf(a.stderr, "reconciler status: %v\n", err)
-		return exitCheck
-	}
-	if *format == "json" {
-		_, _ = a.stdout.Write(body)
-		return exitOK
-	}
-	var v statusView
-	if err := json.Unmarshal(body, &v); err != nil {
-		fmt.Fprintf(a.stderr, "reconciler status: %s answered something that is not a status: %v\n", base, err)
-		return exitCheck
-	}
-	printStatus(a.stdout, &v, time.Now())
-	return exitOK
-}
-
-// fetchStatus gets GET {base}/v1/status; any answer but 200 is an error
-// that carries the API's message.
-func fetchStatus(ctx context.Context, base, token string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/status", nil)
-	if err != nil {
-		return nil, fmt.Errorf("--server %q: %v", base, err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s: %v (is a node running there? use --server URL)", base, unwrapURL(err))
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %v", base, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Message string } `json:"error"`
+	return a.remote("status", cf, func(c *apiClient) error {
+		body, err := c.get(a.ctx, "/v1/status")
+		if err != nil {
+			return err
 		}
-		msg := strings.TrimSpace(string(body))
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Message
-		}
-		return nil, fmt.Errorf("%s answered %s: %s", base, resp.Status, msg)
-	}
-	return body, nil
-}
-
-// unwrapURL drops net/http's "Get URL:" prefix; the message names the
-// server already.
-func unwrapURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
+		return printAnswer(a.stdout, *format, body, func(w io.Writer, v *statusView) { printStatus(w, v, time.Now()) })
+	})
 }
 
 // printStatus prints the cluster, the policies with their conditions,
@@ -162,6 +109,9 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	fmt.Fprintln(w, "Cluster")
 	tw := newTable(w)
 	fmt.Fprintf(tw, "  Node:\t%s\n  Leader:\t%s\n  Raft state:\t%s\n", v.NodeID, leader, v.RaftState)
+	if v.ClusterVersion != "" {
+		fmt.Fprintf(tw, "  Cluster version:\t%s (the lowest release among the members)\n", v.ClusterVersion)
+	}
 	fmt.Fprintf(tw, "  Active generation:\t%s\n", generationLabel(v.ActiveGeneration, v.Commit))
 	fmt.Fprintf(tw, "  Served here:\t%s\n", generationLabel(v.ServedGeneration, ""))
 	if v.Source.Error != "" {
@@ -188,7 +138,7 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 		fmt.Fprintln(w, "  none registered")
 		return
 	}
-	printNodes(w, v, now)
+	printNodes(w, v.Nodes, now)
 }
 
 // experimentView is what the table shows of an experiment: the leader's
@@ -314,10 +264,10 @@ func printConditions(w io.Writer, v *statusView) {
 	tw.Flush()
 }
 
-func printNodes(w io.Writer, v *statusView, now time.Time) {
+func printNodes(w io.Writer, nodes []nodeView, now time.Time) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tHTTP ADDRESS\tGROUP\tSTATE\tROLE\tGENERATION\tDECISIONS (FAILED)\tLAST HEARTBEAT")
-	for _, n := range v.Nodes {
+	for _, n := range nodes {
 		role := "non-voter"
 		switch {
 		case n.Leader:
@@ -340,7 +290,7 @@ func printNodes(w io.Writer, v *statusView, now time.Time) {
 			orDash(n.Group)+"/"+orDash(n.Subgroup), orDash(n.State), role, numOrDash(n.Generation), decisions, hb)
 	}
 	tw.Flush()
-	for _, n := range v.Nodes {
+	for _, n := range nodes {
 		for _, f := range n.LoadFailures {
 			if len(f.Errors) > 0 {
 				fmt.Fprintf(w, "  %s cannot load generation %d (left behind, out of rotation): %s\n", n.ID, f.Generation,

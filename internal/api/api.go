@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -117,6 +118,9 @@ type Config struct {
 	// Audit receives one line per write request (the "audit" subsystem);
 	// nil uses Logger.
 	Audit hclog.Logger
+	// Snapshots serves GET /v1/snapshot (snapshot.go); without it the
+	// endpoint answers 404.
+	Snapshots Snapshotter
 	// Rollback serves POST /v1/generations:rollback where the leader loop
 	// runs; without it the endpoint answers 404.
 	Rollback Rollbacker
@@ -185,6 +189,9 @@ type Server struct {
 	audit        hclog.Logger
 
 	rollbacker Rollbacker
+	snapshots  Snapshotter
+	// snapshotGate lets one snapshot be taken at a time (snapshot.go).
+	snapshotGate snapshotGate
 
 	experiments Experiments
 	preview     Preview
@@ -208,6 +215,8 @@ type Server struct {
 	maxHeaders int
 	inflight   *inFlight
 	bodies     *bodyGate
+	// waiters counts the :wait calls open (operations.go).
+	waiters atomic.Int32
 }
 
 // New returns a Server for cfg.
@@ -228,6 +237,7 @@ func New(cfg Config) *Server {
 		audit:        cfg.Audit,
 
 		rollbacker: cfg.Rollback,
+		snapshots:  cfg.Snapshots,
 
 		experiments:   cfg.Experiments,
 		preview:       cfg.Preview,

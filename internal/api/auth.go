@@ -218,8 +218,16 @@ func (s *Server) auditLine(aw *auditWriter, r *http.Request, id auth.Identity, a
 	}
 	args := []any{"method", r.Method, "path", r.URL.Path, "role", role, "token", name,
 		"remote", r.RemoteAddr, "status", aw.code, "admitted", admitted}
-	if by := r.Header.Get(cluster.ForwardedHeader); by != "" {
-		args = append(args, "forwarded_by", by)
+	// The header is the sender's claim: only a node certificate proves
+	// which node forwarded. Without one (a cluster without [tls], or a
+	// client setting the header) the line says the name is unverified,
+	// so nobody can write another node's name into the audit log.
+	if claimed := r.Header.Get(cluster.ForwardedHeader); claimed != "" {
+		if by, ok := peerConn(r); ok {
+			args = append(args, "forwarded_by", by)
+		} else {
+			args = append(args, "forwarded_by_unverified", clipClaim(claimed))
+		}
 	}
 	s.audit.Info("request", args...)
 }
@@ -246,4 +254,17 @@ func credentialSet(cfg Config) (*auth.Set, error) {
 		return nil, errorf(errs.Internal, "credentials: %v", err)
 	}
 	return set, nil
+}
+
+// maxClaimBytes bounds an unverified name copied into the audit log.
+const maxClaimBytes = 64
+
+// clipClaim is an unverified header value as the audit log shows it: at
+// most maxClaimBytes (hclog quotes a value with spaces or quotes, so no
+// value forges a field or a line).
+func clipClaim(v string) string {
+	if len(v) > maxClaimBytes {
+		v = v[:maxClaimBytes] + "…"
+	}
+	return v
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/auth"
+	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 )
 
@@ -186,6 +187,22 @@ func TestAuditLeavesOutNodeChatter(t *testing.T) {
 	}
 }
 
+// TestAuditForwardedByIsNotTheCallersClaim: a client that sets the
+// forwarding header cannot write a node's name into the audit log as the
+// forwarder; only a node certificate names one.
+func TestAuditForwardedByIsNotTheCallersClaim(t *testing.T) {
+	e, audit := newGuardedEnv(t, Config{Rollback: &rollbackFunc{fn: func(RollbackRequest) (RollbackResult, error) {
+		return RollbackResult{Target: 5, Commit: "c9"}, nil
+	}}})
+	h := bearer(adminToken)
+	h[cluster.ForwardedHeader] = "n1 role=admin " + strings.Repeat("x", 200)
+	e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"waitSeconds":0}`), h)
+	got := audit.String()
+	if strings.Contains(got, "forwarded_by=") || !strings.Contains(got, `forwarded_by_unverified="n1 role=admin xxx`) || strings.Contains(got, strings.Repeat("x", 100)) {
+		t.Errorf("audit line for a claimed forwarder:\n%s", got)
+	}
+}
+
 // TestForwardedWritesCarryTheCallersToken: a follower forwards the
 // caller's credential, and the leader judges it again; the node's own
 // token is not lent to the caller.
@@ -202,7 +219,7 @@ func TestForwardedWritesCarryTheCallersToken(t *testing.T) {
 	if a := follower.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"waitSeconds":0}`), bearer(adminToken)); a.code != 200 {
 		t.Fatalf("forwarded rollback = %d %s", a.code, a.body)
 	}
-	if !strings.Contains(leaderAudit.String(), "role=admin token=ops") || !strings.Contains(leaderAudit.String(), "forwarded_by=n2") {
+	if !strings.Contains(leaderAudit.String(), "role=admin token=ops") || !strings.Contains(leaderAudit.String(), "forwarded_by_unverified=n2") {
 		t.Errorf("leader's audit: %s", leaderAudit.String())
 	}
 	// The follower's guard stops a writer; a caller the leader does not

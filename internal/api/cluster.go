@@ -13,6 +13,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/version"
 )
 
 // Cluster is what the API needs from the cluster layer: the replicated
@@ -37,6 +38,8 @@ type Cluster interface {
 	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
 	HeldReasons(n raftstore.Node, v cluster.View) []string
+	// Version is the cluster version: the lowest release among the members.
+	Version() version.V
 	// IsMember reports whether node id is a member (registered or in the
 	// raft configuration): the node port gives others only a join.
 	IsMember(id string) bool

@@ -14,6 +14,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/version"
 )
 
 // fakeCluster is a hand-written Cluster: a fixed state and view, and
@@ -33,6 +34,8 @@ type fakeCluster struct {
 var _ Cluster = (*fakeCluster)(nil)
 
 func (f *fakeCluster) NodeID() string { return "n2" }
+
+func (f *fakeCluster) Version() version.V { return version.This() }
 func (f *fakeCluster) State() *raftstore.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()

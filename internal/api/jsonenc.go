@@ -59,5 +59,9 @@ func (s *Server) writeValue(w http.ResponseWriter, r *http.Request, v any) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, append(body, '\n'))
+	body = append(body, '\n')
+	if notModified(w, r, body) { // etag.go
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
 }

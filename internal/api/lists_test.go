@@ -2,9 +2,6 @@ package api
 
 import (
 	"testing"
-
-	"github.com/policyrollout/reconciler/internal/engine"
-	"github.com/policyrollout/reconciler/internal/policy"
 )
 
 // GET /v1/policies/{p} names the lists the policy uses, with their entry
@@ -15,13 +12,7 @@ func TestGetPolicyNamesItsLists(t *testing.T) {
 			"edge/policy.toml":       []byte("default_action = \"allow\"\n[[rules]]\nname = \"tor\"\npriority = 1\naction = \"deny\"\nmatch = \"inIpList(request.source_ip, 'tor-exit')\"\n"),
 			"_lists/tor-exit.netset": []byte(list),
 		}
-		b, errs := engine.CompileTree(files, policy.LoadOptions{}, engine.DefaultOptions())
-		if errs != nil {
-			t.Fatal(errs)
-		}
-		gens := &fakeGenerations{}
-		gens.set(&Snapshot{Generation: 1, Bundle: b})
-		e := newTestEnv(t, Config{Generations: gens})
+		e := treeEnv(t, files)
 		a := e.do("GET", "/v1/policies/edge", nil, nil)
 		if a.code != 200 {
 			t.Fatalf("get = %d %s", a.code, a.body)

@@ -26,6 +26,10 @@ const (
 	defaultWaitTimeout = 30 * time.Second
 	maxWaitTimeout     = 60 * time.Second
 	waitPoll           = 100 * time.Millisecond
+	// maxWaiters bounds the :wait calls a node holds open at once: each
+	// holds a connection and a handler for up to maxWaitTimeout, and a
+	// reader's token is all it takes to open one.
+	maxWaiters = 256
 )
 
 // routeOperations handles GET /v1/operations, GET and DELETE
@@ -45,7 +49,7 @@ func (s *Server) routeOperations(w http.ResponseWriter, r *http.Request, p strin
 	}
 	id, verb, _ := strings.Cut(strings.TrimPrefix(p, operationsPrefix), ":")
 	if !validOperationID(id) {
-		s.fail(w, r, errorf(errs.NotFound, "operation %q not found: an operation id is lower-case letters and digits", id))
+		s.fail(w, r, errorf(errs.NotFound, "operation %q not found: an operation id is lower-case letters, digits and dashes, at most 64", id))
 		return
 	}
 	name := "operations/" + id
@@ -216,8 +220,8 @@ type waitRequest struct {
 // once: a forwarded read is bounded by the cluster's forward timeout, so
 // the wait itself is never forwarded.
 func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name string) {
-	raw, ok := s.admitBody(w, r, auth.RoleReader)
-	if !ok {
+	raw, admitted := s.admitBody(w, r, auth.RoleReader)
+	if !admitted {
 		return
 	}
 	timeout, err := waitTimeout(raw)
@@ -225,13 +229,31 @@ func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name stri
 		s.fail(w, r, err)
 		return
 	}
+	if n := s.waiters.Add(1); n > maxWaiters {
+		s.waiters.Add(-1)
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		s.fail(w, r, errorf(errs.ResourceExhausted, "%d operations are being waited for on this node, its limit: retry later or poll GET /v1/%s", maxWaiters, name))
+		return
+	}
+	defer s.waiters.Add(-1)
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	unknownUntil := time.Now().Add(min(timeout, maxCatchUp))
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
+	var (
+		op       *preview.Operation
+		ok       bool
+		lastData []byte
+	)
 	for {
-		op, ok, err := s.readOperation(name)
+		// Decode only when the replicated record changed (a new slice
+		// each Apply): a waiter's poll then costs a map lookup.
+		doc, known := s.cluster.State().Operations[strings.TrimPrefix(name, "operations/")]
+		if !known || !sameBytes(doc.Data, lastData) {
+			op, ok, err = s.readOperation(name)
+			lastData = doc.Data
+		}
 		switch {
 		case err != nil:
 			s.fail(w, r, err)
@@ -289,4 +311,9 @@ func waitTimeout(raw []byte) (time.Duration, error) {
 			body.Timeout, maxWaitTimeout)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// sameBytes reports whether a and b are the same slice (not merely equal).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -23,7 +23,7 @@ func (f *fakeCluster) withOperation(t *testing.T, op *preview.Operation) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	next := f.state.Clone()
-	next.Operations[p.ID] = raftstore.Operation(p)
+	next.Operations[p.ID] = raftstore.Operation{ID: p.ID, Data: p.Data}
 	f.state = next
 }
 
@@ -110,5 +110,48 @@ func TestWaitEndsWithItsClient(t *testing.T) {
 	t.Logf("goroutines: %d before %d waiters, %d after they left", before, waiters, runtime.NumGoroutine())
 	if n := runtime.NumGoroutine(); n > before+2 {
 		t.Errorf("%d goroutines left after the waiters' clients went away (%d before)", n, before)
+	}
+}
+
+// TestWaitersAreBounded: a node holds at most maxWaiters :wait calls
+// open; the next is RESOURCE_EXHAUSTED with Retry-After, and a slot
+// frees when a waiter leaves.
+func TestWaitersAreBounded(t *testing.T) {
+	fc := &fakeCluster{state: clusterState()}
+	e := newTestEnv(t, Config{Cluster: fc})
+	fc.withOperation(t, preview.NewOperation("0a1b", preview.MethodCommit, "policies/web/experiments/e", time.Now()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, maxWaiters)
+	for range maxWaiters {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.http.URL+"/v1/operations/0a1b:wait",
+				strings.NewReader(`{"timeout":"60s"}`))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := e.http.Client().Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for e.srv.waiters.Load() < maxWaiters && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	a := e.post("/v1/operations/0a1b:wait", `{"timeout":"1s"}`)
+	wantError(t, a, 429, "RESOURCE_EXHAUSTED")
+	if a.header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on a refused waiter")
+	}
+	cancel()
+	for range maxWaiters {
+		<-errc
+	}
+	for e.srv.waiters.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a := e.post("/v1/operations/0a1b:wait", `{"timeout":"0.1s"}`); a.code != 200 {
+		t.Fatalf("a waiter once the others left: %d %s", a.code, a.body)
 	}
 }

@@ -52,6 +52,9 @@ var routeTable = []routeRule{
 	{http.MethodGet, "/healthz", classProbe, auth.RoleNone, is("/healthz")},
 	{http.MethodGet, "/readyz", classProbe, auth.RoleNone, is("/readyz")},
 	{http.MethodGet, "/metrics", classProbe, auth.RoleNone, is("/metrics")},
+	// The console's static assets hold no data (internal/console); its
+	// data calls are the reader routes below.
+	{http.MethodGet, "/ui/", classAPI, auth.RoleNone, isConsolePath},
 	{http.MethodPost, "/v1/policies/web/experiments", classAPI, auth.RoleWriter, isExperimentPath},
 	{http.MethodPatch, "/v1/policies/web/experiments/e1", classAPI, auth.RoleWriter, isExperimentPath},
 	{http.MethodDelete, "/v1/policies/web/experiments/e1", classAPI, auth.RoleWriter, isExperimentPath},
@@ -71,6 +74,10 @@ var routeTable = []routeRule{
 	{http.MethodPost, WebhookCommandsPath, classAPI, auth.RoleAdmin, is(WebhookCommandsPath)},
 	{http.MethodPost, "/v1/nodes:changeState", classAPI, auth.RoleAdmin, is("/v1/nodes:changeState")},
 	{http.MethodPost, "/v1/nodes:healthCheck", classAPI, auth.RoleAdmin, is("/v1/nodes:healthCheck")},
+	{http.MethodGet, raftPeersPath, classAPI, auth.RoleAdmin, is(raftPeersPath)},
+	{http.MethodPost, raftVerbPrefix + raftTransferVerb, classAPI, auth.RoleAdmin, hasPrefix(raftVerbPrefix)},
+	{http.MethodPost, raftVerbPrefix + raftRemoveVerb, classAPI, auth.RoleAdmin, hasPrefix(raftVerbPrefix)},
+	{http.MethodGet, snapshotPath, classAPI, auth.RoleAdmin, is(snapshotPath)},
 	{http.MethodGet, statusPath, classAPI, auth.RoleReader, anyPath},
 	{"", "/v1/nodes:changeState", classAPI, auth.RoleAdmin, anyPath},
 }

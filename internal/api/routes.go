@@ -38,6 +38,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 	case p == rollbackPath:
 		s.rollback(w, r)
+	case p == snapshotPath:
+		s.getSnapshot(w, r)
 	case p == acceptHistoryPath:
 		s.acceptHistory(w, r)
 	case p == operationsList || strings.HasPrefix(p, operationsPrefix):
@@ -52,8 +54,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.routeNodesVerb(w, r, p[len(nodesVerbPrefix):])
 	case strings.HasPrefix(p, clusterPrefix):
 		s.routeCluster(w, r, p[len(clusterPrefix):])
+	case p == raftPeersPath || strings.HasPrefix(p, raftVerbPrefix):
+		s.routeRaft(w, r, p)
 	case p == statusPath || p == generationsList || p == nodesList || strings.HasPrefix(p, nodesPrefix):
 		s.routeClusterResource(w, r, p)
+	case isConsolePath(p):
+		s.serveConsole(w, r)
 	case p == "/healthz":
 		if s.allow(w, r, http.MethodGet) {
 			s.healthz(w)

@@ -35,6 +35,27 @@ type statusResource struct {
 	Parts map[string]lifecycle.Status `json:"parts,omitempty"`
 	// Statistics sum the nodes' PDP statistics (nodes_state.go).
 	Statistics cluster.Statistics `json:"statistics"`
+	// ClusterVersion is the lowest release among the members; Features
+	// says which of the releases' features the leader uses at it.
+	ClusterVersion string          `json:"clusterVersion"`
+	Features       []featureStatus `json:"features"`
+}
+
+// featureStatus is one row of the feature table (raftstore.Features).
+type featureStatus struct {
+	Name    string `json:"name"`
+	Since   string `json:"since"`
+	Enabled bool   `json:"enabled"`
+}
+
+// versionStatus fills the cluster version and the features it enables.
+func (s *Server) versionStatus(res *statusResource) {
+	v := s.cluster.Version()
+	res.ClusterVersion = v.String()
+	res.Features = []featureStatus{}
+	for _, f := range raftstore.Features() {
+		res.Features = append(res.Features, featureStatus{Name: f.Name, Since: f.Since.String(), Enabled: !v.Less(f.Since)})
+	}
 }
 
 // policyStatus is one policy with its status conditions (Kubewarden's
@@ -85,6 +106,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		res.Parts = s.parts()
 	}
 	res.Statistics = sumStatistics(st, v)
+	s.versionStatus(&res)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
 	}

@@ -78,7 +78,8 @@ func (c *Cluster) groupReasons(group, subgroup string) []string {
 }
 
 // HeldReasons says why a PASSIVE node is held: how its settings differ
-// from the leader's (both from their last PDP_STATUS in v), and what this
+// from the leader's (both from their last PDP_STATUS in v), a release
+// that does not fit the voters' (version.go), and what this
 // node's configuration does not know of its group and subgroup. Nil for a
 // node that is not PASSIVE, or has nothing to fix.
 func (c *Cluster) HeldReasons(n raftstore.Node, v View) []string {
@@ -89,6 +90,9 @@ func (c *Cluster) HeldReasons(n raftstore.Node, v View) []string {
 	own, lead := v.Nodes[n.ID].Status, v.Nodes[v.Leader].Status
 	if own != nil && lead != nil && own.Settings != nil && lead.Settings != nil {
 		out = own.Settings.Diff(lead.Settings)
+	}
+	if skew := c.VersionSkew(n.ID, v.Nodes); skew != "" {
+		out = append(out, skew)
 	}
 	return append(out, c.groupReasons(n.Group, n.Subgroup)...)
 }

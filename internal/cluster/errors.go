@@ -58,6 +58,7 @@ var wireErrors = []wireError{
 	{"NOT_FORWARDABLE", ErrNotForwardable, false},
 	{"BAD_CLUSTER_REQUEST", ErrBadRequest, false},
 	{"NOT_THE_NODE", ErrNotPeer, false},
+	{"PEER_ALIVE", ErrPeerAlive, false},
 	{"BUNDLE_TOO_LARGE", raftstore.ErrTooLarge, false},
 	{"GENERATION_NOT_NEWER", raftstore.ErrGenerationNotNewer, true},
 	{"UNKNOWN_GENERATION", raftstore.ErrUnknownGeneration, true},

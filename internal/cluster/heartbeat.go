@@ -212,6 +212,7 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 	for {
 		c.beat(ctx, served())
 		c.checkFailures()
+		c.holdSkewed(ctx) // version.go
 		select {
 		case <-ctx.Done():
 			return

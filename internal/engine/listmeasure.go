@@ -31,9 +31,12 @@ type ListStat struct {
 // policy.MaxListCompiledBytesPerEntry. It is for validation (the leader's
 // child, `reconciler validate`), a process that does little else, where
 // the measure is the list's; nodes compile through the shared cache.
-func measureLists(ls policy.Lists) ([]ListStat, policy.ErrorList) {
+// Each list it measures goes into that cache, so the tree's policies,
+// compiled after it, share the measured table instead of building a
+// second one; keep holds them until they do (the cache's references are
+// weak).
+func measureLists(ls policy.Lists) (stats []ListStat, errs policy.ErrorList, keep []*compiledList) {
 	var out []ListStat
-	var errs policy.ErrorList
 	for _, name := range slices.Sorted(maps.Keys(ls)) {
 		l := ls[name]
 		if l == nil {
@@ -51,6 +54,7 @@ func measureLists(ls policy.Lists) ([]ListStat, policy.ErrorList) {
 			errs = append(errs, &policy.Error{File: l.File, Msg: err.Error()})
 			continue
 		}
+		keep = append(keep, lists.put(l, cl))
 		st.CompiledBytes = max(int64(after.HeapAlloc)-int64(before.HeapAlloc), 0)
 		if l.Entries >= minMeasuredEntries && st.CompiledBytes > int64(l.Entries)*policy.MaxListCompiledBytesPerEntry {
 			errs = append(errs, &policy.Error{File: l.File, Msg: fmt.Sprintf(
@@ -59,7 +63,7 @@ func measureLists(ls policy.Lists) ([]ListStat, policy.ErrorList) {
 		}
 		out = append(out, st)
 	}
-	return out, errs
+	return out, errs, keep
 }
 
 // FormatListStat renders a list's line of `reconciler validate`.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	"cel.dev/cel-go/cel"
@@ -53,8 +54,12 @@ func (l *compiledList) matchedEntry(ip string) (netip.Prefix, bool) {
 	return l.ips.LookupPrefixLPM(netip.PrefixFrom(a, a.BitLen()))
 }
 
+// listCompiles counts compileList calls (TestValidateTreeCompilesAListOnce).
+var listCompiles atomic.Uint64
+
 // compileList builds the structure of a validated list.
 func compileList(l *policy.List) (*compiledList, error) {
+	listCompiles.Add(1)
 	c := &compiledList{kind: l.Kind, entries: l.Entries}
 	if l.Kind == policy.ListIP {
 		c.ips = new(bart.Lite)
@@ -90,7 +95,7 @@ var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
 // without its data (from JSON) is found by its hash, or through find, or
 // is an error.
 func (c *listCache) get(l *policy.List, find func(*policy.List) []byte) (*compiledList, error) {
-	key := string(l.Kind) + ":" + l.Hash
+	key := listKey(l)
 	c.mu.Lock()
 	cl := c.m[key].Value()
 	c.mu.Unlock()
@@ -108,10 +113,17 @@ func (c *listCache) get(l *policy.List, find func(*policy.List) []byte) (*compil
 	if err != nil {
 		return nil, err
 	}
+	return c.put(l, cl), nil
+}
+
+// put shares cl, compiled from l, with later gets; when another caller
+// shared l's content meanwhile, put returns that one instead.
+func (c *listCache) put(l *policy.List, cl *compiledList) *compiledList {
+	key := listKey(l)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev := c.m[key].Value(); prev != nil {
-		return prev, nil // compiled meanwhile by another caller
+		return prev
 	}
 	for k, w := range c.m {
 		if w.Value() == nil {
@@ -119,7 +131,7 @@ func (c *listCache) get(l *policy.List, find func(*policy.List) []byte) (*compil
 		}
 	}
 	c.m[key] = weak.Make(cl)
-	return cl, nil
+	return cl
 }
 
 // withFoundData is l with the data find returns, when its content has
@@ -139,6 +151,8 @@ func withFoundData(l *policy.List, find func(*policy.List) []byte) (*policy.List
 	c.Data = data
 	return &c, nil
 }
+
+func listKey(l *policy.List) string { return string(l.Kind) + ":" + l.Hash }
 
 // policyLists are the compiled lists of one policy, by name, and the CEL
 // program option that binds the list functions to them.

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 
 	"github.com/policyrollout/reconciler/internal/policy"
@@ -27,8 +28,6 @@ type Validation struct {
 	Elsewhere map[string]string
 	// Lists describe the tree's named lists (ValidateTree only).
 	Lists []ListStat
-	// lists are the tree's lists as loaded.
-	lists policy.Lists
 }
 
 // Valid reports whether the tree can become a generation.
@@ -49,9 +48,7 @@ func (v *Validation) Etags() map[string]string {
 // size and nesting, each policy's and the tree's rules, each match's cost;
 // then every policy is loaded, compiled and tested.
 func ValidateTree(files map[string][]byte, lopts policy.LoadOptions, opts Options) Validation {
-	v := compileTree(files, lopts, opts)
-	stats, errs := measureLists(v.lists)
-	v.Lists, v.Problems = stats, append(v.Problems, errs...)
+	v := compileTree(files, lopts, opts, true)
 	for _, cp := range v.Policies {
 		for _, r := range RunTests(cp) {
 			v.Tests = append(v.Tests, r)
@@ -69,7 +66,7 @@ func ValidateTree(files map[string][]byte, lopts policy.LoadOptions, opts Option
 // generation the leader validated. The bundle is nil unless there are no
 // problems.
 func CompileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options) (*Bundle, policy.ErrorList) {
-	v := compileTree(files, lopts, opts)
+	v := compileTree(files, lopts, opts, false)
 	if !v.Valid() {
 		return nil, v.Problems
 	}
@@ -78,8 +75,11 @@ func CompileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options
 	return b, nil
 }
 
-func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options) Validation {
-	var v Validation
+// compileTree loads and compiles a tree within the budgets. With measure
+// (ValidateTree), the tree's lists are measured (measureLists) before its
+// policies compile, which then share the measured tables; their problems
+// follow the others'.
+func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options, measure bool) (v Validation) {
 	if e := policy.CheckTree(files); e != nil {
 		v.Problems = policy.ErrorList{e}
 		return v
@@ -91,7 +91,15 @@ func compileTree(files map[string][]byte, lopts policy.LoadOptions, opts Options
 	if repo == nil {
 		return v
 	}
-	v.Elsewhere, v.lists = repo.Elsewhere, repo.Lists
+	v.Elsewhere = repo.Elsewhere
+	if measure {
+		stats, errs, keep := measureLists(repo.Lists)
+		v.Lists = stats
+		defer func() {
+			v.Problems = append(v.Problems, errs...)
+			runtime.KeepAlive(keep)
+		}()
+	}
 	parsed, over := measureTree(repo.Policies)
 	if over != nil {
 		v.Problems = append(v.Problems, over)

@@ -57,7 +57,13 @@ func carriesLists(cur *preview.Experiment, w wantedExperiment) bool {
 // lacks, each entry bounded by raftstore.MaxChunkCommandBytes).
 func (s *Service) putWithLists(ctx context.Context, next *preview.Experiment, w wantedExperiment, with []raftstore.Payload) error {
 	next.ListChanges = w.listChanges
-	stats, err := raftstore.PutExperimentWithLists(ctx, s.cfg.Store, w.lists, func(refs map[string][]string) (raftstore.Payload, error) {
+	lists := w.lists
+	if g, ok := s.cfg.Store.(featureGate); ok && !g.Allows(raftstore.TypePutExperiment, raftstore.PutExperimentListsVersion) {
+		// A member of an older release would refuse the entry: it goes
+		// without its lists, and only nodes holding them preview it.
+		lists = nil
+	}
+	stats, err := raftstore.PutExperimentWithLists(ctx, s.cfg.Store, lists, func(refs map[string][]string) (raftstore.Payload, error) {
 		next.ListChunks = refs
 		p, err := experimentPut(next)
 		if err != nil {
@@ -69,7 +75,7 @@ func (s *Service) putWithLists(ctx context.Context, next *preview.Experiment, w 
 		return fmt.Errorf("storing %s: %w", next.Name, err)
 	}
 	if stats.Chunks > 0 {
-		s.log.Info("experiment list data sent", "experiment", next.Name, "lists", len(w.lists),
+		s.log.Info("experiment list data sent", "experiment", next.Name, "lists", len(lists),
 			"chunks", stats.Chunks, "chunk_bytes", stats.ChunkBytes, "entries", stats.Entries)
 	}
 	return nil

@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -15,17 +16,18 @@ import (
 // commit operation (completeIfRunning), so that a cancelled operation is
 // never completed afterwards, nor a completed one cancelled.
 
-// operation reads operation id from the replicated state.
-func (s *Service) operation(id string) (*preview.Operation, error) {
+// operation reads operation id from the replicated state, with the
+// stored document it decoded (what a conditional write replaces).
+func (s *Service) operation(id string) (*preview.Operation, raftstore.Operation, error) {
 	doc, ok := s.cfg.Store.State().Operations[id]
 	if !ok || id == "" {
-		return nil, &preview.Error{Code: preview.NotFound, Msg: fmt.Sprintf("operation %q not found", "operations/"+id)}
+		return nil, doc, &preview.Error{Code: preview.NotFound, Msg: fmt.Sprintf("operation %q not found", "operations/"+id)}
 	}
 	op, err := preview.DecodeOperation(doc.Data)
 	if err != nil {
-		return nil, fmt.Errorf("operation %s: %w", id, err)
+		return nil, doc, fmt.Errorf("operation %s: %w", id, err)
 	}
-	return op, nil
+	return op, doc, nil
 }
 
 // CancelOperation cancels a running operation: it becomes done with the
@@ -37,7 +39,7 @@ func (s *Service) CancelOperation(ctx context.Context, name string) (*preview.Op
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	op, err := s.operation(strings.TrimPrefix(name, "operations/"))
+	op, doc, err := s.operation(strings.TrimPrefix(name, "operations/"))
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +48,10 @@ func (s *Service) CancelOperation(ctx context.Context, name string) (*preview.Op
 			"%s is already done: there is nothing to cancel", op.Name)}
 	}
 	c := op.Cancel(s.cfg.Now())
-	if err := s.putOperation(ctx, c); err != nil {
+	if err := s.putOperationOver(ctx, c, doc); errors.Is(err, raftstore.ErrConflict) {
+		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
+			"%s changed while it was being cancelled (another leader completed it): read it again", op.Name)}
+	} else if err != nil {
 		return nil, err
 	}
 	s.log.Info("operation cancelled", "operation", op.Name, "target", op.Metadata.Target, "commit", op.Metadata.Commit)
@@ -62,7 +67,7 @@ func (s *Service) DeleteOperation(ctx context.Context, name string) error {
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	op, err := s.operation(strings.TrimPrefix(name, "operations/"))
+	op, _, err := s.operation(strings.TrimPrefix(name, "operations/"))
 	if err != nil {
 		return err
 	}
@@ -75,12 +80,23 @@ func (s *Service) DeleteOperation(ctx context.Context, name string) error {
 
 // completeIfRunning stores done unless its operation is already done (a
 // client cancelled it, or another leader completed it). It reports
-// whether it stored it.
+// whether it stored it. opMu orders this leader's own writes; the
+// conditional write (once the cluster allows it) also loses cleanly to
+// another leader's cancel that reached the log after the read.
 func (s *Service) completeIfRunning(ctx context.Context, done *preview.Operation) (bool, error) {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	if cur, err := s.operation(strings.TrimPrefix(done.Name, "operations/")); err == nil && cur.Done {
+	cur, doc, err := s.operation(strings.TrimPrefix(done.Name, "operations/"))
+	switch {
+	case err != nil:
+		return true, s.putOperation(ctx, done)
+	case cur.Done:
 		return false, nil
 	}
-	return true, s.putOperation(ctx, done)
+	if err := s.putOperationOver(ctx, done, doc); errors.Is(err, raftstore.ErrConflict) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -57,7 +57,7 @@ func TestCancelRunningCommit(t *testing.T) {
 	t.Logf("cancelled: %s", c.Error.Message)
 	close(leader.release)
 	<-completed
-	got, err := s.operation("c0ffee")
+	got, _, err := s.operation("c0ffee")
 	if err != nil || got.Error == nil || got.Error.Code != int(errs.Canceled) {
 		t.Fatalf("after the commit's generation went live: %+v %v", got, err)
 	}

@@ -232,6 +232,27 @@ func (s *Service) putOperation(ctx context.Context, op *preview.Operation) error
 	return s.propose(ctx, "storing "+op.Name, p)
 }
 
+// featureGate is the store's feature table (raftstore.Store.Allows).
+type featureGate interface {
+	Allows(t raftstore.CommandType, version uint8) bool
+}
+
+// putOperationOver proposes op in place of prior, the stored document
+// op was decided from: a conditional write once every voter can apply
+// one (raftstore.PutOperation version 2), so a write that lost a race
+// with another leader's fails with raftstore.ErrConflict instead of
+// overwriting it; before that, unconditionally, as 1.0.0 did.
+func (s *Service) putOperationOver(ctx context.Context, op *preview.Operation, prior raftstore.Operation) error {
+	p, err := op.PutPayload()
+	if err != nil {
+		return err
+	}
+	if g, ok := s.cfg.Store.(featureGate); ok && g.Allows(raftstore.TypePutOperation, raftstore.ConditionalOperationVersion) {
+		p.IfMatch = raftstore.OperationMatch(prior, true)
+	}
+	return s.propose(ctx, "storing "+op.Name, &p)
+}
+
 // deleteExperiment proposes, as one log entry, the delete of name, the
 // experiments of its policy that were waiting for room under the cap
 // (previewed now, and started with auto_start), and with (the operation

@@ -218,10 +218,7 @@ func commentNotes(rec PullRecord) string {
 
 // fullReport says where a pull request's full report is: every policy's
 // section, with all its samples, is its pr-N experiment.
-func fullReport(pr int) string {
-	return fmt.Sprintf("Full report: `reconciler status` lists the experiments `pr-%d`; "+
-		"`GET /v1/policies/{policy}/experiments/pr-%d?view=FULL` on the reconciler's API shows one with its samples.", pr, pr)
-}
+func fullReport(pr int) string { return preview.FullReport(fmt.Sprintf("pr-%d", pr)) }
 
 // clipLine cuts s to at most n runes, marking the cut.
 func clipLine(s string, n int) string {

@@ -80,6 +80,7 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 		Log: f, UnchangedEvery: unchanged, RecordRequests: recordRequests(cfg.RecordRequests), Logger: log,
 	})
 	registerPreviewLogMetrics(m.registry, sh)
+	registerPreviewQueueMetrics(m.registry, sh)
 	eopts.FindList = storeLists(m.store)
 	comp := preview.NewCompiler(eopts).WithBudget(cfg.MaxCompiledBytes)
 	registerCompilerMetrics(m.registry, comp)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/version"
 )
 
 // supportedPolicyKinds are the policy kinds this build's engine serves
@@ -22,7 +23,7 @@ func (m *Main) pdpStatus() cluster.NodeStatus {
 		s.Healthy = *h
 	}
 	if s.Version == "" {
-		s.Version = "dev"
+		s.Version = version.Current
 	}
 	if cur := m.gens.Current(); cur != nil {
 		s.Generation = cur.Generation

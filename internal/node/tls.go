@@ -77,11 +77,10 @@ func (m *Main) streamLayer() (raft.StreamLayer, error) {
 	}
 	var advertise net.Addr
 	if a := m.Config.Node.RaftAdvertiseAddr; a != "" {
-		tcp, err := net.ResolveTCPAddr("tcp", a)
-		if err != nil {
-			return nil, fmt.Errorf("node.raft_advertise_addr %q: %w", a, err)
-		}
-		advertise = tcp
+		// Kept as written, a name unresolved: peers dial it, so a pod
+		// whose IP changes on restart keeps its raft address (a stable
+		// DNS name), and the name need not resolve yet at start.
+		advertise = advertisedAddr(a)
 	}
 	n := m.tls.node
 	return raftstore.NewIdentityStreamLayer(m.tls.mux.Listener(tlsconfig.ProtoRaft), advertise, raftstore.Identity{
@@ -158,3 +157,13 @@ func (m *Main) closeTLS() {
 		_ = m.tls.mux.Close()
 	}
 }
+
+// advertisedAddr is node.raft_advertise_addr as configured (host:port,
+// the host possibly a DNS name), the address raft records for this node.
+type advertisedAddr string
+
+// Network implements net.Addr.
+func (advertisedAddr) Network() string { return "tcp" }
+
+// String implements net.Addr.
+func (a advertisedAddr) String() string { return string(a) }

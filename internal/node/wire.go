@@ -50,6 +50,7 @@ func (m *Main) wire(ctx context.Context) error {
 	cfg := m.Config
 	m.registry = prometheus.NewRegistry()
 	m.registerNodePortMetrics(m.registry)
+	m.registerCertificateMetrics(m.registry)
 	token := cfg.Secret(cfg.API.TokenEnv)
 	client := m.peerClient(0)
 	c, err := cluster.New(cluster.Config{
@@ -78,6 +79,8 @@ func (m *Main) wire(ctx context.Context) error {
 		return err
 	}
 	m.cluster = c
+	// The leader proposes only what every voter's release can apply.
+	m.store.SetClusterVersion(c.Version)
 	m.state.id = cfg.Node.ID
 	if err := m.wireLeaderAndLoader(ctx); err != nil {
 		return err
@@ -100,6 +103,7 @@ func (m *Main) wire(ctx context.Context) error {
 		LoopbackOnly:   auth.LoopbackAddr(cfg.Node.HTTPAddr),
 		Audit:          m.Logger.Named(logging.Audit),
 		Rollback:       rollbacks{m},
+		Snapshots:      snapshots{m},
 		Records:        reconcile.StatusRecords{},
 		Experiments:    m.experiments,
 		Preview:        m.preview,

@@ -73,17 +73,34 @@ func decodeFile(name string, data []byte, kind fileKind) (*parsedFile, ErrorList
 		d.out.broken = true
 		return d.out, d.errs
 	}
-	doc, err := parseTOML(data)
+	format := formatOf(name, kind)
+	doc, line, err := parseDoc(format, data)
 	if err != nil {
-		d.add(name, parseErrorLine(data, err), "", "invalid TOML: %s", parseErrorMsg(err))
+		d.add(name, line, "", "invalid %s: %s", format, err)
 		d.out.broken = true
 		return d.out, d.errs
 	}
-	d.lay = scanLayout(data)
+	d.lay = scanLayout(nil) // JSON and YAML give no lines
+	if format == formatTOML {
+		d.lay = scanLayout(data)
+	}
 	for _, key := range d.keysByLine(doc) {
 		d.topKey(key, doc[key])
 	}
 	return d.out, d.errs
+}
+
+// parseDoc decodes a document of format into a map; for an error it
+// gives the line when known and the parser's message.
+func parseDoc(format docFormat, data []byte) (map[string]any, int, error) {
+	if format != formatTOML {
+		return parseData(format, data)
+	}
+	doc, err := parseTOML(data)
+	if err != nil {
+		return nil, parseErrorLine(data, err), errors.New(parseErrorMsg(err))
+	}
+	return doc, 0, nil
 }
 
 // parseTOML decodes a document into a map. The recover turns a panic in

@@ -153,3 +153,20 @@ func FuzzLoadGroup(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMergeJSONYAML: merge's JSON and YAML readers never panic and give a
+// policy or errors, never both, as the TOML reader does.
+func FuzzMergeJSONYAML(f *testing.F) {
+	f.Add([]byte(`{"rules":[{"name":"a","priority":1,"action":"allow","match":"true"}]}`), true)
+	f.Add([]byte("rules:\n  - name: a\n    priority: 1\n    action: allow\n    match: 'true'\n"), false)
+	f.Add([]byte("a: &x [*x, *x]\n"), false)
+	f.Add([]byte(`{"priority": 1e400, "rules": [1, {"x": null}]}`), true)
+	f.Fuzz(func(t *testing.T, data []byte, asJSON bool) {
+		name := "p/a.yaml"
+		if asJSON {
+			name = "p/a.json"
+		}
+		p, err := MergeFiles([]SourceFile{{Name: name, Data: data}}, LoadOptions{})
+		checkFuzzResult(t, p, err)
+	})
+}

@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
 // pullReport is a pull request's comment as the GitHub worker asks for it.
 func pullReport(sums []Summary, limit int) Report {
 	return Report{Title: "Policy preview of #7 at 0123456789ab", Summaries: sums, Commands: true, Limit: limit,
-		FullReport: "Full report: `reconciler status`, or `GET /v1/policies/{policy}/experiments/pr-7?view=FULL` on the reconciler's API."}
+		FullReport: FullReport("pr-7")}
 }
 
 // golden compares got with testdata/name.golden (rewritten with -update).

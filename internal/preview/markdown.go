@@ -168,10 +168,22 @@ func (r Report) footer(total, rows, sections int) string {
 	return b.String()
 }
 
-// fullReport is r.FullReport, or a generic pointer to the API.
+// fullReport is r.FullReport, or a generic pointer to the CLI and the API.
 func (r Report) fullReport() string {
 	if r.FullReport != "" {
 		return r.FullReport
 	}
-	return "Full report: `reconciler status`, or `GET /v1/policies/{policy}/experiments/{id}?view=FULL` on the reconciler's API."
+	return FullReport("")
+}
+
+// FullReport says where the whole report of experiment id (every
+// policy's section with its samples) is: the CLI command and the API URL.
+// id "" names no experiment.
+func FullReport(id string) string {
+	cli, api := "ID", "{id}"
+	if id != "" {
+		cli, api = id, id
+	}
+	return "Full report: `reconciler experiments get --full POLICY " + cli + "` (and `reconciler experiments list POLICY`), " +
+		"or `GET /v1/policies/{policy}/experiments/" + api + "?view=FULL` on the reconciler's API."
 }

@@ -25,7 +25,7 @@ func operationsState(t testing.TB, n int) *raftstore.State {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.Operations[p.ID] = raftstore.Operation(p)
+		st.Operations[p.ID] = raftstore.Operation{ID: p.ID, Data: p.Data}
 	}
 	return st
 }

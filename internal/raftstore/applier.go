@@ -44,7 +44,7 @@ var handlers = map[CommandType]handler{
 	TypeUpsertNode:         row(1, applyUpsertNode),
 	TypeRemoveNode:         row(1, applyRemoveNode),
 	TypeSetNodeState:       row(1, applySetNodeState),
-	TypePutOperation:       row(1, applyPutOperation),
+	TypePutOperation:       versionedRow(ConditionalOperationVersion, applyPutOperation),
 	TypeDeleteOperation:    row(1, applyDeleteOperation),
 }
 

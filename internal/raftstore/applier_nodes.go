@@ -39,8 +39,20 @@ func applySetNodeState(s *State, p SetNodeState) error {
 	return nil
 }
 
-func applyPutOperation(s *State, p PutOperation) error {
-	s.Operations[p.ID] = Operation(p)
+// applyPutOperation stores the document; a version 2 write only over the
+// document its IfMatch names, which every node holds alike, so a write
+// that lost a race is rejected everywhere and changes nothing.
+func applyPutOperation(s *State, version uint8, p PutOperation) error {
+	if p.IfMatch != "" {
+		if version < ConditionalOperationVersion {
+			return reject(ErrInvalidCommand, "ifMatch in a version %d operation write", version)
+		}
+		cur, ok := s.Operations[p.ID]
+		if got := OperationMatch(cur, ok); got != p.IfMatch {
+			return reject(ErrConflict, "operation %s changed since it was read", p.ID)
+		}
+	}
+	s.Operations[p.ID] = Operation{ID: p.ID, Data: p.Data}
 	return nil
 }
 

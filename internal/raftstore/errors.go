@@ -60,6 +60,14 @@ var (
 	// ErrMembership means a membership change conflicts with the current
 	// configuration (same id at another address, or the reverse).
 	ErrMembership = errs.Sentinel(errs.AlreadyExists, "membership conflict")
+
+	// ErrConflict rejects a conditional write whose record changed since
+	// the proposer read it (PutOperation version 2).
+	ErrConflict = errs.Sentinel(errs.Aborted, "record changed since it was read")
+
+	// ErrNotYet refuses, before the log, a command that a member of the
+	// cluster runs too old a release to apply (features.go).
+	ErrNotYet = errs.Sentinel(errs.FailedPrecondition, "not every member can apply this command yet")
 )
 
 // reject builds the error result of a refused command. Both ErrRejected and

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -90,6 +91,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.state.Store(next)
 	f.subs.notify()
+	if errors.Is(err, ErrUnknownCommand) {
+		// Nobody else sees a follower's refusal: the leader got its own
+		// answer. This node now lacks what the others applied.
+		f.logger.Error("refused an entry this build cannot apply: upgrade this node", "index", l.Index, "error", err)
+	}
 	return err
 }
 
@@ -142,8 +148,11 @@ const (
 
 // snapshotFile is the JSON document a snapshot holds.
 type snapshotFile struct {
-	Format int    `json:"format"`
-	State  *State `json:"state"`
+	Format int `json:"format"`
+	// Summary comes before State so that a backup reads it from the
+	// first bytes (backup.go); decoding ignores it.
+	Summary *SnapshotSummary `json:"summary,omitempty"`
+	State   *State           `json:"state"`
 }
 
 // Snapshot implements raft.FSM. The published state is immutable, so the
@@ -209,7 +218,7 @@ func readSnapshot(r io.Reader) (*State, []string, error) {
 // WriteSnapshot encodes s in the snapshot format.
 func WriteSnapshot(w io.Writer, s *State) error {
 	view, format := snapshotView(s)
-	return json.NewEncoder(w).Encode(snapshotFile{Format: format, State: view})
+	return json.NewEncoder(w).Encode(snapshotFile{Format: format, Summary: Summarize(s), State: view})
 }
 
 type fsmSnapshot struct{ state *State }

@@ -1,6 +1,8 @@
 package raftstore
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -121,9 +123,42 @@ type LegacyDeleteExperiment struct {
 }
 
 // PutOperation stores a long-running operation document by id.
+//
+// Version 2 (release 1.1.0) adds IfMatch: the write applies only while the
+// stored document is the one the proposer read, so a departing leader's
+// cancel and the next leader's completion cannot both land, the later
+// silently overwriting the earlier. Version 1 writes unconditionally; the
+// leader writes version 2 only once every member runs 1.1.0 (features.go).
 type PutOperation struct {
 	ID   string          `json:"id"`
 	Data json.RawMessage `json:"data,omitempty"`
+	// IfMatch is OperationMatch of the stored document the write replaces;
+	// "" writes unconditionally (version 1).
+	IfMatch string `json:"ifMatch,omitempty"`
+}
+
+// ConditionalOperationVersion is the PutOperation version that carries
+// IfMatch.
+const ConditionalOperationVersion uint8 = 2
+
+// payloadVersion keeps an unconditional write at version 1, byte for byte
+// what 1.0.0 writes and applies.
+func (p PutOperation) payloadVersion() uint8 {
+	if p.IfMatch != "" {
+		return ConditionalOperationVersion
+	}
+	return 1
+}
+
+// OperationMatch is the IfMatch of a stored operation document: its
+// SHA-256 in hex, "" for none (an operation that is not stored matches no
+// conditional write).
+func OperationMatch(op Operation, ok bool) string {
+	if !ok {
+		return ""
+	}
+	sum := sha256.Sum256(op.Data)
+	return hex.EncodeToString(sum[:])
 }
 
 // DeleteOperation removes an operation. Deleting an unknown one is not an
@@ -247,7 +282,14 @@ func (p LegacyPutExperiment) Validate() error { return needID("name", p.Name) }
 func (p LegacyDeleteExperiment) Validate() error { return needID("name", p.Name) }
 
 // Validate implements Payload.
-func (p PutOperation) Validate() error { return needID("id", p.ID) }
+func (p PutOperation) Validate() error {
+	if p.IfMatch != "" {
+		if _, err := hex.DecodeString(p.IfMatch); err != nil || len(p.IfMatch) != 2*sha256.Size {
+			return invalid("ifMatch must be a SHA-256 in hex")
+		}
+	}
+	return needID("id", p.ID)
+}
 
 // Validate implements Payload.
 func (p DeleteOperation) Validate() error { return needID("id", p.ID) }

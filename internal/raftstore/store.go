@@ -27,6 +27,7 @@ type Store struct {
 	disk      *checkedStore     // nil when InMemory
 	persister *appliedPersister // nil when InMemory
 	space     *spaceWatch       // nil when InMemory
+	cv        clusterVersion    // the lowest release among the voters (features.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -228,6 +229,9 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, ErrNotLeader
 	}
 	if err := cmd.Validate(); err != nil {
+		return Result{}, err
+	}
+	if err := s.checkFeature(cmd); err != nil {
 		return Result{}, err
 	}
 	data, err := cmd.Marshal()

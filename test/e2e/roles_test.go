@@ -99,7 +99,7 @@ func TestRolesAcrossNodes(t *testing.T) {
 		}
 	}
 	want := []string{`"@module":"reconciler.audit"`, `"path":"/v1/policies/web/experiments"`, `"token":"ci"`,
-		`"role":"writer"`, `"forwarded_by":"` + follower.ID + `"`, `"status":200`}
+		`"role":"writer"`, `"forwarded_by_unverified":"` + follower.ID + `"`, `"status":200`}
 	if err := harness.Eventually(10*time.Second, func() error {
 		data, _ := os.ReadFile(leader.Log)
 		for _, line := range strings.Split(string(data), "\n") {

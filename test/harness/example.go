@@ -31,3 +31,20 @@ func ExampleFiles(t testing.TB) map[string]string {
 	}
 	return files
 }
+
+// ExampleTraffic reads the example traffic (policies.example/_traffic/
+// sample.jsonl), one request per line, blank lines left out.
+func ExampleTraffic(t testing.TB) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(ModuleRoot(), "policies.example", "_traffic", "sample.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

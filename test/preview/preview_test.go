@@ -10,7 +10,6 @@
 package preview_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -55,23 +54,7 @@ func tighten(t testing.TB, policyTOML string) string {
 	return strings.Replace(policyTOML, old, "['CU', 'IR', 'KP', 'SY', 'BR', 'IN']", 1)
 }
 
-func trafficLines(t testing.TB) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(harness.ModuleRoot(), "policies.example", "_traffic", "sample.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if s := strings.TrimSpace(sc.Text()); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func trafficLines(t testing.TB) []string { return harness.ExampleTraffic(t) }
 
 // send posts every line to p's :evaluate with some concurrency.
 func send(t testing.TB, p *harness.Node, policy string, lines []string, workers int) {

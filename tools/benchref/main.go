@@ -1,0 +1,126 @@
+// Command benchref serves the two reference handlers `make bench` measures
+// the decision endpoint against (scripts/bench-http.sh):
+//
+//	benchref -addr 127.0.0.1:18182 -mode trivial   # decodes the request JSON with encoding/json
+//	benchref -addr 127.0.0.1:18183 -mode nodecode  # reads the body, decodes nothing
+//	benchref -gen-list 1000000 >big.netset          # N random mixed IPv4/IPv6 CIDRs, one a line
+//
+// "trivial" is the simplest Go JSON service: it decodes the same request
+// object the node decodes into a struct (engine.Request, whose JSON tags are
+// the request schema) with encoding/json and encodes a
+// decision-shaped answer with it. "nodecode" reads the body and writes a
+// fixed answer of the same shape: the floor of net/http on this machine.
+// Both answer any path and method, so the same wrk script drives all three
+// servers. It listens on loopback only: it is a measuring stick, not a
+// service.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/engine"
+)
+
+// answer has the shape of the node's decision answer.
+type answer struct {
+	Decision   string `json:"decision"`
+	Rule       string `json:"rule"`
+	Policy     string `json:"policy"`
+	Etag       string `json:"etag"`
+	Generation uint64 `json:"generation"`
+}
+
+const fixedAnswer = `{"decision":"ALLOW","rule":"allow-browsing","policy":"edge-firewall","etag":"0123456789abcdef","generation":1}` + "\n"
+
+func trivial(w http.ResponseWriter, r *http.Request) {
+	var req engine.Request // a plain struct with JSON tags: encoding/json decodes it, not the engine
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	verdict := "ALLOW"
+	if req.Method == "" {
+		verdict = "DENY"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(answer{Decision: verdict, Rule: "allow-browsing", Policy: "edge-firewall",
+		Etag: "0123456789abcdef", Generation: 1})
+}
+
+func nodecode(w http.ResponseWriter, r *http.Request) {
+	if _, err := io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, fixedAnswer)
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:18182", "loopback address to listen on")
+	mode := flag.String("mode", "trivial", `"trivial" (decode with encoding/json) or "nodecode" (read the body only)`)
+	genList := flag.Int("gen-list", 0, "write this many random mixed IPv4/IPv6 CIDRs to stdout and exit")
+	flag.Parse()
+	if *genList > 0 {
+		if err := writeList(os.Stdout, *genList); err != nil {
+			fmt.Fprintf(os.Stderr, "benchref: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var h http.HandlerFunc
+	switch *mode {
+	case "trivial":
+		h = trivial
+	case "nodecode":
+		h = nodecode
+	default:
+		fmt.Fprintf(os.Stderr, "benchref: unknown -mode %q (trivial or nodecode)\n", *mode)
+		os.Exit(2)
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil || !net.ParseIP(host).IsLoopback() {
+		fmt.Fprintf(os.Stderr, "benchref: -addr %q must be a loopback address\n", *addr)
+		os.Exit(2)
+	}
+	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		fmt.Fprintf(os.Stderr, "benchref: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// writeList writes n random CIDRs, half IPv4 (/16-/32) and half IPv6
+// (/32-/64), as a large abuse feed is. The seed is fixed, so every run
+// measures the same list, and the CIDRs lie in address blocks that neither
+// policies.example's tests nor its sample traffic use (IPv4 40-44, 50-61
+// and 65-70.x.x.x, IPv6 2a10::/12 and up), so a policy's answers do not
+// change when the list is added to it: the generation stays valid and the
+// side by side compares the same decisions.
+func writeList(w io.Writer, n int) error {
+	var v4 []int
+	for _, r := range [][2]int{{40, 44}, {50, 61}, {65, 70}} {
+		for o := r[0]; o <= r[1]; o++ {
+			v4 = append(v4, o)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 3))
+	bw := bufio.NewWriter(w)
+	for range n {
+		if r.IntN(2) == 0 {
+			fmt.Fprintf(bw, "%d.%d.%d.%d/%d\n", v4[r.IntN(len(v4))], r.IntN(256), r.IntN(256), r.IntN(256), 16+r.IntN(17))
+		} else {
+			fmt.Fprintf(bw, "2a%02x:%x:%x::/%d\n", 0x10+r.IntN(0xf0), r.IntN(1<<16), r.IntN(1<<16), 32+r.IntN(33))
+		}
+	}
+	return bw.Flush()
+}
