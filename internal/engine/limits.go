@@ -66,10 +66,17 @@ type Options struct {
 	// without its data (an experiment's policy from the raft log) when no
 	// compiled copy is held: a node's preview finds it in the replicated
 	// state. The content is checked against the hash; nil means none.
-	FindList func(l *policy.List) []byte `json:"-"`
+	// A pointer, so that Options stay comparable; never sent to the
+	// validation child.
+	FindList *ListFinder `json:"-"`
 	// lists are the compiled lists of the policy being compiled, which
 	// its programs are bound to (set by compilePolicy).
 	lists *policyLists
+}
+
+// ListFinder finds the data of a list by its content (Options.FindList).
+type ListFinder struct {
+	Find func(l *policy.List) []byte
 }
 
 // DefaultOptions returns the documented budgets with the index enabled.

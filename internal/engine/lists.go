@@ -94,7 +94,7 @@ var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
 // get returns the compiled form of l, compiling it on first use. A list
 // without its data (from JSON) is found by its hash, or through find, or
 // is an error.
-func (c *listCache) get(l *policy.List, find func(*policy.List) []byte) (*compiledList, error) {
+func (c *listCache) get(l *policy.List, find *ListFinder) (*compiledList, error) {
 	key := listKey(l)
 	c.mu.Lock()
 	cl := c.m[key].Value()
@@ -136,10 +136,10 @@ func (c *listCache) put(l *policy.List, cl *compiledList) *compiledList {
 
 // withFoundData is l with the data find returns, when its content has
 // l's hash.
-func withFoundData(l *policy.List, find func(*policy.List) []byte) (*policy.List, error) {
+func withFoundData(l *policy.List, find *ListFinder) (*policy.List, error) {
 	var data []byte
-	if find != nil {
-		data = find(l)
+	if find != nil && find.Find != nil {
+		data = find.Find(l)
 	}
 	if data == nil {
 		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: neither in a generation's tree nor sent with the experiment", l.Name, l.Hash)
@@ -164,7 +164,7 @@ type policyLists struct {
 
 // compileLists compiles (or shares) the lists p uses; find supplies the
 // data of one neither held nor carried (Options.FindList).
-func compileLists(p *policy.Policy, find func(*policy.List) []byte) (*policyLists, error) {
+func compileLists(p *policy.Policy, find *ListFinder) (*policyLists, error) {
 	pl := &policyLists{byName: make(map[string]*compiledList, len(p.Lists)), src: p.Lists}
 	for name, l := range p.Lists {
 		cl, err := lists.get(l, find)

@@ -222,21 +222,21 @@ func TestFindListSuppliesAnExperimentsList(t *testing.T) {
 		Action: policy.ActionDeny, Match: "inIpList(request.source_ip, 'tor-exit')"}},
 		Lists: policy.Lists{"tor-exit": {Name: "tor-exit", File: "_lists/tor-exit.netset", Kind: policy.ListIP, Hash: hash, Entries: 2}}}
 	opts := DefaultOptions()
-	opts.FindList = func(l *policy.List) []byte {
+	opts.FindList = &ListFinder{Find: func(l *policy.List) []byte {
 		if l.Hash == hash {
 			return []byte("10.0.0.0/8\n198.18.0.0/24\n") // not the content of hash
 		}
 		return nil
-	}
+	}}
 	if _, err := CompileBeside(exp, opts, nil); err == nil || !strings.Contains(err.Error(), "not the content") {
 		t.Fatalf("data of another content: %v", err)
 	}
-	opts.FindList = func(l *policy.List) []byte {
+	opts.FindList = &ListFinder{Find: func(l *policy.List) []byte {
 		if l.Hash == hash {
 			return []byte(changed)
 		}
 		return nil
-	}
+	}}
 	cp, err := CompileBeside(exp, opts, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 	})
 	registerPreviewLogMetrics(m.registry, sh)
 	registerPreviewQueueMetrics(m.registry, sh)
-	eopts.FindList = storeLists(m.store)
+	eopts.FindList = &engine.ListFinder{Find: storeLists(m.store)}
 	comp := preview.NewCompiler(eopts).WithBudget(cfg.MaxCompiledBytes)
 	registerCompilerMetrics(m.registry, comp)
 	return &previewRuntime{
