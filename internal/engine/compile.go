@@ -103,7 +103,7 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 	if err != nil {
 		return nil, fmt.Errorf("engine: building the CEL environment: %w", err)
 	}
-	if opts.lists, err = compileLists(p); err != nil {
+	if opts.lists, err = compileLists(p, opts.FindList); err != nil {
 		return nil, policy.ErrorList{{File: homeFile(p), Msg: err.Error()}}
 	}
 	cp := &CompiledPolicy{src: p, resource: "policies/" + p.Name, etag: etag, costLimit: opts.RuntimeCostLimit,

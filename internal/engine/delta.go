@@ -1,5 +1,7 @@
 package engine
 
+import "strings"
+
 // DeltaSet evaluates policies that differ from a base policy in a few rules
 // (the ACTIVE experiments beside their live policy) from the base's
 // decision of the same request, instead of from scratch. Shadow evaluation
@@ -141,16 +143,42 @@ func twins(exp, base *CompiledPolicy) []int32 {
 	for i := range exp.rules {
 		byName[exp.rules[i].name] = int32(i)
 	}
+	changed := changedLists(exp, base)
 	stopAt := make([]int32, len(base.rules)+1)
 	for i := range base.rules {
 		b := &base.rules[i]
 		stopAt[i] = -1
-		if j, ok := byName[b.name]; ok && exp.rules[j].sameAs(b) {
+		if j, ok := byName[b.name]; ok && exp.rules[j].sameAs(b) && !namesAny(b.match, changed) {
 			stopAt[i] = j
 		}
 	}
 	stopAt[len(base.rules)] = int32(len(exp.rules))
 	return stopAt
+}
+
+// changedLists names the lists exp uses with other content than base's
+// list of that name (or that base lacks): a rule naming one decides
+// otherwise than its twin by text, so it is no twin.
+func changedLists(exp, base *CompiledPolicy) []string {
+	var out []string
+	for name, l := range exp.src.Lists {
+		if b, ok := base.src.Lists[name]; !ok || b.Hash != l.Hash || b.Kind != l.Kind {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// namesAny reports whether match may name one of lists. It looks for the
+// name as text, which may find more rules than name the list (they are
+// then evaluated, not assumed): never fewer.
+func namesAny(match string, lists []string) bool {
+	for _, name := range lists {
+		if strings.Contains(match, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameAs reports whether r and o evaluate alike on every request: the

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/policyrollout/reconciler/internal/policy"
+
 // Budgets. docs/policy-language.md documents every one of these; change
 // both together. Costs are in CEL cost units (roughly one unit per node
 // visited or per ten bytes of string scanned).
@@ -60,9 +62,21 @@ type Options struct {
 	// index. Decisions are identical either way; it exists for tests and to
 	// rule the index out when investigating.
 	DisableIndex bool
+	// FindList returns the data of a list the policy names by hash
+	// without its data (an experiment's policy from the raft log) when no
+	// compiled copy is held: a node's preview finds it in the replicated
+	// state. The content is checked against the hash; nil means none.
+	// A pointer, so that Options stay comparable; never sent to the
+	// validation child.
+	FindList *ListFinder `json:"-"`
 	// lists are the compiled lists of the policy being compiled, which
 	// its programs are bound to (set by compilePolicy).
 	lists *policyLists
+}
+
+// ListFinder finds the data of a list by its content (Options.FindList).
+type ListFinder struct {
+	Find func(l *policy.List) []byte
 }
 
 // DefaultOptions returns the documented budgets with the index enabled.

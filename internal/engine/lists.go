@@ -92,8 +92,9 @@ type listCache struct {
 var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
 
 // get returns the compiled form of l, compiling it on first use. A list
-// without its data (from JSON) is found by its hash or is an error.
-func (c *listCache) get(l *policy.List) (*compiledList, error) {
+// without its data (from JSON) is found by its hash, or through find, or
+// is an error.
+func (c *listCache) get(l *policy.List, find *ListFinder) (*compiledList, error) {
 	key := listKey(l)
 	c.mu.Lock()
 	cl := c.m[key].Value()
@@ -102,7 +103,11 @@ func (c *listCache) get(l *policy.List) (*compiledList, error) {
 		return cl, nil
 	}
 	if l.Data == nil && l.Entries > 0 {
-		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: only the lists of a generation's tree are replicated", l.Name, l.Hash)
+		found, err := withFoundData(l, find)
+		if err != nil {
+			return nil, err
+		}
+		l = found
 	}
 	cl, err := compileList(l)
 	if err != nil {
@@ -129,6 +134,24 @@ func (c *listCache) put(l *policy.List, cl *compiledList) *compiledList {
 	return cl
 }
 
+// withFoundData is l with the data find returns, when its content has
+// l's hash.
+func withFoundData(l *policy.List, find *ListFinder) (*policy.List, error) {
+	var data []byte
+	if find != nil && find.Find != nil {
+		data = find.Find(l)
+	}
+	if data == nil {
+		return nil, fmt.Errorf("list %q (etag %.32s) is not on this node: neither in a generation's tree nor sent with the experiment", l.Name, l.Hash)
+	}
+	if policy.ContentHash(data) != l.Hash {
+		return nil, fmt.Errorf("list %q: the data found is not the content of etag %.32s", l.Name, l.Hash)
+	}
+	c := *l
+	c.Data = data
+	return &c, nil
+}
+
 func listKey(l *policy.List) string { return string(l.Kind) + ":" + l.Hash }
 
 // policyLists are the compiled lists of one policy, by name, and the CEL
@@ -139,11 +162,12 @@ type policyLists struct {
 	funcs  cel.ProgramOption
 }
 
-// compileLists compiles (or shares) the lists p uses.
-func compileLists(p *policy.Policy) (*policyLists, error) {
+// compileLists compiles (or shares) the lists p uses; find supplies the
+// data of one neither held nor carried (Options.FindList).
+func compileLists(p *policy.Policy, find *ListFinder) (*policyLists, error) {
 	pl := &policyLists{byName: make(map[string]*compiledList, len(p.Lists)), src: p.Lists}
 	for name, l := range p.Lists {
-		cl, err := lists.get(l)
+		cl, err := lists.get(l, find)
 		if err != nil {
 			return nil, err
 		}

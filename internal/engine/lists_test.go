@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -176,5 +178,70 @@ func TestPolicyJSONCarriesListHashes(t *testing.T) {
 	back.Lists["tor-exit"].Hash = strings.Repeat("0", 64)
 	if _, err := CompileBeside(&back, DefaultOptions(), live); err == nil || !strings.Contains(err.Error(), "not on this node") {
 		t.Fatalf("a list the node lacks: %v", err)
+	}
+}
+
+// An experiment that changes only a list's content (the same rule text)
+// decides as its own list says in a DeltaSet beside the live policy: the
+// rule is not the live rule's twin.
+func TestDeltaOfAListChange(t *testing.T) {
+	rule := denyRule("tor", "inIpList(request.source_ip, 'tor-exit') || request.path == '/x'")
+	other := denyRule("other", "inList(request.host, 'hosts')")
+	lists := func(ips string) map[string]string {
+		return map[string]string{"_lists/tor-exit.netset": ips, "_lists/hosts.txt": "a.example\n"}
+	}
+	compile := func(ips string) *CompiledPolicy {
+		b, errs := CompileTree(listTree(rule+other, lists(ips)), policy.LoadOptions{}, DefaultOptions())
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		cp, _ := b.Policy("edge")
+		return cp
+	}
+	live, exp := compile("10.0.0.0/8\n"), compile("10.0.0.0/8\n192.0.2.0/24\n")
+	set := NewDeltaSet(live, []*CompiledPolicy{exp})
+	for _, req := range []*Request{{SourceIP: "192.0.2.7"}, {SourceIP: "10.1.1.1"}, {SourceIP: "198.51.100.1"}, {Host: "a.example"}} {
+		base := live.Evaluate(req)
+		got := set.Evaluate(req, base, nil)[0]
+		if want := exp.Evaluate(req); got.Verdict != want.Verdict || got.Rule != want.Rule {
+			t.Errorf("%+v: delta %s %q, experiment alone %s %q", req, got.Verdict, got.Rule, want.Verdict, want.Rule)
+		}
+	}
+}
+
+// An experiment's list the node holds no compiled copy of is compiled
+// from what Options.FindList finds (a node's preview: the chunks sent with
+// the experiment), checked against its hash.
+func TestFindListSuppliesAnExperimentsList(t *testing.T) {
+	t.Parallel()
+	// A list no other test compiles, so no cached copy answers.
+	changed := "10.0.0.0/8\n198.18.77.0/24\n"
+	sum := sha256.Sum256([]byte(changed))
+	hash := hex.EncodeToString(sum[:])
+	exp := &policy.Policy{Name: "edge", DefaultAction: policy.ActionAllow, Rules: []policy.Rule{{Name: "tor", Priority: 10,
+		Action: policy.ActionDeny, Match: "inIpList(request.source_ip, 'tor-exit')"}},
+		Lists: policy.Lists{"tor-exit": {Name: "tor-exit", File: "_lists/tor-exit.netset", Kind: policy.ListIP, Hash: hash, Entries: 2}}}
+	opts := DefaultOptions()
+	opts.FindList = &ListFinder{Find: func(l *policy.List) []byte {
+		if l.Hash == hash {
+			return []byte("10.0.0.0/8\n198.18.0.0/24\n") // not the content of hash
+		}
+		return nil
+	}}
+	if _, err := CompileBeside(exp, opts, nil); err == nil || !strings.Contains(err.Error(), "not the content") {
+		t.Fatalf("data of another content: %v", err)
+	}
+	opts.FindList = &ListFinder{Find: func(l *policy.List) []byte {
+		if l.Hash == hash {
+			return []byte(changed)
+		}
+		return nil
+	}}
+	cp, err := CompileBeside(exp, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cp.Evaluate(&Request{SourceIP: "198.18.77.9"}); d.Verdict != Deny {
+		t.Fatalf("got %+v", d)
 	}
 }

@@ -27,6 +27,12 @@ type wantedExperiment struct {
 	// approved (markUnapproved); its experiment stops even when nothing
 	// moved (a record from before approvals were bound to a head).
 	unapproved bool
+	// lists are the data of the lists the policy uses whose content the
+	// live tree lacks, by content hash: sent with the experiment so that
+	// every node can compile it (raftstore.PutExperimentWithLists).
+	lists map[string][]byte
+	// listChanges say what the source does to each list it changes.
+	listChanges []preview.ListChange
 }
 
 // Change is what one branch or pull request changes, as the reconcile
@@ -118,14 +124,13 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 			next = s.autoStart(w, preview.SetConflict(cur, w.conflict, exps, s.settings()), now)
 		case w.unapproved && cur.IsActive():
 			next = stopHeld(w, cur, now)
+		case !carriesLists(cur, w):
+			c := *cur // the live tree caught up with a list, or dropped one the experiment still uses
+			next = &c
 		default:
 			continue
 		}
-		p, err := experimentPut(next)
-		if err != nil {
-			return err
-		}
-		if err := s.propose(ctx, "storing "+next.Name, append(undismiss(st, name), p)...); err != nil {
+		if err := s.putWithLists(ctx, next, w, undismiss(st, name)); err != nil {
 			return err
 		}
 		args := []any{"experiment", name, "etag", next.Etag, "head", head, "active", next.IsActive()}
@@ -174,6 +179,7 @@ func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Sourc
 	if err != nil {
 		return err
 	}
+	live := liveLists(liveTree)
 	rules := 0 // a source's experiments together compile no more than a generation may
 	for _, pol := range changed {
 		p := s.branchPolicy(files, liveTree, pol)
@@ -185,7 +191,8 @@ func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Sourc
 				"source", id, "rules", rules, "limit", s.cfg.MaxSourceRules)
 			break
 		}
-		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src, conflict: conflict}
+		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src, conflict: conflict,
+			lists: changedListData(p, live), listChanges: preview.ListChanges(p, live)}
 	}
 	return nil
 }

@@ -83,6 +83,7 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 	registerPreviewLogMetrics(m.registry, sh)
 	registerPreviewQueueMetrics(m.registry, sh)
 	m.registry.MustRegister(newPreviewCollector(sh))
+	eopts.FindList = &engine.ListFinder{Find: storeLists(m.store)}
 	comp := preview.NewCompiler(eopts).WithBudget(cfg.MaxCompiledBytes)
 	registerCompilerMetrics(m.registry, comp)
 	return &previewRuntime{

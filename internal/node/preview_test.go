@@ -26,15 +26,19 @@ type experimentAnswer struct {
 		Branch     string `json:"branch"`
 		HeadCommit string `json:"headCommit"`
 	} `json:"source"`
-	Stats *struct {
+	Stats *statsAnswer `json:"stats"`
+}
+
+// statsAnswer is the part of an experiment's stats the tests read.
+type statsAnswer struct {
+	Evaluated   uint64 `json:"evaluated"`
+	AllowToDeny uint64 `json:"allowToDeny"`
+	DenyToAllow uint64 `json:"denyToAllow"`
+	Nodes       []struct {
+		Node        string `json:"node"`
 		Evaluated   uint64 `json:"evaluated"`
 		AllowToDeny uint64 `json:"allowToDeny"`
-		DenyToAllow uint64 `json:"denyToAllow"`
-		Nodes       []struct {
-			Node      string `json:"node"`
-			Evaluated uint64 `json:"evaluated"`
-		} `json:"nodes"`
-	} `json:"stats"`
+	} `json:"nodes"`
 }
 
 type operationAnswer struct {

@@ -100,8 +100,7 @@ func entryOf(line []byte, kind ListKind) (string, bool) {
 // parseList validates a list file's content and counts its entries, with
 // a problem per malformed line (the first maxListProblems of them).
 func parseList(file, name string, kind ListKind, data []byte) (*List, ErrorList) {
-	sum := sha256.Sum256(data)
-	hash := hex.EncodeToString(sum[:])
+	hash := ContentHash(data)
 	key := file + "\x00" + hash
 	if l := parsed.get(key); l != nil {
 		return l, nil
@@ -112,6 +111,12 @@ func parseList(file, name string, kind ListKind, data []byte) (*List, ErrorList)
 		parsed.put(key, l)
 	}
 	return l, errs
+}
+
+// ContentHash is a list file's List.Hash: the SHA-256 of data, in hex.
+func ContentHash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // parsedCache remembers lists validated already, by file and content hash,

@@ -163,9 +163,35 @@ func hostileSummary(policy, rule, value string) Summary {
 	s.Stats.Transitions = append(s.Stats.Transitions, Transition{LiveRule: rule, ExperimentRule: rule,
 		LiveDecision: engine.Allow, ExperimentDecision: engine.Deny, Count: 99})
 	s.Stats.Samples = []Sample{{LiveRule: rule, ExperimentRule: rule, LiveDecision: engine.Allow, ExperimentDecision: engine.Deny,
-		Request: map[string]any{"path": value, rule: value}}}
+		Request: map[string]any{"path": value, rule: value, "source_ip": value}}}
 	s.Stats.Nodes = append(s.Stats.Nodes, NodeCoverage{Node: value})
+	s.ListChanges = []ListChange{{Name: value, File: "_lists/" + value, Added: 1, Removed: 2, Entries: 3}}
 	return s
+}
+
+// TestCommentShowsListChanges: a pull request that changes lists says,
+// per list, the entries added and removed, beside what it does to live
+// traffic and the top source addresses of its sample changes.
+func TestCommentShowsListChanges(t *testing.T) {
+	s := Fixture(1)
+	s.ListChanges = []ListChange{
+		{Name: "blocklist", File: "_lists/blocklist.netset", Added: 1000, Removed: 0, Entries: 1_001_000},
+		{Name: "retired-hosts", File: "_lists/retired-hosts.txt", Added: 2, Removed: 1, Entries: 40},
+	}
+	for i := range s.Stats.Samples {
+		s.Stats.Samples[i].Request["source_ip"] = []string{"192.0.2.7", "192.0.2.7", "2001:db8::9"}[i%3]
+	}
+	body := pullReport([]Summary{s}, 0).markdown()
+	for _, bad := range CheckComment(body, CommentBudget) {
+		t.Error(bad)
+	}
+	for _, want := range []string{"| `blocklist` | `_lists/blocklist.netset` | 1000 | 0 | 1001000 |",
+		"| `192.0.2.7` | 2 |", "| `2001:db8::9` | 1 |"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in the comment", want)
+		}
+	}
+	golden(t, "comment_lists", body)
 }
 
 // FuzzCommentNames: whatever the names and values, the comment stays

@@ -97,8 +97,15 @@ type Experiment struct {
 	// Validation is the verdict on the tree the live branch would hold if
 	// the experiment were committed: the checks of a main commit.
 	Validation *Validation `json:"validation,omitempty"`
-	CreateTime time.Time   `json:"createTime"`
-	UpdateTime time.Time   `json:"updateTime"`
+	// ListChunks are the chunks of the lists the experiment's tree
+	// changes, by list content hash (raftstore.PutExperiment.Lists): what
+	// every node compiles those lists from. Not shown by the API.
+	ListChunks map[string][]string `json:"listChunks,omitempty"`
+	// ListChanges say, per list the experiment changes, the entries
+	// added and removed against the live tree.
+	ListChanges []ListChange `json:"listChanges,omitempty"`
+	CreateTime  time.Time    `json:"createTime"`
+	UpdateTime  time.Time    `json:"updateTime"`
 }
 
 // Validation is whether a tree passed the leader's checks (load, merge,
@@ -264,12 +271,13 @@ func NoOp(live *policy.Policy, name string) *policy.Policy {
 // that it posts back unchanged. The stored form keeps the short name the
 // etag is computed with.
 func (e *Experiment) public() *Experiment {
-	if e == nil || e.Policy == nil || strings.HasPrefix(e.Policy.Name, "policies/") {
+	if e == nil || e.Policy == nil || (strings.HasPrefix(e.Policy.Name, "policies/") && e.ListChunks == nil) {
 		return e
 	}
 	p, c := *e.Policy, *e
-	p.Name = "policies/" + p.Name
+	p.Name = "policies/" + strings.TrimPrefix(p.Name, "policies/")
 	c.Policy = &p
+	c.ListChunks = nil
 	return &c
 }
 

@@ -44,6 +44,9 @@ func textSummary(b *strings.Builder, s Summary) {
 	}
 	fmt.Fprintf(b, "  kind:            %s\n", s.Kind)
 	fmt.Fprintf(b, "  experiment etag: %s\n  live etag:       %s\n", s.ExperimentEtag, orNone(s.LiveEtag))
+	for _, c := range s.ListChanges {
+		fmt.Fprintf(b, "  list %s (%s): +%d -%d entries, %d in all\n", c.Name, c.File, c.Added, c.Removed, c.Entries)
+	}
 	textCounts(b, "traffic", s.Stats.Counts)
 	if s.Stats.Replayed.Evaluated > 0 {
 		textCounts(b, "replayed", s.Stats.Replayed.Counts)
@@ -60,6 +63,9 @@ func textSummary(b *strings.Builder, s Summary) {
 	}
 	for _, t := range top(s.Stats) {
 		fmt.Fprintf(b, "  %6d  %s -> %s\n", t.Count, outcomeOf(t.LiveDecision, t.LiveRule), outcomeOf(t.ExperimentDecision, t.ExperimentRule))
+	}
+	for _, src := range TopSources(s.Stats) {
+		fmt.Fprintf(b, "  source %s: %d sample changes\n", src.Address, src.Count)
 	}
 	for _, smp := range samples(s.Stats) {
 		fmt.Fprintf(b, "  sample: %s -> %s %s\n", outcomeOf(smp.LiveDecision, smp.LiveRule),

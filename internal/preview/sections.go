@@ -129,9 +129,11 @@ func mdSummary(b *strings.Builder, s Summary) {
 		fmt.Fprintf(b, "| Window | %s to %s |\n", stamp(w.Start), stamp(w.End))
 	}
 	b.WriteString("\n")
+	mdLists(b, s.ListChanges)
 	mdCounts(b, s.Stats, s.Experiment == "")
 	mdEnforced(b, s.Enforced)
 	mdTransitions(b, s.Stats)
+	mdSources(b, s.Stats)
 	mdSamples(b, s.Stats)
 	mdNodes(b, s.Stats)
 }

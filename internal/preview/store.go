@@ -21,7 +21,7 @@ func (e *Experiment) PutPayload() (raftstore.PutExperiment, error) {
 	if err != nil {
 		return raftstore.PutExperiment{}, fmt.Errorf("preview: encoding %s: %w", e.Name, err)
 	}
-	return raftstore.PutExperiment{Name: e.Name, Data: data}, nil
+	return raftstore.PutExperiment{Name: e.Name, Data: data, Lists: e.ListChunks}, nil
 }
 
 // DeletePayload returns the raft payload that deletes the named experiment.
@@ -105,6 +105,7 @@ type inputBody struct {
 	CreateTime      json.RawMessage   `json:"createTime"`
 	UpdateTime      json.RawMessage   `json:"updateTime"`
 	Stats           json.RawMessage   `json:"stats"`
+	ListChanges     json.RawMessage   `json:"listChanges"`
 	// The proto3 JSON spellings of the output-only fields (AIP-203:
 	// accepted and ignored like the lowerCamelCase ones).
 	PreviewMetadataProto json.RawMessage `json:"preview_metadata"`

@@ -90,6 +90,9 @@ type Summary struct {
 	// Enforced are the rules in preview in the live policy that the
 	// experiment enforces unchanged, with what they counted in preview.
 	Enforced []EnforcedRule `json:"enforced,omitempty"`
+	// ListChanges are the entries the experiment adds to and removes
+	// from each named list it changes.
+	ListChanges []ListChange `json:"listChanges,omitempty"`
 }
 
 // Summarize builds the summary of experiment e against the live policy
@@ -110,6 +113,7 @@ func Summarize(e *Experiment, liveEtag string, merged []Stats, th Thresholds) Su
 	}
 	src := e.Source
 	s.Source = &src
+	s.ListChanges = e.ListChanges
 	for _, st := range merged {
 		if st.Experiment == e.Name && st.ExperimentEtag == e.Etag {
 			s.Stats = st

@@ -8,7 +8,7 @@ func tableHandlers() map[CommandType]handler {
 	return map[CommandType]handler{
 		TypeLegacyPutExperiment:    row(1, applyLegacyPut),
 		TypeLegacyDeleteExperiment: row(1, applyLegacyDelete),
-		TypePutExperiment:          row(1, applyPutExperiment),
+		TypePutExperiment:          versionedRow(PutExperimentListsVersion, applyPutExperiment),
 		TypeDeleteExperiment:       row(1, applyDeleteExperiment),
 		TypePutDismissal:           row(1, applyPutDismissal),
 		TypeDeleteDismissal:        row(1, applyDeleteDismissal),
@@ -24,13 +24,27 @@ func tableHandlers() map[CommandType]handler {
 	}
 }
 
-func applyPutExperiment(s *State, p PutExperiment) error {
+func applyPutExperiment(s *State, v uint8, p PutExperiment) error {
+	if v < PutExperimentListsVersion && len(p.Lists) > 0 {
+		return invalid("experiment %s: lists need version %d", p.Name, PutExperimentListsVersion)
+	}
+	if err := heldListChunks(s, p.Name, p.Lists); err != nil {
+		return err
+	}
+	old, had := s.Experiments[p.Name]
 	s.Experiments[p.Name] = Experiment(p)
+	if had && len(old.Lists) > 0 {
+		collectChunks(s) // the lists it no longer uses
+	}
 	return nil
 }
 
 func applyDeleteExperiment(s *State, p DeleteExperiment) error {
+	old, had := s.Experiments[p.Name]
 	delete(s.Experiments, p.Name)
+	if had && len(old.Lists) > 0 {
+		collectChunks(s)
+	}
 	return nil
 }
 

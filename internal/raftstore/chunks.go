@@ -193,9 +193,11 @@ func concat(s *State, hashes []string) []byte {
 	return buf
 }
 
-// collectChunks drops the chunks that no generation with files refers to
-// and that were not put for a Stage still to come. It runs after every
-// generation lifecycle command; it depends on the state only.
+// collectChunks drops the chunks that no generation with files and no
+// experiment refers to and that were not put for a Stage still to come.
+// It runs after every generation lifecycle command and after an
+// experiment with lists is replaced or deleted; it depends on the state
+// only.
 func collectChunks(s *State) {
 	if len(s.Chunks) == 0 {
 		return
@@ -206,6 +208,13 @@ func collectChunks(s *State) {
 			continue
 		}
 		for _, hashes := range g.Chunked {
+			for _, h := range hashes {
+				used[h] = true
+			}
+		}
+	}
+	for _, e := range s.Experiments {
+		for _, hashes := range e.Lists {
 			for _, h := range hashes {
 				used[h] = true
 			}

@@ -13,6 +13,23 @@ import (
 type PutExperiment struct {
 	Name string          `json:"name"`
 	Data json.RawMessage `json:"data"`
+	// Lists (version 2) are the list files the experiment's tree changes,
+	// by content hash, as the hashes of chunks put before it (PutChunks):
+	// the data its nodes compile it with. The chunks stay while an
+	// experiment or a kept generation refers to them (collectChunks).
+	Lists map[string][]string `json:"lists,omitempty"`
+}
+
+// PutExperimentListsVersion is the version of a PutExperiment with Lists.
+const PutExperimentListsVersion = 2
+
+// payloadVersion keeps an experiment without lists at version 1, which
+// builds before experiment lists apply.
+func (p PutExperiment) payloadVersion() uint8 {
+	if len(p.Lists) > 0 {
+		return PutExperimentListsVersion
+	}
+	return 1
 }
 
 // DeleteExperiment removes an experiment. Deleting an unknown one is not an
@@ -110,7 +127,7 @@ func (p PutExperiment) Validate() error {
 	if !isObject(p.Data) {
 		return invalid("experiment %s: the document must be a JSON object", p.Name)
 	}
-	return nil
+	return validateListRefs(p.Lists)
 }
 
 // Validate implements Payload.

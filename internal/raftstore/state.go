@@ -97,6 +97,9 @@ type Node struct {
 type Experiment struct {
 	Name string          `json:"name"`
 	Data json.RawMessage `json:"data,omitempty"`
+	// Lists are the chunks of the list files the experiment changes, by
+	// list content hash (PutExperiment version 2).
+	Lists map[string][]string `json:"lists,omitempty"`
 }
 
 // Operation is an opaque long-running operation document.
