@@ -55,7 +55,8 @@ type previewRuntime struct {
 	seed      maphash.Seed
 	compileMu sync.Mutex
 
-	merged atomic.Pointer[[]preview.Stats] // the last merge adopted from a heartbeat
+	merged      atomic.Pointer[[]preview.Stats] // the last merge adopted from a heartbeat
+	trimmedOnce atomic.Bool                     // warned that the stats were trimmed
 }
 
 var _ api.Preview = (*previewRuntime)(nil)
@@ -271,11 +272,18 @@ func (p *previewRuntime) Stats() []preview.Stats {
 }
 
 // Outgoing implements cluster.Piggyback: this node's stats.
+// They are bounded (preview.MaxPayloadBytes): a heartbeat over the API's
+// body limit would be refused whole, and the leader would count this node
+// as silent for the sake of its samples.
 func (p *previewRuntime) Outgoing() json.RawMessage {
-	b, err := json.Marshal(p.shadow.NodeStats())
+	b, trimmed, err := p.shadow.NodeStats().EncodeWithin(preview.MaxPayloadBytes)
 	if err != nil {
 		p.log.Warn("preview stats do not encode", "error", err)
 		return nil
+	}
+	if trimmed && p.trimmedOnce.CompareAndSwap(false, true) {
+		p.log.Warn("preview stats over their heartbeat budget: samples (and, if need be, some experiments' counts) are left out of heartbeats",
+			"budget_bytes", preview.MaxPayloadBytes)
 	}
 	return b
 }

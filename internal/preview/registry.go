@@ -2,6 +2,7 @@ package preview
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -175,4 +176,33 @@ func (m *merged) result() Stats {
 		s.Window = &w
 	}
 	return s
+}
+
+// MaxPayloadBytes bounds the stats a node sends with each heartbeat: half
+// the API's default body limit, which the leader applies to the heartbeat
+// as to any request. A heartbeat over it would be refused whole, and the
+// node would look silent to the leader (and be left behind) for the sake
+// of its preview numbers.
+const MaxPayloadBytes = 512 << 10
+
+// EncodeWithin encodes n in at most max bytes: whole when it fits, else
+// without samples, else with as many experiments' stats as fit (in order).
+// trimmed reports that something was left out of this beat.
+func (n NodeStats) EncodeWithin(max int) (b []byte, trimmed bool, err error) {
+	if b, err = json.Marshal(n); err != nil || len(b) <= max {
+		return b, false, err
+	}
+	bare := NodeStats{Node: n.Node, Stats: make([]Stats, len(n.Stats))}
+	for i, s := range n.Stats {
+		s.Samples = nil
+		bare.Stats[i] = s
+	}
+	for len(bare.Stats) > 0 {
+		if b, err = json.Marshal(bare); err != nil || len(b) <= max {
+			return b, true, err
+		}
+		bare.Stats = bare.Stats[:len(bare.Stats)/2]
+	}
+	b, err = json.Marshal(bare)
+	return b, true, err
 }
