@@ -300,7 +300,9 @@ func (p *previewRuntime) Merge(payloads map[string]json.RawMessage) json.RawMess
 		}
 		all = append(all, ns)
 	}
-	b, err := json.Marshal(preview.Merge(all...))
+	// The merge rides on every heartbeat's answer, which a node reads up
+	// to a bound of its own: keep it within twice a node's payload.
+	b, _, err := preview.EncodeMergedWithin(preview.Merge(all...), 2*preview.MaxPayloadBytes)
 	if err != nil {
 		p.log.Warn("merged preview stats do not encode", "error", err)
 		return nil

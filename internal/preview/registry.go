@@ -189,20 +189,30 @@ const MaxPayloadBytes = 512 << 10
 // without samples, else with as many experiments' stats as fit (in order).
 // trimmed reports that something was left out of this beat.
 func (n NodeStats) EncodeWithin(max int) (b []byte, trimmed bool, err error) {
-	if b, err = json.Marshal(n); err != nil || len(b) <= max {
+	return encodeWithin(n.Stats, max, func(s []Stats) any { return NodeStats{Node: n.Node, Stats: s} })
+}
+
+// EncodeMergedWithin is EncodeWithin for the leader's merge, which every
+// node reads from its heartbeat's answer.
+func EncodeMergedWithin(stats []Stats, max int) (b []byte, trimmed bool, err error) {
+	return encodeWithin(stats, max, func(s []Stats) any { return s })
+}
+
+func encodeWithin(stats []Stats, max int, wrap func([]Stats) any) (b []byte, trimmed bool, err error) {
+	if b, err = json.Marshal(wrap(stats)); err != nil || len(b) <= max {
 		return b, false, err
 	}
-	bare := NodeStats{Node: n.Node, Stats: make([]Stats, len(n.Stats))}
-	for i, s := range n.Stats {
+	bare := make([]Stats, len(stats))
+	for i, s := range stats {
 		s.Samples = nil
-		bare.Stats[i] = s
+		bare[i] = s
 	}
-	for len(bare.Stats) > 0 {
-		if b, err = json.Marshal(bare); err != nil || len(b) <= max {
+	for len(bare) > 0 {
+		if b, err = json.Marshal(wrap(bare)); err != nil || len(b) <= max {
 			return b, true, err
 		}
-		bare.Stats = bare.Stats[:len(bare.Stats)/2]
+		bare = bare[:len(bare)/2]
 	}
-	b, err = json.Marshal(bare)
+	b, err = json.Marshal(wrap(bare))
 	return b, true, err
 }
