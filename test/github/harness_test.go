@@ -111,8 +111,13 @@ func (e *env) openPullFiles(branch string, files map[string]string, msg string) 
 
 // pushPull pushes a new version to the pull request's branch.
 func (e *env) pushPull(n int, branch, policy string) string {
+	return e.pushPullFiles(n, branch, map[string]string{"web/policy.toml": policy}, "change web again")
+}
+
+// pushPullFiles pushes files (message msg) to the pull request's branch.
+func (e *env) pushPullFiles(n int, branch string, files map[string]string, msg string) string {
 	e.git.Checkout(e.work, branch)
-	head := e.git.Commit(e.work, map[string]string{"web/policy.toml": policy}, "change web again")
+	head := e.git.Commit(e.work, files, msg)
 	e.git.Push(e.work, branch)
 	e.git.SetRef("policies", fmt.Sprintf("refs/pull/%d/head", n), head)
 	e.repo.Push(branch, head)
