@@ -62,10 +62,16 @@ func newEnvWith(t *testing.T, extra string) *env { return startEnv(t, extra, tru
 // a test that measures the nodes' memory runs them without it, as
 // operators do.
 func startEnv(t *testing.T, extra string, race bool) *env {
+	return startEnvFiles(t, map[string]string{"web/policy.toml": webPolicy("")}, extra, race)
+}
+
+// startEnvFiles is startEnv with files as main's first commit; they must
+// include web/policy.toml, the policy decide evaluates.
+func startEnvFiles(t *testing.T, files map[string]string, extra string, race bool) *env {
 	if testing.Short() {
 		t.Skip("end to end: starts real processes; skipped by -short")
 	}
-	src := harness.NewRepo(t, harness.RepoOptions{Files: map[string]string{"web/policy.toml": webPolicy("")}})
+	src := harness.NewRepo(t, harness.RepoOptions{Files: files})
 	gh := harness.NewGitHub(t, src)
 	e := &env{t: t, git: src.Git, url: src.URL, work: src.Work, gh: gh, emu: gh.Emu, repo: gh.Repo, via: 2}
 	// Registered after the servers' cleanups, the cluster's runs first:
@@ -87,8 +93,15 @@ func startEnv(t *testing.T, extra string, race bool) *env {
 // openPull pushes branch with web at policy and opens pull request #n
 // from it; it returns the head commit.
 func (e *env) openPull(branch, policy string) (int, string) {
+	return e.openPullFiles(branch, map[string]string{"web/policy.toml": policy}, "change web")
+}
+
+// openPullFiles pushes branch with files committed (message msg) and
+// opens pull request #n from it, the webhook going to a follower; it
+// returns the head commit.
+func (e *env) openPullFiles(branch string, files map[string]string, msg string) (int, string) {
 	e.git.CreateBranch(e.work, branch)
-	head := e.git.Commit(e.work, map[string]string{"web/policy.toml": policy}, "change web")
+	head := e.git.Commit(e.work, files, msg)
 	e.git.Push(e.work, branch)
 	n := e.repo.OpenPull(githubemu.Pull{HeadRef: branch, HeadSHA: head, BaseRef: "main", Author: "alice"})
 	e.git.SetRef("policies", fmt.Sprintf("refs/pull/%d/head", n), head)
@@ -98,8 +111,13 @@ func (e *env) openPull(branch, policy string) (int, string) {
 
 // pushPull pushes a new version to the pull request's branch.
 func (e *env) pushPull(n int, branch, policy string) string {
+	return e.pushPullFiles(n, branch, map[string]string{"web/policy.toml": policy}, "change web again")
+}
+
+// pushPullFiles pushes files (message msg) to the pull request's branch.
+func (e *env) pushPullFiles(n int, branch string, files map[string]string, msg string) string {
 	e.git.Checkout(e.work, branch)
-	head := e.git.Commit(e.work, map[string]string{"web/policy.toml": policy}, "change web again")
+	head := e.git.Commit(e.work, files, msg)
 	e.git.Push(e.work, branch)
 	e.git.SetRef("policies", fmt.Sprintf("refs/pull/%d/head", n), head)
 	e.repo.Push(branch, head)

@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/policyrollout/reconciler/internal/forge"
-	"github.com/policyrollout/reconciler/internal/githubemu"
 	"github.com/policyrollout/reconciler/internal/mdcheck"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
@@ -26,12 +25,7 @@ func TestManyPoliciesCommentAccepted(t *testing.T) {
 	for i := range many {
 		files[fmt.Sprintf("p%03d/policy.toml", i)] = webPolicy(fmt.Sprintf("/p%d", i))
 	}
-	e.git.CreateBranch(e.work, "many")
-	head := e.git.Commit(e.work, files, "add many policies")
-	e.git.Push(e.work, "many")
-	n := e.repo.OpenPull(githubemu.Pull{HeadRef: "many", HeadSHA: head, BaseRef: "main", Author: "alice"})
-	e.git.SetRef("policies", fmt.Sprintf("refs/pull/%d/head", n), head)
-	e.deliver(1, "pull_request", must(e.repo.PullRequestEvent("opened", n)))
+	n, head := e.openPullFiles("many", files, "add many policies")
 	e.gh.WaitStatus(head, forge.ContextValidate, forge.StateSuccess)
 
 	var body string
