@@ -67,6 +67,12 @@ func ParseIPEntry(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
+// EachEntry calls fn with every entry of data, lines of a list of kind
+// (a whole file or whole lines of one), and its 1-based line number there.
+func EachEntry(data []byte, kind ListKind, fn func(line int, entry string) error) error {
+	return eachLine(data, kind, fn)
+}
+
 // eachLine splits a list into entries. A line's `#` starts a comment in an
 // IP list (FireHOL writes them at the start; some exports after an entry);
 // in a string list only a line whose first non-blank byte is `#` is one.
