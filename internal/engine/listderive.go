@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"net/netip"
 
 	"github.com/policyrollout/reconciler/internal/policy"
@@ -26,7 +25,7 @@ func deriveList(base *compiledList, l *policy.List) *compiledList {
 	if base == nil || base.kind != policy.ListIP || l.Kind != policy.ListIP || base.data == nil || l.Data == nil {
 		return nil
 	}
-	removed, added := changedLines(base.data, l.Data)
+	removed, added := policy.ChangedLines(base.data, l.Data)
 	if hasEntry(removed) {
 		return nil
 	}
@@ -51,34 +50,6 @@ func deriveList(base *compiledList, l *policy.List) *compiledList {
 		ips = ips.InsertPersist(p) // base is shared: never written
 	}
 	return &compiledList{kind: l.Kind, ips: ips, entries: l.Entries, data: l.Data}
-}
-
-// changedLines splits the difference between old and new into the whole
-// lines old has there (removed) and new has there (added): the bytes
-// outside are a common prefix and a common suffix, both of whole lines.
-func changedLines(old, new []byte) (removed, added []byte) {
-	n := min(len(old), len(new))
-	p := 0
-	for p < n && old[p] == new[p] {
-		p++
-	}
-	// The prefix ends after its last newline; the suffix, which must not
-	// reach into it, starts at a line start of both: where it begins if
-	// a newline (or nothing) precedes it in both, else after its first
-	// newline, which, being inside the common bytes, ends a line in both.
-	start := bytes.LastIndexByte(old[:p], '\n') + 1
-	s := 0
-	for s < n-start && old[len(old)-1-s] == new[len(new)-1-s] {
-		s++
-	}
-	atLineStart := func(b []byte) bool { i := len(b) - s - 1; return i < 0 || b[i] == '\n' }
-	suffix := 0
-	if atLineStart(old) && atLineStart(new) {
-		suffix = s
-	} else if i := bytes.IndexByte(new[len(new)-s:], '\n'); i >= 0 {
-		suffix = s - i - 1
-	}
-	return old[start : len(old)-suffix], new[start : len(new)-suffix]
 }
 
 // hasEntry reports whether lines hold an entry of an IP list.
