@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -171,4 +173,36 @@ func BenchmarkOneLineChangeMillionEntryList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestListCacheDerivesFromAnOlderContent: a branch's content of a list
+// (the last compiled) is not what main's next content extends; the cache
+// still derives main's from main's previous content.
+func TestListCacheDerivesFromAnOlderContent(t *testing.T) {
+	t.Parallel()
+	old := string(bigList(10_000, 13))
+	var branch strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&branch, "198.18.%d.%d/32\n", i/250, i%250)
+	}
+	var held []*compiledList
+	for _, data := range []string{old, old + branch.String()} {
+		cl, err := lists.get(ipList("_lists/older-base.netset", data), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, cl)
+	}
+	before := listDerives.Load()
+	got, err := lists.get(ipList("_lists/older-base.netset", old+"198.51.100.0/24\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listDerives.Load() == before {
+		t.Error("main's one-line append was compiled afresh, not derived from main's previous content")
+	}
+	if !got.containsIP("198.51.100.9") || got.containsIP("198.18.0.1") {
+		t.Error("the derived list does not hold exactly main's content")
+	}
+	runtime.KeepAlive(held)
 }

@@ -92,12 +92,12 @@ func compileList(l *policy.List) (*compiledList, error) {
 type listCache struct {
 	mu sync.Mutex
 	m  map[string]weak.Pointer[compiledList]
-	// last is the list last shared for each kind and file, the base the
-	// next content of that file derives from (deriveList).
-	last map[string]weak.Pointer[compiledList]
+	// recent are the lists last shared for each kind and file, the bases
+	// the next content of that file derives from (deriveList).
+	recent policy.Recent[compiledList]
 }
 
-var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}, last: map[string]weak.Pointer[compiledList]{}}
+var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
 
 // get returns the compiled form of l, compiling it on first use. A list
 // without its data (from JSON) is found by its hash, or through find, or
@@ -106,7 +106,6 @@ func (c *listCache) get(l *policy.List, find *ListFinder) (*compiledList, error)
 	key := listKey(l)
 	c.mu.Lock()
 	cl := c.m[key].Value()
-	base := c.last[fileKey(l)].Value()
 	c.mu.Unlock()
 	if cl != nil {
 		return cl, nil
@@ -118,8 +117,10 @@ func (c *listCache) get(l *policy.List, find *ListFinder) (*compiledList, error)
 		}
 		l = found
 	}
-	if d := deriveList(base, l); d != nil {
-		return c.put(l, d), nil
+	for _, base := range c.recent.Get(fileKey(l)) {
+		if d := deriveList(base, l); d != nil {
+			return c.put(l, d), nil
+		}
 	}
 	cl, err := compileList(l)
 	if err != nil {
@@ -137,15 +138,13 @@ func (c *listCache) put(l *policy.List, cl *compiledList) *compiledList {
 	if prev := c.m[key].Value(); prev != nil {
 		return prev
 	}
-	for _, m := range []map[string]weak.Pointer[compiledList]{c.m, c.last} {
-		for k, w := range m {
-			if w.Value() == nil {
-				delete(m, k)
-			}
+	for k, w := range c.m {
+		if w.Value() == nil {
+			delete(c.m, k)
 		}
 	}
 	c.m[key] = weak.Make(cl)
-	c.last[fileKey(l)] = c.m[key]
+	c.recent.Add(fileKey(l), cl)
 	return cl
 }
 

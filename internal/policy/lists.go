@@ -111,7 +111,12 @@ func parseList(file, name string, kind ListKind, data []byte) (*List, ErrorList)
 	if l := parsed.get(key); l != nil {
 		return l, nil
 	}
-	l := revalidate(parsed.last(file), file, name, kind, data)
+	var l *List
+	for _, base := range parsed.recent.Get(file) {
+		if l = revalidate(base, file, name, kind, data); l != nil {
+			break
+		}
+	}
 	var errs ErrorList
 	if l == nil {
 		l, errs = parseListData(file, name, kind, data)
@@ -136,18 +141,12 @@ func ContentHash(data []byte) string {
 type parsedCache struct {
 	mu sync.Mutex
 	m  map[string]weak.Pointer[List]
-	// byFile is the list last validated from each file, which the next
+	// recent are the lists last validated from each file, which the next
 	// content of that file revalidates against (revalidate).
-	byFile map[string]weak.Pointer[List]
+	recent Recent[List]
 }
 
-var parsed = &parsedCache{m: map[string]weak.Pointer[List]{}, byFile: map[string]weak.Pointer[List]{}}
-
-func (c *parsedCache) last(file string) *List {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byFile[file].Value()
-}
+var parsed = &parsedCache{m: map[string]weak.Pointer[List]{}}
 
 func (c *parsedCache) get(key string) *List {
 	c.mu.Lock()
@@ -158,15 +157,13 @@ func (c *parsedCache) get(key string) *List {
 func (c *parsedCache) put(key string, l *List) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, m := range []map[string]weak.Pointer[List]{c.m, c.byFile} {
-		for k, w := range m { // forget what was collected, so the maps stay small
-			if w.Value() == nil {
-				delete(m, k)
-			}
+	for k, w := range c.m { // forget what was collected, so the map stays small
+		if w.Value() == nil {
+			delete(c.m, k)
 		}
 	}
 	c.m[key] = weak.Make(l)
-	c.byFile[l.File] = c.m[key]
+	c.recent.Add(l.File, l)
 }
 
 func parseListData(file, name string, kind ListKind, data []byte) (*List, ErrorList) {
