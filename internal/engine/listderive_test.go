@@ -2,9 +2,7 @@ package engine
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 
@@ -86,65 +84,6 @@ func TestListCacheDerivesAnAppendedLine(t *testing.T) {
 	}
 	if !got.containsIP("198.51.100.9") || base.containsIP("198.51.100.9") {
 		t.Error("the derived list does not hold the appended line, or the base changed")
-	}
-}
-
-// TestDeriveListRandomEdits: random line edits of small lists with many
-// shared bytes; whenever one is derived, it equals a fresh compile.
-func TestDeriveListRandomEdits(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(23, 5))
-	pool := []string{"10.0.0.0/8", "10.0.0.1", "10.0.0.10", "10.0.1.0/24", "# c", "", "2001:db8::/32", "2001:db8::1", "10.0.0.0/8 # dup"}
-	pick := func() string { return pool[r.IntN(len(pool))] }
-	derived := 0
-	for range 3000 {
-		lines := make([]string, r.IntN(6))
-		for i := range lines {
-			lines[i] = pick()
-		}
-		next := slices.Clone(lines)
-		for range 1 + r.IntN(2) {
-			switch i := r.IntN(len(next) + 1); r.IntN(3) {
-			case 0:
-				next = slices.Insert(next, i, pick())
-			case 1:
-				if i < len(next) {
-					next = slices.Delete(next, i, i+1)
-				}
-			default:
-				if i < len(next) {
-					next[i] = pick()
-				}
-			}
-		}
-		text := func(ls []string) string {
-			s := strings.Join(ls, "\n")
-			if r.IntN(4) > 0 {
-				s += "\n"
-			}
-			return s
-		}
-		oldText, newText := text(lines), text(next)
-		base, err := compileList(ipList("_lists/r.netset", oldText))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nl := ipList("_lists/r.netset", newText)
-		d := deriveList(base, nl)
-		if d == nil {
-			continue
-		}
-		derived++
-		fresh, err := compileList(nl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !d.ips.Equal(fresh.ips) {
-			t.Fatalf("%q -> %q: derived table differs from a fresh compile", oldText, newText)
-		}
-	}
-	if derived == 0 {
-		t.Error("no edit was derived")
 	}
 }
 

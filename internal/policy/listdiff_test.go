@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -49,6 +50,7 @@ func TestRevalidateAgreesWithAWholeParse(t *testing.T) {
 		if r.IntN(2) == 0 {
 			newData = append(newData, '\n')
 		}
+		checkChangedLines(t, oldData, newData)
 		base, errs := parseListData("_lists/r.netset", "r", ListIP, oldData)
 		if errs != nil {
 			t.Fatal(errs)
@@ -66,6 +68,28 @@ func TestRevalidateAgreesWithAWholeParse(t *testing.T) {
 	}
 	if revalidated == 0 {
 		t.Error("nothing was revalidated")
+	}
+}
+
+// checkChangedLines checks what revalidate and the engine's derived lists
+// rely on: old and new are one common prefix and one common suffix, both
+// of whole lines, around the removed and the added lines.
+func checkChangedLines(t *testing.T, old, new []byte) {
+	t.Helper()
+	removed, added := ChangedLines(old, new)
+	// Both are subslices: where they start is what the capacities say.
+	a, b := cap(old)-cap(removed), cap(new)-cap(added)
+	prefix, suffix := old[:a], old[a+len(removed):]
+	if a != b || !bytes.Equal(new[:b], prefix) || !bytes.Equal(new[b+len(added):], suffix) {
+		t.Fatalf("%q -> %q: removed %q, added %q are not the middle of a common prefix and suffix", old, new, removed, added)
+	}
+	if len(prefix) > 0 && prefix[len(prefix)-1] != '\n' {
+		t.Fatalf("%q -> %q: common prefix %q does not end a line", old, new, prefix)
+	}
+	for _, mid := range [][]byte{removed, added} {
+		if len(suffix) > 0 && len(prefix)+len(mid) > 0 && !bytes.HasSuffix(append(slices.Clone(prefix), mid...), []byte("\n")) {
+			t.Fatalf("%q -> %q: common suffix %q does not start a line", old, new, suffix)
+		}
 	}
 }
 
