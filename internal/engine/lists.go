@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -35,6 +36,7 @@ type compiledList struct {
 	ips     *bart.Lite
 	strs    map[string]struct{}
 	entries int
+	data    []byte // the list's text, which a later content derives from (deriveList)
 }
 
 // containsIP reports whether the address s is inside an entry. It parses
@@ -54,13 +56,16 @@ func (l *compiledList) matchedEntry(ip string) (netip.Prefix, bool) {
 	return l.ips.LookupPrefixLPM(netip.PrefixFrom(a, a.BitLen()))
 }
 
-// listCompiles counts compileList calls (TestValidateTreeCompilesAListOnce).
-var listCompiles atomic.Uint64
+// listCompiles counts compileList calls (TestValidateTreeCompilesAListOnce)
+// and listDerives deriveList's successes.
+var listCompiles, listDerives atomic.Uint64
+
+var errTooManyDerived = errors.New("too many entries to derive")
 
 // compileList builds the structure of a validated list.
 func compileList(l *policy.List) (*compiledList, error) {
 	listCompiles.Add(1)
-	c := &compiledList{kind: l.Kind, entries: l.Entries}
+	c := &compiledList{kind: l.Kind, entries: l.Entries, data: l.Data}
 	if l.Kind == policy.ListIP {
 		c.ips = new(bart.Lite)
 		err := l.Each(func(line int, e string) error {
@@ -87,6 +92,9 @@ func compileList(l *policy.List) (*compiledList, error) {
 type listCache struct {
 	mu sync.Mutex
 	m  map[string]weak.Pointer[compiledList]
+	// recent are the lists last shared for each kind and file, the bases
+	// the next content of that file derives from (deriveList).
+	recent policy.Recent[compiledList]
 }
 
 var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}
@@ -108,6 +116,11 @@ func (c *listCache) get(l *policy.List, find *ListFinder) (*compiledList, error)
 			return nil, err
 		}
 		l = found
+	}
+	for _, base := range c.recent.Get(fileKey(l)) {
+		if d := deriveList(base, l); d != nil {
+			return c.put(l, d), nil
+		}
 	}
 	cl, err := compileList(l)
 	if err != nil {
@@ -131,6 +144,7 @@ func (c *listCache) put(l *policy.List, cl *compiledList) *compiledList {
 		}
 	}
 	c.m[key] = weak.Make(cl)
+	c.recent.Add(fileKey(l), cl)
 	return cl
 }
 
@@ -153,6 +167,8 @@ func withFoundData(l *policy.List, find *ListFinder) (*policy.List, error) {
 }
 
 func listKey(l *policy.List) string { return string(l.Kind) + ":" + l.Hash }
+
+func fileKey(l *policy.List) string { return string(l.Kind) + ":" + l.File }
 
 // policyLists are the compiled lists of one policy, by name, and the CEL
 // program option that binds the list functions to them.

@@ -67,6 +67,12 @@ func ParseIPEntry(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
+// EachEntry calls fn with every entry of data, lines of a list of kind
+// (a whole file or whole lines of one), and its 1-based line number there.
+func EachEntry(data []byte, kind ListKind, fn func(line int, entry string) error) error {
+	return eachLine(data, kind, fn)
+}
+
 // eachLine splits a list into entries. A line's `#` starts a comment in an
 // IP list (FireHOL writes them at the start; some exports after an entry);
 // in a string list only a line whose first non-blank byte is `#` is one.
@@ -105,7 +111,16 @@ func parseList(file, name string, kind ListKind, data []byte) (*List, ErrorList)
 	if l := parsed.get(key); l != nil {
 		return l, nil
 	}
-	l, errs := parseListData(file, name, kind, data)
+	var l *List
+	for _, base := range parsed.recent.Get(file) {
+		if l = revalidate(base, file, name, kind, data); l != nil {
+			break
+		}
+	}
+	var errs ErrorList
+	if l == nil {
+		l, errs = parseListData(file, name, kind, data)
+	}
 	if l != nil {
 		l.Hash = hash
 		parsed.put(key, l)
@@ -126,6 +141,9 @@ func ContentHash(data []byte) string {
 type parsedCache struct {
 	mu sync.Mutex
 	m  map[string]weak.Pointer[List]
+	// recent are the lists last validated from each file, which the next
+	// content of that file revalidates against (revalidate).
+	recent Recent[List]
 }
 
 var parsed = &parsedCache{m: map[string]weak.Pointer[List]{}}
@@ -145,6 +163,7 @@ func (c *parsedCache) put(key string, l *List) {
 		}
 	}
 	c.m[key] = weak.Make(l)
+	c.recent.Add(l.File, l)
 }
 
 func parseListData(file, name string, kind ListKind, data []byte) (*List, ErrorList) {

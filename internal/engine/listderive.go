@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"net/netip"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// maxDerivedEntries bounds the entries a list derives from its previous
+// content instead of compiling afresh: each copy-on-write insert clones
+// the trie's path (microseconds and a few KiB), so past a few thousand a
+// fresh compile (about a second for a million entries) is the cheaper.
+const maxDerivedEntries = 4096
+
+// deriveList compiles l from base, the compiled form of an earlier
+// content of the same list file, when l only adds lines to it: the usual
+// change to a large list (one line appended to a blocklist) then costs the
+// added entries, not the million unchanged ones, on every node. It returns
+// nil when l removes or rewrites an entry, adds more than
+// maxDerivedEntries, or has a line it cannot parse; the caller then
+// compiles l whole, so every problem is still reported as before. A
+// removal is never derived because a list may hold the same prefix twice,
+// and a prefix deleted from the trie could still be on another line.
+func deriveList(base *compiledList, l *policy.List) *compiledList {
+	if base == nil || base.kind != policy.ListIP || l.Kind != policy.ListIP || base.data == nil || l.Data == nil {
+		return nil
+	}
+	removed, added := policy.ChangedLines(base.data, l.Data)
+	if hasEntry(removed) {
+		return nil
+	}
+	var add []netip.Prefix
+	err := policy.EachEntry(added, l.Kind, func(_ int, e string) error {
+		if len(add) == maxDerivedEntries {
+			return errTooManyDerived
+		}
+		p, err := policy.ParseIPEntry(e)
+		if err != nil {
+			return err
+		}
+		add = append(add, p)
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	listDerives.Add(1)
+	ips := base.ips
+	for _, p := range add {
+		ips = ips.InsertPersist(p) // base is shared: never written
+	}
+	return &compiledList{kind: l.Kind, ips: ips, entries: l.Entries, data: l.Data}
+}
+
+// hasEntry reports whether lines hold an entry of an IP list.
+func hasEntry(lines []byte) bool {
+	return policy.EachEntry(lines, policy.ListIP, func(int, string) error { return errTooManyDerived }) != nil
+}
