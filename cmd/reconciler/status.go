@@ -20,6 +20,7 @@ type statusView struct {
 	RaftState        string `json:"raftState"`
 	ActiveGeneration uint64 `json:"activeGeneration"`
 	Commit           string `json:"commit"`
+	Author           string `json:"author"`
 	ServedGeneration uint64 `json:"servedGeneration"`
 	// ClusterVersion is the lowest release among the members ("" from a
 	// 1.0.0 node, which did not show it).
@@ -114,6 +115,9 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 		fmt.Fprintf(tw, "  Cluster version:\t%s (the lowest release among the members)\n", v.ClusterVersion)
 	}
 	fmt.Fprintf(tw, "  Active generation:\t%s\n", generationLabel(v.ActiveGeneration, v.Commit))
+	if v.Author != "" { // the leader stored it without control characters
+		fmt.Fprintf(tw, "  Author:\t%s\n", v.Author)
+	}
 	fmt.Fprintf(tw, "  Served here:\t%s\n", generationLabel(v.ServedGeneration, ""))
 	if v.Source.Error != "" {
 		fmt.Fprintf(tw, "  Source:\tPullError at %s: %s\n", stamp(v.Source.Time), firstLine(v.Source.Error))

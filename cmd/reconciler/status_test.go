@@ -19,7 +19,7 @@ import (
 // statusFixture is a three-node cluster's status with a staged generation
 // and an invalid one.
 const statusFixture = `{"nodeId":"n2","leader":"n1","raftState":"Follower","activeGeneration":2,
-"commit":"dir@sha256:babc3ba9b28a716f","servedGeneration":2,
+"commit":"dir@sha256:babc3ba9b28a716f","author":"Ann Smith <ann@example.com>","servedGeneration":2,
 "source":{"commit":"dir@sha256:031a7867c4bc0767","time":"2026-01-02T15:04:09Z"},
 "policies":[{"name":"policies/web","etag":"203dc0ba26b818b8","conditions":[
  {"type":"Valid","status":"True","generation":2,"lastTransitionTime":"2026-01-02T15:04:05Z"},
@@ -72,6 +72,7 @@ func TestStatusText(t *testing.T) {
   Leader:             n1
   Raft state:         Follower
   Active generation:  2 (dir@sha256:babc3ba9b28a716f)
+  Author:             Ann Smith <ann@example.com>
   Served here:        2
   Source:             dir@sha256:031a7867c4bc0767 (read 2026-01-02T15:04:09Z)
 

@@ -17,6 +17,13 @@ import (
 type generationResource struct {
 	Generation uint64 `json:"generation"`
 	Commit     string `json:"commit"`
+	// Author is the commit's author, "Name <email>" as git has it;
+	// RollbackOf the generation a revert restored and RequestedBy who
+	// asked for it. Text from the repository, absent when unknown
+	// (generations staged before every node ran 1.1.0).
+	Author      string `json:"author,omitempty"`
+	RollbackOf  uint64 `json:"rollbackOf,omitempty"`
+	RequestedBy string `json:"requestedBy,omitempty"`
 	// State is STAGED, ACTIVE, SUPERSEDED or INVALID. A generation that
 	// was active and was replaced is SUPERSEDED with an activateTime.
 	State        string            `json:"state"`
@@ -54,6 +61,7 @@ func (s *Server) generationResource(g raftstore.Generation) generationResource {
 	}
 	return generationResource{
 		Generation: g.Number, Commit: g.Commit, State: contractState(g.State),
+		Author: g.Author, RollbackOf: g.RollbackOf, RequestedBy: g.RequestedBy,
 		CreateTime: g.CreateTime, ActivateTime: g.ActivateTime, StateTime: g.StateTime,
 		ReadyNodes: ready, Errors: generationErrors(g), Etags: etags,
 		Kept: s.gens.Get(g.Number) != nil,

@@ -86,6 +86,11 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if id, ok := identityOf(r); ok {
+		// Recorded in the revert commit, hence in the generation's
+		// history: the credential's name and role, as the audit log.
+		req.RequestedBy = id.Name + " (" + id.Role.String() + ")"
+	}
 	s.runRollback(w, r, raw, req)
 }
 

@@ -197,3 +197,30 @@ func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
 		t.Errorf("pull request experiment = %v", pr)
 	}
 }
+
+// A rollback names who asked by the credential's name and role, never
+// its secret; the generations show the author and the rollback.
+func TestRollbackNamesWhoAskedAndGenerationsShowIt(t *testing.T) {
+	rb := &rollbackFunc{fn: func(RollbackRequest) (RollbackResult, error) { return RollbackResult{Target: 5}, nil }}
+	st := clusterState()
+	g7 := st.Generations[7]
+	g7.History = raftstore.History{Author: "<img src=x onerror=alert(1)> <m@x>", RollbackOf: 5, RequestedBy: "token (admin)"}
+	st.Generations[7] = g7
+	e := newTestEnv(t, Config{Cluster: &fakeCluster{state: st}, Rollback: rb, Token: "s3cret"})
+	auth := map[string]string{"Authorization": "Bearer s3cret"}
+	if a := e.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"waitSeconds":0}`), auth); a.code != 200 {
+		t.Fatalf("rollback = %d %s", a.code, a.body)
+	}
+	if got := rb.calls[0].RequestedBy; got != "token (admin)" {
+		t.Errorf("requested by %q, want the credential's name and role", got)
+	}
+	for _, path := range []string{"/v1/generations/7", "/v1/generations"} {
+		a := e.do(http.MethodGet, path, nil, auth)
+		if want := `"author":"\u003cimg src=x onerror=alert(1)\u003e \u003cm@x\u003e","rollbackOf":5,"requestedBy":"token (admin)"`; a.code != 200 || !strings.Contains(string(a.body), want) {
+			t.Errorf("GET %s = %d %s, want %s", path, a.code, a.body, want)
+		}
+		if strings.Count(string(a.body), `"author"`) != 1 {
+			t.Errorf("GET %s shows an author for a generation without one: %s", path, a.body)
+		}
+	}
+}

@@ -24,6 +24,8 @@ type statusResource struct {
 	// has applied it; Commit is its commit.
 	ActiveGeneration uint64 `json:"activeGeneration"`
 	Commit           string `json:"commit"`
+	// Author is its commit's author, when the generation records one.
+	Author string `json:"author,omitempty"`
 	// ServedGeneration is the generation this node answers from.
 	ServedGeneration uint64               `json:"servedGeneration"`
 	Source           cluster.SourceStatus `json:"source"`
@@ -103,7 +105,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Policies: conditions(st, v, policyGroups(s.gens.Current())), Experiments: append(s.branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
 	}
 	if g, ok := st.ActiveGeneration(); ok {
-		res.Commit = g.Commit
+		res.Commit, res.Author = g.Commit, g.Author
 	}
 	if s.parts != nil {
 		res.Parts = s.parts()

@@ -65,6 +65,9 @@ func TestRevertRestoresThePoliciesRoot(t *testing.T) {
 	if refs := mustFetch(t, s); refs.Main.Hash != h {
 		t.Errorf("Fetch after the revert: %v", refs.Main)
 	}
+	if m, err := s.CommitMeta(h); err != nil || m != (CommitMeta{AuthorName: "Ops", AuthorEmail: "ops@example.com", Message: msg}) {
+		t.Errorf("CommitMeta = %+v, %v; want Ops, ops@example.com, %q", m, err, msg)
+	}
 	// Reverting again changes nothing.
 	again, err := s.Revert(context.Background(), RevertRequest{ToHash: before, Message: msg})
 	if !errors.Is(err, ErrNoChange) || again != h {

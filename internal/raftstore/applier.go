@@ -35,7 +35,7 @@ type handler struct {
 
 // handlers is the dispatch table: one row per command type.
 var handlers = map[CommandType]handler{
-	TypeStageGeneration:    versionedRow(StageChunkedVersion, applyStage),
+	TypeStageGeneration:    versionedRow(StageHistoryVersion, applyStage),
 	TypePutChunks:          row(1, applyPutChunks),
 	TypeReportReady:        row(1, applyReady),
 	TypeReportFailed:       versionedRow(ReportFailedVersion, applyFailed),
@@ -162,6 +162,9 @@ func applyStage(s *State, version uint8, p StageGeneration) error {
 			return err
 		}
 	}
+	if version < StageHistoryVersion && !p.History.IsZero() {
+		return reject(ErrInvalidCommand, "history in a version %d stage", version)
+	}
 	if old, ok := s.StagedGeneration(); ok {
 		old.setState(GenerationSuperseded, p.CreateTime)
 		old.Files, old.Chunked = nil, nil // never served: no reason to keep the bundle
@@ -178,6 +181,7 @@ func applyStage(s *State, version uint8, p StageGeneration) error {
 		StateTime:  p.CreateTime,
 		ReadyNodes: map[string]time.Time{},
 		NodeErrors: map[string][]string{},
+		History:    p.History,
 	}
 	s.Highest, s.Staged = p.Generation, p.Generation
 	pruneHistory(s)

@@ -25,6 +25,7 @@ type feature struct {
 var features = []feature{
 	{Name: "conditional operation writes", Type: TypePutOperation, Version: ConditionalOperationVersion, Since: "1.1.0"},
 	{Name: "experiments carry the lists they change", Type: TypePutExperiment, Version: PutExperimentListsVersion, Since: "1.1.0"},
+	{Name: "generations record the commit's author and who rolled back", Type: TypeStageGeneration, Version: StageHistoryVersion, Since: "1.1.0"},
 }
 
 // Feature is a row of the feature table, for status pages.

@@ -29,16 +29,51 @@ type StageGeneration struct {
 	// (a build before chunks refuses the field); ProposeGeneration uses it
 	// only for a bundle over MaxInlineBundleBytes.
 	Chunked map[string][]string `json:"chunked,omitempty"`
+	// History says who made the commit and, for a revert, what it rolled
+	// back to. Only in version 3 (release 1.1.0; 1.0.0 refuses unknown
+	// fields), so ProposeGeneration leaves it out until every member
+	// runs 1.1.0.
+	History
 }
+
+// History is what a generation's history shows besides its commit: the
+// commit's author and, for a rollback, its target and who asked. The
+// leader reads it from git (the revert commit's message) and bounds it;
+// every field is display text from a repository, never markup.
+type History struct {
+	// Author is the commit's author as git has it: "Name <email>".
+	Author string `json:"author,omitempty"`
+	// RollbackOf is the generation a revert commit restored; 0 for any
+	// other commit.
+	RollbackOf uint64 `json:"rollbackOf,omitempty"`
+	// RequestedBy is who asked for the rollback: the API credential's
+	// name and role ("alice (admin)"), or what a revert pushed by hand
+	// says.
+	RequestedBy string `json:"requestedBy,omitempty"`
+}
+
+// MaxHistoryText bounds Author and RequestedBy, in bytes.
+const MaxHistoryText = 256
+
+// IsZero reports whether h says nothing.
+func (h History) IsZero() bool { return h == History{} }
 
 // StageChunkedVersion is the StageGeneration version that may carry
 // Chunked.
 const StageChunkedVersion uint8 = 2
 
+// StageHistoryVersion is the StageGeneration version that may carry
+// History.
+const StageHistoryVersion uint8 = 3
+
 // payloadVersion keeps a stage without chunks at version 1, byte for byte
-// what builds before chunks write and apply.
+// what builds before chunks write and apply, and one without history at
+// most at version 2, what 1.0.0 applies.
 func (p StageGeneration) payloadVersion() uint8 {
-	if len(p.Chunked) > 0 {
+	switch {
+	case !p.History.IsZero():
+		return StageHistoryVersion
+	case len(p.Chunked) > 0:
 		return StageChunkedVersion
 	}
 	return 1
@@ -229,6 +264,9 @@ func (p StageGeneration) Validate() error {
 		if err := validateChunked(p.Files, p.Chunked); err != nil {
 			return err
 		}
+	}
+	if len(p.Author) > MaxHistoryText || len(p.RequestedBy) > MaxHistoryText {
+		return invalid("author and requestedBy are limited to %d bytes", MaxHistoryText)
 	}
 	return needTime("createTime", p.CreateTime)
 }

@@ -34,6 +34,12 @@ type StageStats struct {
 // grows past MaxInlineBundleBytes (docs/cluster.md). Over
 // MaxGenerationBytes is an error wrapping ErrTooLarge that names it.
 func ProposeGeneration(ctx context.Context, s Proposer, p *StageGeneration) (Result, StageStats, error) {
+	if g, ok := s.(interface{ Allows(CommandType, uint8) bool }); ok && !p.History.IsZero() &&
+		!g.Allows(TypeStageGeneration, StageHistoryVersion) {
+		// A 1.0.0 member refuses the fields: the history waits for the
+		// upgrade, the generation does not.
+		p.History = History{}
+	}
 	size := p.BundleSize()
 	if size <= MaxInlineBundleBytes {
 		res, err := s.Propose(ctx, p)

@@ -77,6 +77,10 @@ type Generation struct {
 	NodeErrors map[string][]string `json:"nodeErrors"`
 	// LeaderErrors are leader-side failures recorded by MarkInvalid.
 	LeaderErrors []string `json:"leaderErrors"`
+	// History is the commit's author and rollback, from a version 3
+	// Stage; empty before. Snapshots decode leniently, so 1.0.0 reading
+	// one drops it rather than refusing.
+	History
 }
 
 // Node is a registered cluster member (a PDP in ONAP terms).

@@ -48,7 +48,7 @@ func (l *Loop) Rollback(ctx context.Context, req RollbackRequest) (RollbackResul
 	}
 	res := RollbackResult{Target: target.Number, TargetCommit: target.Commit,
 		Message: fmt.Sprintf("Revert to generation %d (%s)", target.Number, target.Commit)}
-	if res.Commit, err = l.revert(ctx, target, res.Message); err != nil {
+	if res.Commit, err = l.revert(ctx, target, rollbackMessage(res.Message, req.RequestedBy)); err != nil {
 		pr, opened, perr := l.revertAsPull(ctx, res, err)
 		switch {
 		case opened && perr == nil:

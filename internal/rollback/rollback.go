@@ -19,6 +19,10 @@ type Request struct {
 	// Wait bounds how long the rollback waits for the revert commit to
 	// become an active generation; 0 returns right after the push.
 	Wait time.Duration
+	// RequestedBy names who asked, as the audit log does ("alice
+	// (admin)", never a secret); it goes in the revert commit's
+	// Requested-by trailer, from which the generation's history reads it.
+	RequestedBy string
 }
 
 // Result is what a rollback did.
@@ -27,7 +31,7 @@ type Result struct {
 	Target       uint64
 	TargetCommit string
 	// Commit is the revert commit pushed to the live branch, Revision the
-	// same as "main@sha1:<hash>", Message its commit message.
+	// same as "main@sha1:<hash>", Message its commit message's subject.
 	Commit   string
 	Revision string
 	Message  string

@@ -1,7 +1,8 @@
 // Package console_test drives the web console (/ui/) in a real headless
 // Chromium against a real 3-node cluster with tokens: the login a reader
 // without a token gets, the overview, a push that the overview and the
-// history show without a reload, a policy, and an experiment whose counts
+// history show without a reload, a commit with a hostile author and a
+// rollback that the history shows with who asked, a policy, and an experiment whose counts
 // match the API's while its hostile names (a rule named like an <img>
 // payload, a branch with quotes and angle brackets) stay text. Each
 // page's screenshot is written to $RECONCILER_ARTIFACTS/console (or a
@@ -134,6 +135,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	loginRefusesWithoutToken(t, b, n1)
 	gen := overviewShowsCluster(t, b, c)
 	pushUpdatesWithoutReload(t, b, c, gen)
+	historyShowsAuthorAndRollback(t, b, c)
 	policyShowsRules(t, b, c, n1)
 	experimentMatchesAPI(t, b, c, expURL, policy, id)
 	if d := b.dialogsOpened(); len(d) != 0 {

@@ -66,6 +66,7 @@ func TestRollingUpgrade(t *testing.T) {
 		u.upgraded[n.ID] = true
 		if i < len(c.Nodes)-1 {
 			u.commitUnderUpgradedLeader(old)
+			u.checkAuthors(false) // the leader of this build left the history out
 		} else {
 			u.commit(c.Nodes)
 		}
@@ -75,7 +76,8 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		u.waitClusterVersion(want)
 	}
-	u.commit(c.Nodes) // completed with a conditional write
+	u.commit(c.Nodes)    // completed with a conditional write
+	u.checkAuthors(true) // staged with its history (StageGeneration version 3)
 	u.checkNoRefusals()
 	t.Logf("rolling upgrade %s -> %s of 3 nodes with %d commits: %v (building %s: %v)",
 		previous, version.Current, u.commits, time.Since(began).Round(time.Second), previous, built.Round(time.Second))
@@ -292,6 +294,28 @@ func (u *upgrade) waitClusterVersion(want string) {
 		}
 		return nil
 	})
+}
+
+// checkAuthors checks that every running node shows an author for the
+// active generation exactly when want: a generation records it only once
+// every member runs this build (the previous release refuses the field).
+func (u *upgrade) checkAuthors(want bool) {
+	u.t.Helper()
+	for _, n := range u.c.Nodes {
+		if !u.upgraded[n.ID] {
+			continue // the previous release does not show it
+		}
+		var st struct {
+			ActiveGeneration uint64
+			Author           string
+		}
+		if err := client.GetJSON(n.Base()+"/v1/status", &st); err != nil {
+			u.t.Fatal(err)
+		}
+		if (st.Author != "") != want {
+			u.t.Errorf("%s: generation %d author %q, want one: %v", n.ID, st.ActiveGeneration, st.Author, want)
+		}
+	}
 }
 
 // checkNoRefusals fails the test if any node logged refusing an entry.

@@ -209,12 +209,20 @@ async function generations() {
   const state = (s) => badge(s, s === "ACTIVE" ? "ok" : s === "INVALID" ? "bad" : "warn");
   return [
     el("h1", {}, "Generation history"),
-    table(["#", "State", "Commit", "Created", "Activated", "Ready nodes", "Notes"], gens.map((x) => [
+    table(["#", "State", "Commit", "Author", "Created", "Activated", "Ready nodes", "Notes"], gens.map((x) => [
       num(x.generation, "generation"), state(x.state), el("span", { class: "mono" }, short(x.commit)),
+      // Author and requester come from commits anyone may push: text nodes only.
+      el("span", { "data-author": "" }, x.author || ""),
       when(x.createTime), when(x.activateTime), (x.readyNodes || []).join(", "),
-      [x.rollbackOf ? `rollback to generation ${x.rollbackOf}` : "", x.message || "", ...(x.errors || [])].filter(Boolean).join("; "),
+      el("span", { "data-notes": "" }, [rollbackLine(x), ...(x.errors || [])].filter(Boolean).join("; ")),
     ]), { name: "generations" }),
   ];
+}
+
+// rollbackLine says which generation a revert restored and who asked.
+function rollbackLine(x) {
+  if (!x.rollbackOf) return "";
+  return `rollback to generation ${x.rollbackOf}` + (x.requestedBy ? `, asked by ${x.requestedBy}` : "");
 }
 
 function ruleRows(rules) {
