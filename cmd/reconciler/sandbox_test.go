@@ -31,10 +31,15 @@ func heavyExperiment() string {
 
 // TestAPIPolicyValidatedInTheChild (issue 16): `serve` compiles the
 // policy of an experiment POSTed to the API in the validate-worker child
-// with [validation]'s limits. A policy that needs more than the 64 MiB
-// configured gets RESOURCE_EXHAUSTED naming the budget (an AIP-193 body),
-// the node allocating only the request, not what compiling takes; the
-// node then still decides and accepts a small experiment.
+// with [validation]'s limits. The heaviest policy the per-policy budgets
+// admit (240,000 expression nodes) grows the child by 32-48 MiB, so at
+// the smallest limit the configuration takes (64 MiB) it compiles there:
+// the budgets, not the child's limit, are what a policy meets first. (It
+// used to be refused here only because RLIMIT_AS counted the runtime's
+// 64 MiB arena reservations; sandbox TestCheckPolicyKilledByMemoryLimit
+// covers a child ended by its limit.) The client's side allocates only
+// the request, and the node then still decides and accepts a small
+// experiment.
 func TestAPIPolicyValidatedInTheChild(t *testing.T) {
 	path := writeServeConfig(t, "127.0.0.1:0", "json")
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -57,17 +62,11 @@ func TestAPIPolicyValidatedInTheChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var aip struct {
-		Error struct {
-			Status, Message string
-		}
-	}
-	if json.Unmarshal(answer, &aip) != nil || code != http.StatusTooManyRequests || aip.Error.Status != "RESOURCE_EXHAUSTED" ||
-		!strings.Contains(aip.Error.Message, sandbox.BudgetMessage) {
-		t.Fatalf("heavy experiment: %d %s", code, answer)
+	if code != http.StatusOK {
+		t.Fatalf("heavy experiment within every budget, at the 64 MiB limit: %d %.400s", code, answer)
 	}
 	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("%d bytes of policy: %d %s; the node allocated %d MiB", len(body), code, answer, allocated>>20)
+	t.Logf("%d bytes of policy: %d; the client allocated %d MiB", len(body), code, allocated>>20)
 	if allocated > 96<<20 {
 		t.Fatalf("the node allocated %d MiB while the child compiled", allocated>>20)
 	}

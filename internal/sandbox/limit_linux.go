@@ -10,18 +10,28 @@ import (
 	"syscall"
 )
 
-// limitMemory sets RLIMIT_AS to the address space the process holds now
-// plus limit: the Go runtime reserves hundreds of MiB of address space
-// at start-up, so an absolute limit would measure the runtime, not the
-// tree. The Go memory limit makes the collector work hard before the
-// kernel refuses a mapping (which ends the child with "out of memory").
+// asSlack is the address space RLIMIT_AS allows beyond the memory
+// limit. The runtime reserves address space in 64 MiB heap arenas plus
+// their metadata, so with no slack a child holding 20 MiB could die
+// reserving its next arena ("out of memory allocating heap arena
+// metadata") while another run of the same tree fits: the verdict would
+// depend on the address-space layout. The limit itself is enforced by
+// watchMemory; RLIMIT_AS only stops a single allocation far past it
+// before the watchdog's next look.
+const asSlack = 512 << 20
+
+// limitMemory sets the Go memory limit to limit and RLIMIT_AS to the
+// address space the process holds now plus limit and asSlack: the Go
+// runtime reserves hundreds of MiB of address space at start-up, so an
+// absolute limit would measure the runtime, not the tree. The Go memory
+// limit makes the collector work hard before watchMemory ends the child.
 func limitMemory(limit uint64) error {
 	vm, err := vmSize()
 	if err != nil {
 		return err
 	}
 	debug.SetMemoryLimit(int64(limit))
-	rl := syscall.Rlimit{Cur: vm + limit, Max: vm + limit}
+	rl := syscall.Rlimit{Cur: vm + limit + asSlack, Max: vm + limit + asSlack}
 	return syscall.Setrlimit(syscall.RLIMIT_AS, &rl)
 }
 
