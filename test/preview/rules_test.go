@@ -3,6 +3,7 @@ package preview_test
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,31 +58,66 @@ func TestPreviewRuleAcrossProcesses(t *testing.T) {
 			return nil
 		})
 	}
+	// A node evaluates the rule once it has compiled it, off the raft
+	// path: ask each node until its own counter moves, then send the rest.
 	const perNode = 7
 	for _, n := range c.Nodes {
-		for range perNode {
-			var d struct{ Decision, Rule string }
-			code := client.Fetch(t, http.MethodPost, n.Base()+"/v1/policies/web:evaluate", `{"path":"/v1"}`, &d)
-			if code != 200 || d.Decision != "ALLOW" || d.Rule != "" {
-				t.Fatalf("live /v1 on %s: %d %+v: a rule in preview decided", n.ID, code, d)
-			}
-		}
-	}
-	want := fmt.Sprintf(`reconciler_preview_allow_to_deny_total{experiment="deny-v1",kind="rule",policy="web"} %d`, perNode)
-	for _, n := range c.Nodes {
-		harness.WaitFor(t, time.Minute, n.ID+"'s own count and the merged one", func() error {
-			_, metrics, err := client.Do(http.MethodGet, n.Base()+"/metrics", "")
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(string(metrics), want) {
-				return fmt.Errorf("/metrics lacks %s", want)
-			}
-			client.Fetch(t, http.MethodGet, n.Base()+"/v1/policies/web", "", &pol)
-			if st := pol.PreviewRules[0].Stats; st == nil || st.AllowToDeny != 3*perNode || len(st.Nodes) != 3 {
-				return fmt.Errorf("merged stats %+v, want %d ALLOW->DENY from 3 nodes", st, 3*perNode)
+		harness.WaitFor(t, time.Minute, n.ID+" counting the rule", func() error {
+			allowV1(t, n)
+			if v := ruleCount(t, n); v < 1 {
+				return fmt.Errorf("%s counted %d", n.ID, v)
 			}
 			return nil
 		})
+		for range perNode {
+			allowV1(t, n)
+		}
 	}
+	harness.WaitFor(t, time.Minute, "every node's count merged on every node", func() error {
+		var sum uint64
+		for _, n := range c.Nodes {
+			v := ruleCount(t, n)
+			if v < perNode {
+				return fmt.Errorf("%s counted %d, want at least %d", n.ID, v, perNode)
+			}
+			sum += v
+		}
+		for _, n := range c.Nodes {
+			client.Fetch(t, http.MethodGet, n.Base()+"/v1/policies/web", "", &pol)
+			if st := pol.PreviewRules[0].Stats; st == nil || st.AllowToDeny != sum || len(st.Nodes) != 3 {
+				return fmt.Errorf("%s shows merged stats %+v, want the nodes' %d ALLOW->DENY from 3 nodes", n.ID, st, sum)
+			}
+		}
+		return nil
+	})
+}
+
+// allowV1 asks n for /v1: ALLOW by the default, whatever is previewed.
+func allowV1(t *testing.T, n *harness.Node) {
+	t.Helper()
+	var d struct{ Decision, Rule string }
+	code := client.Fetch(t, http.MethodPost, n.Base()+"/v1/policies/web:evaluate", `{"path":"/v1"}`, &d)
+	if code != 200 || d.Decision != "ALLOW" || d.Rule != "" {
+		t.Fatalf("live /v1 on %s: %d %+v: a rule in preview decided", n.ID, code, d)
+	}
+}
+
+// ruleCount is the ALLOW->DENY n's own /metrics counts for deny-v1.
+func ruleCount(t *testing.T, n *harness.Node) uint64 {
+	t.Helper()
+	const series = `reconciler_preview_allow_to_deny_total{experiment="deny-v1",kind="rule",policy="web"} `
+	_, metrics, err := client.Do(http.MethodGet, n.Base()+"/metrics", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(metrics), "\n") {
+		if v, ok := strings.CutPrefix(line, series); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", n.ID, line, err)
+			}
+			return uint64(f)
+		}
+	}
+	return 0
 }
