@@ -3,6 +3,7 @@ package preview
 import (
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/policyrollout/reconciler/internal/policy"
 )
@@ -35,13 +36,48 @@ func ListChanges(exp *policy.Policy, live policy.Lists) []ListChange {
 		c := ListChange{Name: name, File: l.File, Entries: l.Entries, Etag: l.Etag()}
 		if old != nil && old.Data != nil {
 			c.LiveEtag = old.Etag()
-			c.Added, c.Removed = diffEntries(l, old)
+			c.Added, c.Removed = diffs.counts(l, old)
 		} else {
 			c.Added = l.Entries
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// diffCache remembers the counts of pairs of list contents (by content
+// hash): the leader builds every experiment's ListChanges on each sync
+// pass, and diffing two lists of a million entries sorts both, seconds of
+// CPU and tens of MiB each time for an answer that depends only on the
+// two contents.
+type diffCache struct {
+	mu       sync.Mutex
+	m        map[[2]string][2]int
+	computed int // diffs actually run, for tests
+}
+
+// maxDiffPairs bounds the pairs remembered; past it the cache starts over.
+const maxDiffPairs = 64
+
+var diffs = &diffCache{m: map[[2]string][2]int{}}
+
+func (c *diffCache) counts(l, old *policy.List) (added, removed int) {
+	key := [2]string{l.Hash, old.Hash}
+	c.mu.Lock()
+	v, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return v[0], v[1]
+	}
+	added, removed = diffEntries(l, old)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxDiffPairs {
+		clear(c.m)
+	}
+	c.m[key] = [2]int{added, removed}
+	c.computed++
+	return added, removed
 }
 
 // diffEntries counts the distinct entries of l not in old, and of old not

@@ -39,3 +39,23 @@ func TestListChanges(t *testing.T) {
 		t.Fatalf("changes = %+v", got)
 	}
 }
+
+// The leader builds ListChanges on every sync pass: the same pair of
+// contents is diffed once, and the counts come back unchanged.
+func TestListChangesDiffsAPairOnce(t *testing.T) {
+	live := loadLists(t, map[string]string{"_lists/once.netset": "10.1.0.0/16\n"})
+	exp := &policy.Policy{Lists: loadLists(t, map[string]string{"_lists/once.netset": "10.1.0.0/16\n10.2.0.0/16\n"})}
+	diffs.mu.Lock()
+	before := diffs.computed
+	diffs.mu.Unlock()
+	for range 5 {
+		if got := ListChanges(exp, live); len(got) != 1 || got[0].Added != 1 || got[0].Removed != 0 {
+			t.Fatalf("changes = %+v", got)
+		}
+	}
+	diffs.mu.Lock()
+	defer diffs.mu.Unlock()
+	if n := diffs.computed - before; n != 1 {
+		t.Fatalf("five passes over one pair of contents diffed %d times", n)
+	}
+}
