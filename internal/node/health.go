@@ -27,17 +27,31 @@ const (
 	saturatedPercent = 90
 )
 
+// The parts of the node the health check reads.
+type (
+	checkedStore interface {
+		State() *raftstore.State
+		IsLeader() bool
+	}
+	sourceReader interface {
+		SourceStatus() reconcile.SourceStatus
+	}
+	previewQueue interface {
+		Status() preview.Status
+	}
+)
+
 // selfChecker is this node's health check, from what it needs of the
 // node's parts.
 type selfChecker struct {
 	self      string
 	dataDir   string
 	queueSize int // [preview] queue_size
-	store     *raftstore.Store
-	loop      *reconcile.Loop
+	store     checkedStore
+	loop      sourceReader // the leader loop's last read of the source
 	gens      *generations
 	state     *nodeState
-	preview   *previewRuntime
+	preview   previewQueue
 	healthy   *atomic.Pointer[string] // where the last result goes, for the PDP_STATUS
 }
 
