@@ -226,30 +226,6 @@ func (c *Cluster) Leader() string {
 // Shutdown.
 func (c *Cluster) RaftState() string { return c.store.Stats()["state"] }
 
-// viaLeader runs local when this node leads, and otherwise (or when local
-// finds it no longer leads) forwards in to path on the leader and decodes
-// the answer into out. A forwarded request is never forwarded again, and
-// another node's own call (WithPeer) is not forwarded at all: the node is
-// pointed to the leader (LeaderElsewhere), so that its own certificate
-// speaks for it there.
-func (f *forwarder) viaLeader(ctx context.Context, path string, in, out any, local func() error) error {
-	if f.store.IsLeader() {
-		err := local()
-		if !errors.Is(err, raftstore.ErrNotLeader) {
-			return err
-		}
-	}
-	if IsForwarded(ctx) {
-		id, _ := f.store.Leader()
-		return fmt.Errorf("%w: %s received a forwarded request but the leader is %q", raftstore.ErrNotLeader,
-			f.self, id)
-	}
-	if peer, ok := PeerFrom(ctx); ok && peer != f.self {
-		return f.leaderElsewhere() // a node's own call is never relayed under this node's certificate
-	}
-	return f.call(ctx, path, in, out)
-}
-
 // Propose applies p through the leader: locally when this node leads,
 // else forwarded as a command with its time stamped here. Only the
 // command types in the forwardable set may be forwarded.
