@@ -282,6 +282,10 @@ func experimentMatchesAPI(t *testing.T, b *browser, c *harness.Cluster, expURL, 
 		t.Error("a payload ran: window.pwned is set")
 	}
 	b.screenshot("experiment")
+	if _, err := eval[bool](b, `(document.querySelector("#view .chart").scrollIntoView(), true)`); err != nil {
+		t.Fatal(err)
+	}
+	b.screenshot("experiment-chart") // the last hour, as the nodes counted it
 	if _, err := eval[bool](b, `(document.querySelector("#view h2:nth-of-type(3)").scrollIntoView(), true)`); err != nil {
 		t.Fatal(err)
 	}

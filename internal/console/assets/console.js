@@ -273,7 +273,12 @@ function chart(rows) {
     return box;
   }
   if (typeof window.uPlot === "function") {
-    const data = [rows.map((p) => p.t), rows.map((p) => p.a2d), rows.map((p) => p.d2a), rows.map((p) => p.rc)];
+    // The series starts at the hour's first minute with traffic; the chart
+    // always spans the whole hour, the minutes before that being zeros.
+    const step = rows.length > 1 ? rows[1].t - rows[0].t : 60;
+    const pad = Array.from({ length: Math.max(0, 60 - rows.length) }, (_, i) => ({ t: rows[0].t - (60 - rows.length - i) * step, a2d: 0, d2a: 0, rc: 0 }));
+    const all = [...pad, ...rows];
+    const data = [all.map((p) => p.t), all.map((p) => p.a2d), all.map((p) => p.d2a), all.map((p) => p.rc)];
     const opts = {
       width: Math.min(900, (document.getElementById("main")?.clientWidth || 900) - 40), height: 240,
       title: "Changed decisions per minute, last hour (all nodes)",
