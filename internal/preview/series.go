@@ -104,18 +104,19 @@ func (a *seriesAcc) addBucket(b minuteBucket) {
 }
 
 // add adds one node's series. One that is not what this build sends
-// (another step, slices of other lengths, longer than the hour) is left
-// out rather than trusted: it comes over the network.
+// (another step, slices of other lengths, longer than the hour, a start
+// no sane clock gives) is left out rather than trusted: it comes over the
+// network.
 func (a *seriesAcc) add(s *Series) {
 	n := len(s.Evaluated)
 	if s.StepSeconds != seriesStep || n == 0 || n > SeriesMinutes ||
 		len(s.Changed) != n || len(s.AllowToDeny) != n || len(s.DenyToAllow) != n {
 		return
 	}
-	first := unixMinute(s.Start)
-	if first <= 0 {
-		return
+	if y := s.Start.Year(); y < 2000 || y > 9000 {
+		return // a clock this far off would move everyone's hour; past 9999 it would not encode
 	}
+	first := unixMinute(s.Start)
 	for i := range n {
 		a.addBucket(minuteBucket{minute: first + int64(i), evaluated: s.Evaluated[i], changed: s.Changed[i],
 			allowToDeny: s.AllowToDeny[i], denyToAllow: s.DenyToAllow[i]})

@@ -134,9 +134,16 @@ func TestMergeAddsSeriesByMinute(t *testing.T) {
 	long := seriesStats("n4", at(0), make([]uint64, 500)...)
 	coarse := seriesStats("n5", at(0), 9)
 	coarse.Stats[0].Series.StepSeconds = 300
-	got = preview.Merge(seriesStats("n1", at(0), 10), bad, long, coarse)
+	// A clock far off would move the merge's hour off everyone's, and a
+	// year past 9999 does not encode as JSON at all.
+	future := seriesStats("n6", time.Date(9999, 12, 31, 23, 30, 0, 0, time.UTC), make([]uint64, 60)...)
+	future.Stats[0].Series.Evaluated[0] = 1
+	got = preview.Merge(seriesStats("n1", at(0), 10), bad, long, coarse, future)
 	if s := got[0].Series; s == nil || fmt.Sprint(s.Evaluated) != "[10]" {
 		t.Fatalf("merged %s, want only n1's [10]", seriesOf(got[0]))
+	}
+	if _, _, err := preview.EncodeMergedWithin(got, 1<<20); err != nil {
+		t.Fatalf("the merge does not encode: %v", err)
 	}
 }
 
