@@ -295,7 +295,9 @@ function chart(rows) {
   const t = table(["Minute (UTC)", "Evaluated", "Changed", "Allow → deny", "Deny → allow"],
     rows.map((p) => [when(new Date(p.t * 1000).toISOString()), num(p.ev, "minute-evaluated"), num(p.changed, "minute-changed"),
       num(p.a2d, "minute-allowToDeny"), num(p.d2a, "minute-denyToAllow")]), { name: "minutes" });
-  box.append(el("details", {}, el("summary", {}, "The minutes as a table"), t));
+  // A redraw (the counts moved) keeps the table open if the reader opened it.
+  const open = document.querySelector("#view .chart details")?.open;
+  box.append(el("details", { open: open ? "" : null }, el("summary", {}, "The minutes as a table"), t));
   return box;
 }
 
