@@ -185,3 +185,33 @@ func TestEncodeWithinDropsSeriesBeforeExperiments(t *testing.T) {
 		t.Error("the same stats trimmed differently")
 	}
 }
+
+// FuzzMergeSeries: whatever series a node's heartbeat carries, the merge
+// holds at most the hour, its slices agree, it adds up to no more than
+// what the nodes sent, and it still encodes as JSON (which a year past
+// 9999 once made fail for every experiment at once).
+func FuzzMergeSeries(f *testing.F) {
+	f.Add([]byte(`{"node":"n2","stats":[{"experiment":"policies/web/experiments/x","experimentEtag":"e1","series":{"start":"2025-06-01T12:00:00Z","stepSeconds":60,"evaluated":[1,2],"changed":[1,0],"allowToDeny":[1,0],"denyToAllow":[0,0]}}]}`))
+	f.Add([]byte(`{"node":"n2","stats":[{"experiment":"policies/web/experiments/x","experimentEtag":"e1","series":{"start":"9999-12-31T23:59:00Z","stepSeconds":60,"evaluated":[1],"changed":[0],"allowToDeny":[0],"denyToAllow":[0]}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ns preview.NodeStats
+		if json.Unmarshal(data, &ns) != nil {
+			return
+		}
+		ns.Node = "n2"
+		got := preview.Merge(seriesStats("n1", at(0), 10, 20), ns)
+		for _, s := range got {
+			sr := s.Series
+			if sr == nil {
+				continue
+			}
+			n := len(sr.Evaluated)
+			if n == 0 || n > preview.SeriesMinutes || len(sr.Changed) != n || len(sr.AllowToDeny) != n || len(sr.DenyToAllow) != n {
+				t.Fatalf("merged series of %d/%d/%d/%d points", n, len(sr.Changed), len(sr.AllowToDeny), len(sr.DenyToAllow))
+			}
+		}
+		if _, _, err := preview.EncodeMergedWithin(got, 2*preview.MaxPayloadBytes); err != nil {
+			t.Fatalf("the merge does not encode: %v", err)
+		}
+	})
+}

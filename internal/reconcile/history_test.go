@@ -134,3 +134,20 @@ func TestRevertedCommit(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRevertedCommit: a commit message names a reverted commit only as a
+// full hash that is in the message, after a revert's subject.
+func FuzzRevertedCommit(f *testing.F) {
+	f.Add("Revert \"v2\"\n\nThis reverts commit " + strings.Repeat("ab", 20) + ".\n")
+	f.Add("Revert \"x\"\r\n\r\nThis reverts commit " + strings.Repeat("0", 64) + ".")
+	f.Fuzz(func(t *testing.T, msg string) {
+		got := revertedCommit(msg)
+		if got == "" {
+			return
+		}
+		if (len(got) != 40 && len(got) != 64) || strings.Trim(got, "0123456789abcdef") != "" ||
+			!strings.Contains(msg, "This reverts commit "+got+".") || !strings.HasPrefix(strings.TrimSpace(msg), "Revert \"") {
+			t.Fatalf("revertedCommit(%q) = %q", msg, got)
+		}
+	})
+}
