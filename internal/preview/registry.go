@@ -94,7 +94,12 @@ type NodeStats struct {
 // and transitions summed, samples up to DefaultSamples in node order, the
 // union of the windows, and one NodeCoverage per node that reported it.
 // The result is in experiment, then etag, order.
-func Merge(nodes ...NodeStats) []Stats {
+func Merge(nodes ...NodeStats) []Stats { return MergeAt(time.Time{}, nodes...) }
+
+// MergeAt is Merge by a node whose clock reads now (zero: no clock): the
+// series end at now's minute (one more of grace), so that one node with
+// a clock far ahead cannot move the hour off everyone else's traffic.
+func MergeAt(now time.Time, nodes ...NodeStats) []Stats {
 	nodes = slices.Clone(nodes)
 	slices.SortFunc(nodes, func(a, b NodeStats) int { return cmp.Compare(a.Node, b.Node) })
 	acc := map[cellKey]*merged{}
@@ -113,7 +118,7 @@ func Merge(nodes ...NodeStats) []Stats {
 	slices.SortFunc(order, func(a, b cellKey) int { return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.etag, b.etag)) })
 	out := make([]Stats, len(order))
 	for i, k := range order {
-		out[i] = acc[k].result()
+		out[i] = acc[k].result(now)
 	}
 	return out
 }
@@ -170,10 +175,13 @@ func addTransitions(t *tally, ts []Transition) {
 	}
 }
 
-func (m *merged) result() Stats {
+func (m *merged) result(now time.Time) Stats {
 	s := m.out
 	s.Tally, s.Replayed = m.live.snapshot(), m.replay.snapshot()
 	s.Series = m.series.result(0)
+	if !now.IsZero() {
+		s.Series = m.series.result(min(m.series.last, unixMinute(now)+1))
+	}
 	if len(m.refusedBy) > 0 {
 		s.Refused = fmt.Sprintf("on %s: %s", strings.Join(m.refusedBy, ", "), m.refused)
 	}

@@ -147,6 +147,23 @@ func TestMergeAddsSeriesByMinute(t *testing.T) {
 	}
 }
 
+// The leader's merge ends its hour at the leader's minute (one minute of
+// grace for clocks a little ahead): a node whose clock runs a day ahead
+// does not push every other node's traffic out of the hour.
+func TestMergeAtEndsAtTheLeadersMinute(t *testing.T) {
+	ahead := make([]uint64, 60)
+	ahead[59] = 7
+	got := preview.MergeAt(at(2), seriesStats("n1", at(0), 10, 20, 30), seriesStats("n2", at(24*60-59), ahead...))
+	s := got[0].Series
+	if s == nil || !s.Start.Equal(at(0)) || fmt.Sprint(s.Evaluated) != "[10 20 30 0]" {
+		t.Fatalf("merged at %s: %s, want n1's [10 20 30] and the minute of grace from %s", at(2), seriesOf(got[0]), at(0))
+	}
+	got = preview.MergeAt(at(2), seriesStats("n1", at(0), 10, 20, 30), seriesStats("n2", at(1), 1, 2, 3))
+	if s := got[0].Series; s == nil || fmt.Sprint(s.Evaluated) != "[10 21 32 3]" {
+		t.Fatalf("a node a minute ahead: %s, want [10 21 32 3]", seriesOf(got[0]))
+	}
+}
+
 // Over the heartbeat budget, samples go first, then the series, and only
 // then whole experiments: the chart is worth less than the counts a
 // verdict is made from. The trimming is the same for the same input.
