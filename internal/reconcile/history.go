@@ -113,9 +113,11 @@ func inert(s string) string {
 }
 
 // gitRevertSubject and gitRevertTrailer are what `git revert` writes:
-// a subject `Revert "<subject>"` and a line naming the full hash.
+// a subject `Revert "<subject>"` (`Reapply "…"` from git 2.43 for a
+// revert of a revert, which restores what the first one undid) and a
+// line naming the full hash.
 var (
-	gitRevertSubject = regexp.MustCompile(`^Revert ".*"$`)
+	gitRevertSubject = regexp.MustCompile(`^(Revert|Reapply) ".*"$`)
 	gitRevertTrailer = regexp.MustCompile(`^This reverts commit ([0-9a-f]{40}|[0-9a-f]{64})\.$`)
 )
 

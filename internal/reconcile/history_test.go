@@ -125,6 +125,7 @@ func TestRevertedCommit(t *testing.T) {
 		{"Revert \"v2\"\n\nThis reverts commit " + sha + ".\n", sha},
 		{"Revert \"v2\"\n\nThis reverts commit " + sha + ".\n\nbecause it broke the shop\n", sha},
 		{"Revert \"Revert \\\"v2\\\"\"\n\nThis reverts commit " + sha + ".\n", sha},
+		{"Reapply \"v2\"\n\nThis reverts commit " + sha + ".\n", sha},
 		{"v2\n\nThis reverts commit " + sha + ".\n", ""},                 // not a revert's subject
 		{"Revert \"v2\"\n\nThis reverts commit " + sha[:12] + ".\n", ""}, // abbreviated
 		{"Revert \"v2\"\n\nsee: This reverts commit " + sha + ".\n", ""},
@@ -146,7 +147,7 @@ func FuzzRevertedCommit(f *testing.F) {
 			return
 		}
 		if (len(got) != 40 && len(got) != 64) || strings.Trim(got, "0123456789abcdef") != "" ||
-			!strings.Contains(msg, "This reverts commit "+got+".") || !strings.HasPrefix(strings.TrimSpace(msg), "Revert \"") {
+			!strings.Contains(msg, "This reverts commit "+got+".") || !(strings.HasPrefix(strings.TrimSpace(msg), "Revert \"") || strings.HasPrefix(strings.TrimSpace(msg), "Reapply \"")) {
 			t.Fatalf("revertedCommit(%q) = %q", msg, got)
 		}
 	})
