@@ -18,11 +18,8 @@ func (a *app) status(args []string) int {
 	fs := a.flagSet("status", "[--server URL] [--format text|json]")
 	cf := addClientFlags(fs, "reader", 10*time.Second)
 	format := outputFlag(fs)
-	if code, ok := a.parse(fs, args, 0, 0); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
 		return code
-	}
-	if !a.checkFormat("status", *format) {
-		return exitUsage
 	}
 	return a.remote("status", cf, func(c *apiClient) error {
 		body, err := c.get(a.ctx, "/v1/status")
