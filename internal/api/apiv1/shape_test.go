@@ -138,7 +138,8 @@ func views() map[string]func() any {
 }
 
 // TestShapes: every field of every view has the JSON name it had when the
-// server rendered the records themselves (docs/api.md).
+// server rendered the records themselves (docs/api.md), and every view
+// comes back from its JSON unchanged.
 func TestShapes(t *testing.T) {
 	t.Parallel()
 	for name, newView := range views() {
@@ -155,6 +156,18 @@ func TestShapes(t *testing.T) {
 			}
 			if got != string(want) {
 				t.Errorf("the JSON keys of %s changed:\n%s", name, lineDiff(string(want), got))
+			}
+			// What the server writes, the CLI reads back whole.
+			data, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back := newView()
+			if err := json.Unmarshal(data, back); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, v) {
+				t.Errorf("%s did not survive JSON:\nsent %+v\ngot  %+v", name, v, back)
 			}
 		})
 	}
