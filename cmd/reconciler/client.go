@@ -204,15 +204,12 @@ func (c *apiClient) do(ctx context.Context, method, path string, in any) ([]byte
 		}
 		body = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := c.newRequest(ctx, method, path, body)
 	if err != nil {
-		return nil, fmt.Errorf("--server %q: %w", c.base, err)
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -229,6 +226,20 @@ func (c *apiClient) do(ctx context.Context, method, path string, in any) ([]byte
 	return data, nil
 }
 
+// newRequest builds a request to base+path with the caller's token.
+func (c *apiClient) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("--server %q: %w", c.base, err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// answerError reads an answer other than 2xx from base: its AIP-193
+// error when it has one, else its text.
 func answerError(base string, resp *http.Response, data []byte) error {
 	e := &apiError{Base: base, HTTPStatus: resp.Status, Code: resp.StatusCode, Message: strings.TrimSpace(string(data))}
 	var v struct {

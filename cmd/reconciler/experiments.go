@@ -8,59 +8,26 @@ import (
 	"io"
 	"net/url"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 )
 
 // maxPolicyFile bounds a policy file given to `experiments create`; the
 // API refuses bodies far smaller than this anyway.
 const maxPolicyFile = 8 << 20
 
-// experimentItem is an AIP-236 experiment as the commands read it.
-type experimentItem struct {
-	Name            string          `json:"name"`
-	Etag            string          `json:"etag"`
-	Policy          json.RawMessage `json:"policy"`
-	PreviewMetadata *struct {
-		State string `json:"state"`
-	} `json:"previewMetadata"`
-	Source struct {
-		Kind       string `json:"kind"`
-		Number     int    `json:"number"`
-		Branch     string `json:"branch"`
-		HeadCommit string `json:"headCommit"`
-	} `json:"source"`
-	Previewed  bool   `json:"previewed"`
-	Reason     string `json:"notPreviewedReason"`
-	Conflict   string `json:"conflict"`
-	Validation *struct {
-		Valid  bool     `json:"valid"`
-		Errors []string `json:"errors"`
-		Tests  *struct {
-			Total  int `json:"total"`
-			Passed int `json:"passed"`
-		} `json:"tests"`
-	} `json:"validation"`
-	CreateTime time.Time `json:"createTime"`
-	Stats      *struct {
-		Evaluated   uint64 `json:"evaluated"`
-		AllowToDeny uint64 `json:"allowToDeny"`
-		DenyToAllow uint64 `json:"denyToAllow"`
-		Errors      uint64 `json:"errors"`
-		Dropped     uint64 `json:"dropped"`
-	} `json:"stats"`
-	Summary *struct {
-		Failing bool   `json:"failing"`
-		Reason  string `json:"reason"`
-	} `json:"summary"`
-}
-
-func (e *experimentItem) state() string {
+// experimentState is an experiment's preview state, NEW before the
+// first startPreview.
+func experimentState(e *apiv1.Experiment) string {
 	if e.PreviewMetadata == nil || e.PreviewMetadata.State == "" {
 		return "NEW"
 	}
 	return e.PreviewMetadata.State
 }
 
-func (e *experimentItem) valid() string {
+// experimentValid says whether the experiment passed validation, with
+// its tests.
+func experimentValid(e *apiv1.Experiment) string {
 	v := e.Validation
 	switch {
 	case v == nil:
@@ -98,40 +65,39 @@ func (a *app) experimentsList(args []string) int {
 	filter := fs.String("filter", "", "`filter`, e.g. \"preview_metadata.state = ACTIVE\"")
 	return showAnswer(a, fs, args, 1, 1, "reader", func(c *apiClient) ([]byte, error) {
 		return listAll(a.ctx, c, experimentPath(fs.Arg(0), ""), *filter, "experiments")
-	}, func(w io.Writer, v *struct {
-		Experiments []experimentItem `json:"experiments"`
-	}) {
+	}, func(w io.Writer, v *apiv1.ExperimentList) {
 		printExperimentList(w, v.Experiments, time.Now())
 	})
 }
 
-func printExperimentList(w io.Writer, exps []experimentItem, now time.Time) {
+func printExperimentList(w io.Writer, exps []apiv1.Experiment, now time.Time) {
 	if len(exps) == 0 {
 		fmt.Fprintln(w, "No experiments.")
 		return
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "NAME\tSOURCE\tSTATE\tVALID\tEVALUATED\tALLOW->DENY\tDENY->ALLOW\tETAG\tAGE")
-	for _, e := range exps {
+	for i := range exps {
+		e := &exps[i]
 		var eval, a2d, d2a uint64
 		if e.Stats != nil {
 			eval, a2d, d2a = e.Stats.Evaluated, e.Stats.AllowToDeny, e.Stats.DenyToAllow
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", e.Name,
-			experimentSource(e.Source.Kind, e.Source.Number, e.Source.Branch), e.state(), e.valid(), eval, a2d, d2a,
+			experimentSource(e.Source.Kind, e.Source.Number, e.Source.Branch), experimentState(e), experimentValid(e), eval, a2d, d2a,
 			orDash(shortHash(e.Etag)), ago(e.CreateTime, now))
 	}
 	tw.Flush()
 }
 
-func printExperiment(w io.Writer, e *experimentItem) {
+func printExperiment(w io.Writer, e *apiv1.Experiment) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Name:\t%s\nEtag:\t%s\nSource:\t%s\n", e.Name, orDash(e.Etag),
 		experimentSource(e.Source.Kind, e.Source.Number, e.Source.Branch))
 	if e.Source.HeadCommit != "" {
 		fmt.Fprintf(tw, "Head commit:\t%s\n", e.Source.HeadCommit)
 	}
-	fmt.Fprintf(tw, "State:\t%s\nValid:\t%s\nCreated:\t%s\n", e.state(), e.valid(), stamp(e.CreateTime))
+	fmt.Fprintf(tw, "State:\t%s\nValid:\t%s\nCreated:\t%s\n", experimentState(e), experimentValid(e), stamp(e.CreateTime))
 	if !e.Previewed && e.Reason != "" {
 		fmt.Fprintf(tw, "Not previewed:\t%s\n", e.Reason)
 	}
@@ -243,7 +209,7 @@ func (a *app) operateVerb(fs *flag.FlagSet, args []string, n int, check func() e
 // to wait; the text output is the operation's description.
 func (a *app) operate(cmd string, cf *clientFlags, format string, wait time.Duration,
 	send func(c *apiClient) ([]byte, error)) int {
-	var op operationView
+	var op apiv1.Operation
 	code := a.remote(cmd, cf, func(c *apiClient) error {
 		body, err := send(c)
 		if err != nil {
@@ -294,12 +260,12 @@ func (a *app) experimentsDelete(args []string) int {
 var errNoEtag = errors.New("the experiment has no etag")
 
 // readExperiment GETs one experiment.
-func (a *app) readExperiment(c *apiClient, policy, id string) (*experimentItem, error) {
+func (a *app) readExperiment(c *apiClient, policy, id string) (*apiv1.Experiment, error) {
 	body, err := c.get(a.ctx, experimentPath(policy, id))
 	if err != nil {
 		return nil, err
 	}
-	var e experimentItem
+	var e apiv1.Experiment
 	if err := json.Unmarshal(body, &e); err != nil {
 		return nil, fmt.Errorf("the answer is not an experiment: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 )
 
 // experimentsCommit implements `reconciler experiments commit [--wait]
@@ -29,7 +31,7 @@ func (a *app) experimentsCommit(args []string) int {
 		return exitUsage
 	}
 	policy, id := fs.Arg(0), fs.Arg(1)
-	var op operationView
+	var op apiv1.Operation
 	code := a.remote(fs.Name(), cf, func(c *apiClient) error {
 		if *etag == "" {
 			e, err := a.readExperiment(c, policy, id)
@@ -68,7 +70,7 @@ func (a *app) printActive(c *apiClient) error {
 	if err != nil {
 		return err
 	}
-	var v statusView
+	var v apiv1.Status
 	if err := json.Unmarshal(body, &v); err != nil {
 		return fmt.Errorf("the status is not a status: %w", err)
 	}
@@ -98,7 +100,11 @@ func (a *app) experimentsDiff(args []string) int {
 		if err != nil {
 			return err
 		}
-		return writeDiff(a.stdout, "policies/"+policy, e.Name, live, e.Policy)
+		next, err := json.Marshal(e.Policy)
+		if err != nil {
+			return fmt.Errorf("the experiment's policy: %w", err)
+		}
+		return writeDiff(a.stdout, "policies/"+policy, e.Name, live, next)
 	})
 }
 

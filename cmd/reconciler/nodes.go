@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -31,9 +32,7 @@ func (a *app) nodesList(args []string) int {
 	fs := a.flagSet("nodes list", "")
 	return showAnswer(a, fs, args, 0, 0, "reader", func(c *apiClient) ([]byte, error) {
 		return c.get(a.ctx, "/v1/nodes")
-	}, func(w io.Writer, v *struct {
-		Nodes []nodeView `json:"nodes"`
-	}) {
+	}, func(w io.Writer, v *apiv1.NodeList) {
 		if len(v.Nodes) == 0 {
 			fmt.Fprintln(w, "No nodes registered.")
 			return
@@ -46,17 +45,21 @@ func (a *app) nodesGet(args []string) int {
 	fs := a.flagSet("nodes get", "ID")
 	return showAnswer(a, fs, args, 1, 1, "reader", func(c *apiClient) ([]byte, error) {
 		return c.get(a.ctx, "/v1/nodes/"+seg(fs.Arg(0)))
-	}, func(w io.Writer, n *nodeView) { printNode(w, n, time.Now()) })
+	}, func(w io.Writer, n *apiv1.Node) { printNode(w, n, time.Now()) })
 }
 
 // printNode describes one node, field by field.
-func printNode(w io.Writer, n *nodeView, now time.Time) {
-	printNodes(w, []nodeView{*n}, now)
+func printNode(w io.Writer, n *apiv1.Node, now time.Time) {
+	printNodes(w, []apiv1.Node{*n}, now)
 	tw := newTable(w)
-	if n.Status != nil && n.Status.Version != "" {
-		fmt.Fprintf(tw, "  Version:\t%s\n", n.Status.Version)
+	healthy := ""
+	if n.Status != nil {
+		healthy = n.Status.Healthy
+		if n.Status.Version != "" {
+			fmt.Fprintf(tw, "  Version:\t%s\n", n.Status.Version)
+		}
 	}
-	fmt.Fprintf(tw, "  Health:\t%s\n  Applied index:\t%s\n", orDash(n.Healthy), numOrDash(n.AppliedIndex))
+	fmt.Fprintf(tw, "  Health:\t%s\n  Applied index:\t%s\n", orDash(healthy), numOrDash(n.AppliedIndex))
 	for _, r := range n.HeldReasons {
 		fmt.Fprintf(tw, "  Held:\t%s\n", r)
 	}
@@ -106,7 +109,7 @@ func (a *app) nodesState(args []string) int {
 		if err != nil {
 			return err
 		}
-		return printAnswer(a.stdout, *format, body, func(w io.Writer, r *cluster.ChangeStateResponse) {
+		return printAnswer(a.stdout, *format, body, func(w io.Writer, r *apiv1.StateChangeList) {
 			for _, ch := range r.Changed {
 				fmt.Fprintf(w, "%s: %s -> %s\n", ch.ID, ch.From, ch.To)
 			}
@@ -136,7 +139,7 @@ func (a *app) nodesHealth(args []string) int {
 		if err != nil {
 			return err
 		}
-		return printAnswer(a.stdout, *format, body, func(w io.Writer, r *cluster.HealthCheckResponse) {
+		return printAnswer(a.stdout, *format, body, func(w io.Writer, r *apiv1.HealthReportList) {
 			tw := newTable(w)
 			fmt.Fprintln(tw, "ID\tHEALTH\tREASONS")
 			for _, n := range r.Nodes {

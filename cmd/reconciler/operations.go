@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/url"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 )
 
 // Bounds of waiting on an operation: the API answers one :wait within at
@@ -17,27 +19,8 @@ const (
 	maxListPages      = 100 // 100 pages of 1000: more than the API keeps
 )
 
-// operationView is an AIP-151 Operation as the commands read it.
-type operationView struct {
-	Name     string `json:"name"`
-	Done     bool   `json:"done"`
-	Metadata struct {
-		Target       string    `json:"target"`
-		Verb         string    `json:"verb"`
-		CreateTime   time.Time `json:"createTime"`
-		EndTime      time.Time `json:"endTime"`
-		Commit       string    `json:"commit"`
-		TestsRemoved *int      `json:"testsRemoved"`
-	} `json:"metadata"`
-	Response json.RawMessage `json:"response"`
-	Error    *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// result says how an operation ended, or that it runs.
-func (o *operationView) result() string {
+// operationResult says how an operation ended, or that it runs.
+func operationResult(o *apiv1.Operation) string {
 	switch {
 	case !o.Done:
 		return "RUNNING"
@@ -77,9 +60,7 @@ func (a *app) operationsList(args []string) int {
 	filter := fs.String("filter", "", "AIP-160 `filter`: done = true|false, metadata.target = \"…\", metadata.verb = …, joined by AND")
 	return showAnswer(a, fs, args, 0, 0, "reader", func(c *apiClient) ([]byte, error) {
 		return listAll(a.ctx, c, "/v1/operations", *filter, "operations")
-	}, func(w io.Writer, v *struct {
-		Operations []operationView `json:"operations"`
-	}) {
+	}, func(w io.Writer, v *apiv1.OperationList) {
 		printOperations(w, v.Operations, time.Now())
 	})
 }
@@ -128,7 +109,7 @@ func listPages(ctx context.Context, c *apiClient, path string, q url.Values, key
 	return fmt.Errorf("more than %d pages: narrow the list with --filter", maxListPages)
 }
 
-func printOperations(w io.Writer, ops []operationView, now time.Time) {
+func printOperations(w io.Writer, ops []*apiv1.Operation, now time.Time) {
 	if len(ops) == 0 {
 		fmt.Fprintln(w, "No operations.")
 		return
@@ -137,16 +118,16 @@ func printOperations(w io.Writer, ops []operationView, now time.Time) {
 	fmt.Fprintln(tw, "NAME\tVERB\tTARGET\tRESULT\tAGE\tCOMMIT")
 	for _, o := range ops {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Name, orDash(o.Metadata.Verb), orDash(o.Metadata.Target),
-			o.result(), ago(o.Metadata.CreateTime, now), orDash(shortHash(o.Metadata.Commit)))
+			operationResult(o), ago(o.Metadata.CreateTime, now), orDash(shortHash(o.Metadata.Commit)))
 	}
 	tw.Flush()
 }
 
 // printOperation describes one operation, field by field.
-func printOperation(w io.Writer, o *operationView) {
+func printOperation(w io.Writer, o *apiv1.Operation) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Name:\t%s\nVerb:\t%s\nTarget:\t%s\nResult:\t%s\n", o.Name, orDash(o.Metadata.Verb),
-		orDash(o.Metadata.Target), o.result())
+		orDash(o.Metadata.Target), operationResult(o))
 	fmt.Fprintf(tw, "Created:\t%s\nEnded:\t%s\n", stamp(o.Metadata.CreateTime), stamp(o.Metadata.EndTime))
 	if o.Metadata.Commit != "" {
 		fmt.Fprintf(tw, "Commit:\t%s\n", o.Metadata.Commit)
@@ -195,7 +176,7 @@ func (a *app) operationsWait(args []string) int {
 	if !a.checkWait(*wait) {
 		return exitUsage
 	}
-	var op operationView
+	var op apiv1.Operation
 	code := a.remote("operations wait", cf, func(c *apiClient) error {
 		body, err := a.waitOperation(c, operationID(fs.Arg(0)), *wait, &op)
 		if err != nil {
@@ -221,7 +202,7 @@ func (a *app) checkWait(d time.Duration) bool {
 // waitOperation asks :wait until the operation is done or wait passes,
 // writing one progress line to stderr per answer that is not done yet.
 // It returns the last answer, decoded into op.
-func (a *app) waitOperation(c *apiClient, id string, wait time.Duration, op *operationView) ([]byte, error) {
+func (a *app) waitOperation(c *apiClient, id string, wait time.Duration, op *apiv1.Operation) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(a.ctx, wait)
 	defer cancel()
 	start := time.Now()
@@ -250,7 +231,7 @@ func (a *app) waitOperation(c *apiClient, id string, wait time.Duration, op *ope
 }
 
 // progress says where a running operation is.
-func progress(op *operationView) string {
+func progress(op *apiv1.Operation) string {
 	if op.Metadata.Verb == "commit" && op.Metadata.Commit != "" {
 		return "pushed " + shortHash(op.Metadata.Commit) + ", waiting for its generation to be ACTIVE on the cluster"
 	}

@@ -4,26 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 )
 
 // rollbackGitBudget is what the request may take besides the wait: the
 // leader's fetch and push, each under git.timeout, and the forward hop.
 const rollbackGitBudget = 2 * time.Minute
-
-// rollbackAnswer is the answer of POST /v1/generations:rollback.
-type rollbackAnswer struct {
-	TargetGeneration uint64   `json:"targetGeneration"`
-	TargetCommit     string   `json:"targetCommit"`
-	Commit           string   `json:"commit"`
-	Revision         string   `json:"revision"`
-	Message          string   `json:"message"`
-	Generation       uint64   `json:"generation"`
-	State            string   `json:"state"`
-	Errors           []string `json:"errors"`
-	PullRequestURL   string   `json:"pullRequestUrl"`
-}
 
 // rollback implements `reconciler rollback [--server URL] [--to N]
 // [--wait D] [--token-env NAME] [--format text|json]`: the leader writes
@@ -35,17 +23,17 @@ func (a *app) rollback(args []string) int {
 	to := fs.Uint64("to", 0, "`GENERATION` whose policies to restore (default: the one active before the current one)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the new generation to become ACTIVE (0: do not wait)")
 	format := outputFlag(fs)
-	if code, ok := a.parse(fs, args, 0, 0); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
 		return code
 	}
-	if *format != "text" && *format != "json" || *wait < 0 || *wait > 5*time.Minute {
-		fmt.Fprintln(a.stderr, "reconciler rollback: --format must be text or json, --wait between 0 and 5m")
+	if *wait < 0 || *wait > 5*time.Minute {
+		fmt.Fprintf(a.stderr, "reconciler rollback: --wait %s must be between 0 and 5m\n", *wait)
 		return exitUsage
 	}
 	if !setFlags(fs)["timeout"] {
 		cf.timeout = *wait + rollbackGitBudget
 	}
-	var res rollbackAnswer
+	var res apiv1.Rollback
 	code := a.remote("rollback", cf, func(c *apiClient) error {
 		in := map[string]any{"waitSeconds": wait.Seconds()}
 		if *to > 0 {
@@ -72,7 +60,7 @@ func (a *app) rollback(args []string) int {
 }
 
 // printRollback says what was pushed and what became of it.
-func printRollback(w io.Writer, r *rollbackAnswer, wait time.Duration) {
+func printRollback(w io.Writer, r *apiv1.Rollback, wait time.Duration) {
 	if r.PullRequestURL != "" {
 		fmt.Fprintf(w, "Pushing to the live branch was refused; opened the pull request %s: %q (%s)\n",
 			r.PullRequestURL, r.Message, orDash(r.Revision))

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/backup"
@@ -168,14 +167,11 @@ func copyChecked(w io.Writer, r io.Reader) (backup.Header, error) {
 // it did not have; the shared client (which follows no redirect) keeps its
 // TLS settings for the hop.
 func getSnapshot(ctx context.Context, c *apiClient) (*http.Response, error) {
-	base, token := c.base, c.token
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/snapshot", nil)
+	req, err := c.newRequest(ctx, http.MethodGet, "/v1/snapshot", nil)
 	if err != nil {
-		return nil, fmt.Errorf("--server %q: %v", base, err)
+		return nil, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	token := c.token
 	client := *c.http
 	client.CheckRedirect = func(next *http.Request, via []*http.Request) error {
 		if len(via) > 1 || next.URL.Scheme != via[0].URL.Scheme {
@@ -188,19 +184,13 @@ func getSnapshot(ctx context.Context, c *apiClient) (*http.Response, error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s: %v (is a node running there? use --server URL)", base, unwrapURL(err))
+		return nil, fmt.Errorf("cannot reach %s: %w (is a node running there? use --server URL)", c.base, unwrapURL(err))
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e struct {
-			Error struct{ Status, Message string } `json:"error"`
-		}
-		msg := strings.TrimSpace(string(body))
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Status + ": " + e.Error.Message
-		}
-		return nil, fmt.Errorf("%s answered %s: %s", resp.Request.URL.Host, resp.Status, msg)
+		// The node that answered: the leader, after a redirect.
+		return nil, answerError(resp.Request.URL.Scheme+"://"+resp.Request.URL.Host, resp, body)
 	}
 	return resp, nil
 }

@@ -2,108 +2,37 @@ package main
 
 import (
 	"bytes"
-
 	"encoding/json"
-
 	"fmt"
 	"io"
-
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
+	"github.com/policyrollout/reconciler/internal/preview"
 )
-
-// statusView is GET /v1/status as the command prints it.
-type statusView struct {
-	NodeID           string `json:"nodeId"`
-	Leader           string `json:"leader"`
-	RaftState        string `json:"raftState"`
-	ActiveGeneration uint64 `json:"activeGeneration"`
-	Commit           string `json:"commit"`
-	Author           string `json:"author"`
-	ServedGeneration uint64 `json:"servedGeneration"`
-	// ClusterVersion is the lowest release among the members ("" from a
-	// 1.0.0 node, which did not show it).
-	ClusterVersion string `json:"clusterVersion"`
-	Source         struct {
-		Commit   string    `json:"commit"`
-		Error    string    `json:"error"`
-		Time     time.Time `json:"time"`
-		Diverged *struct {
-			Commit string `json:"commit"`
-			Active string `json:"active"`
-		} `json:"diverged"`
-	} `json:"source"`
-	Policies []struct {
-		Name       string `json:"name"`
-		Etag       string `json:"etag"`
-		Conditions []struct {
-			Type               string    `json:"type"`
-			NodeID             string    `json:"nodeId"`
-			Generation         uint64    `json:"generation"`
-			Message            string    `json:"message"`
-			LastTransitionTime time.Time `json:"lastTransitionTime"`
-		} `json:"conditions"`
-	} `json:"policies"`
-	Experiments []json.RawMessage `json:"experiments"`
-	InPreview   []previewRuleView `json:"previewRules"`
-	Nodes       []nodeView        `json:"nodes"`
-}
-
-// nodeView is a node of GET /v1/status and GET /v1/nodes as the
-// commands print it.
-type nodeView struct {
-	ID            string    `json:"id"`
-	RaftAddr      string    `json:"raftAddr"`
-	HTTPAddr      string    `json:"httpAddr"`
-	State         string    `json:"state"`
-	Voter         bool      `json:"voter"`
-	Leader        bool      `json:"leader"`
-	Reachable     bool      `json:"reachable"`
-	Generation    uint64    `json:"generation"`
-	LastHeartbeat time.Time `json:"lastHeartbeat"`
-	Group         string    `json:"group"`
-	Subgroup      string    `json:"subgroup"`
-	Healthy       string    `json:"healthy"`
-	HeldReasons   []string  `json:"heldReasons"`
-	AppliedIndex  uint64    `json:"appliedIndex"`
-	Status        *struct {
-		Version    string `json:"version"`
-		Statistics struct {
-			Executed uint64 `json:"policyExecutedCount"`
-			Failed   uint64 `json:"policyExecutedFailCount"`
-		} `json:"statistics"`
-	} `json:"status"`
-	LoadFailures []struct {
-		Generation uint64   `json:"generation"`
-		Errors     []string `json:"errors"`
-	} `json:"loadFailures"`
-	NotFollowing string `json:"notFollowing"`
-}
 
 // status implements `reconciler status [--server URL] [--format text|json]`.
 func (a *app) status(args []string) int {
 	fs := a.flagSet("status", "[--server URL] [--format text|json]")
 	cf := addClientFlags(fs, "reader", 10*time.Second)
 	format := outputFlag(fs)
-	if code, ok := a.parse(fs, args, 0, 0); !ok {
+	if code, ok := a.parseRemote(fs, args, 0, 0, format); !ok {
 		return code
-	}
-	if !a.checkFormat("status", *format) {
-		return exitUsage
 	}
 	return a.remote("status", cf, func(c *apiClient) error {
 		body, err := c.get(a.ctx, "/v1/status")
 		if err != nil {
 			return err
 		}
-		return printAnswer(a.stdout, *format, body, func(w io.Writer, v *statusView) { printStatus(w, v, time.Now()) })
+		return printAnswer(a.stdout, *format, body, func(w io.Writer, v *apiv1.Status) { printStatus(w, v, time.Now()) })
 	})
 }
 
 // printStatus prints the cluster, the policies with their conditions,
 // the experiments and the nodes, each table aligned.
-func printStatus(w io.Writer, v *statusView, now time.Time) {
+func printStatus(w io.Writer, v *apiv1.Status, now time.Time) {
 	leader := v.Leader
 	if leader == "" {
 		leader = "(none known)"
@@ -138,9 +67,9 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	}
 	fmt.Fprintln(w, "\nExperiments")
 	printExperiments(w, v.Experiments)
-	if len(v.InPreview) > 0 {
+	if len(v.PreviewRules) > 0 {
 		fmt.Fprintln(w, "\nRules in preview (counted as if enforced, never deciding)")
-		printPreviewRules(w, v.InPreview)
+		printPreviewRules(w, v.PreviewRules)
 	}
 	fmt.Fprintln(w, "\nNodes")
 	if len(v.Nodes) == 0 {
@@ -150,10 +79,10 @@ func printStatus(w io.Writer, v *statusView, now time.Time) {
 	printNodes(w, v.Nodes, now)
 }
 
-// experimentView is what the table shows of an experiment: the leader's
-// branch records (kind "branch") and the AIP-236 experiments (kind
-// "experiment", with etag, state, previewed and source).
-type experimentView struct {
+// branchView is what the table shows of a branch experiment, the leader's
+// record of a branch or pull request it validated (kind "branch"); the
+// AIP-236 experiments (kind "experiment") are apiv1.ExperimentStatus.
+type branchView struct {
 	Name            string   `json:"name"`
 	Kind            string   `json:"kind"`
 	HeadCommit      string   `json:"headCommit"`
@@ -162,16 +91,6 @@ type experimentView struct {
 		Valid  bool     `json:"valid"`
 		Errors []string `json:"errors"`
 	} `json:"validation"`
-	Etag      string `json:"etag"`
-	State     string `json:"state"`
-	Stopped   string `json:"stopReason"`
-	Previewed bool   `json:"previewed"`
-	Source    *struct {
-		Kind       string `json:"kind"`
-		Number     int    `json:"number"`
-		Branch     string `json:"branch"`
-		HeadCommit string `json:"headCommit"`
-	} `json:"source"`
 }
 
 func printExperiments(w io.Writer, exps []json.RawMessage) {
@@ -182,38 +101,44 @@ func printExperiments(w io.Writer, exps []json.RawMessage) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "  NAME\tSOURCE\tHEAD\tCHANGED POLICIES\tETAG\tSTATE\tVALID")
 	for _, raw := range exps {
-		var e experimentView
+		var e apiv1.ExperimentStatus
 		if json.Unmarshal(raw, &e) != nil {
 			continue
 		}
 		if e.Kind == "experiment" {
-			src, head := "-", ""
-			if e.Source != nil {
-				src, head = experimentSource(e.Source.Kind, e.Source.Number, e.Source.Branch), e.Source.HeadCommit
-			}
-			state := orDash(e.State)
-			if !e.Previewed {
-				state += " (not previewed)"
-			}
-			if e.Stopped != "" {
-				state += " (" + e.Stopped + ")"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t-\n", e.Name, src, orDash(shortHash(head)), orDash(e.Etag), state)
+			printExperimentStatus(tw, &e)
 			continue
 		}
-		changed, valid := strings.Join(e.ChangedPolicies, ","), "-"
-		if e.Validation != nil {
+		var b branchView
+		if json.Unmarshal(raw, &b) != nil {
+			continue
+		}
+		changed, valid := strings.Join(b.ChangedPolicies, ","), "-"
+		if b.Validation != nil {
 			valid = "yes"
-			if !e.Validation.Valid {
+			if !b.Validation.Valid {
 				valid = "no"
-				if len(e.Validation.Errors) > 0 {
-					valid += ": " + firstLine(e.Validation.Errors[0])
+				if len(b.Validation.Errors) > 0 {
+					valid += ": " + firstLine(b.Validation.Errors[0])
 				}
 			}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t-\t-\t%s\n", e.Name, orDash(e.Kind), orDash(shortHash(e.HeadCommit)), orDash(changed), valid)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t-\t-\t%s\n", b.Name, orDash(b.Kind), orDash(shortHash(b.HeadCommit)), orDash(changed), valid)
 	}
 	tw.Flush()
+}
+
+// printExperimentStatus is the row of an AIP-236 experiment.
+func printExperimentStatus(tw *table, e *apiv1.ExperimentStatus) {
+	src := experimentSource(e.Source.Kind, e.Source.Number, e.Source.Branch)
+	state := orDash(e.State)
+	if !e.Previewed {
+		state += " (not previewed)"
+	}
+	if e.StopReason != "" {
+		state += " (" + e.StopReason + ")"
+	}
+	fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t-\n", e.Name, src, orDash(shortHash(e.Source.HeadCommit)), orDash(e.Etag), state)
 }
 
 // experimentSource names what an AIP experiment comes from:
@@ -260,7 +185,7 @@ func (t *table) Flush() {
 	t.buf.Reset()
 }
 
-func printConditions(w io.Writer, v *statusView) {
+func printConditions(w io.Writer, v *apiv1.Status) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "  POLICY\tETAG\tCONDITION\tGENERATION\tNODE\tSINCE\tMESSAGE")
 	for _, p := range v.Policies {
@@ -277,7 +202,7 @@ func printConditions(w io.Writer, v *statusView) {
 	tw.Flush()
 }
 
-func printNodes(w io.Writer, nodes []nodeView, now time.Time) {
+func printNodes(w io.Writer, nodes []apiv1.Node, now time.Time) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "  ID\tRAFT ADDRESS\tHTTP ADDRESS\tGROUP\tSTATE\tROLE\tGENERATION\tDECISIONS (FAILED)\tLAST HEARTBEAT")
 	for _, n := range nodes {
@@ -297,7 +222,7 @@ func printNodes(w io.Writer, nodes []nodeView, now time.Time) {
 		}
 		decisions := "-"
 		if n.Status != nil {
-			decisions = fmt.Sprintf("%d (%d)", n.Status.Statistics.Executed, n.Status.Statistics.Failed)
+			decisions = fmt.Sprintf("%d (%d)", n.Status.Statistics.PolicyExecutedCount, n.Status.Statistics.PolicyExecutedFail)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.RaftAddr, n.HTTPAddr,
 			orDash(n.Group)+"/"+orDash(n.Subgroup), orDash(n.State), role, numOrDash(n.Generation), decisions, hb)
@@ -357,21 +282,7 @@ func numOrDash(n uint64) string {
 	return fmt.Sprint(n)
 }
 
-// previewRuleView is what the table shows of a rule in preview.
-type previewRuleView struct {
-	Name      string `json:"name"`
-	Previewed bool   `json:"previewed"`
-	Reason    string `json:"notPreviewedReason"`
-	Stats     *struct {
-		Evaluated   uint64 `json:"evaluated"`
-		AllowToDeny uint64 `json:"allowToDeny"`
-		DenyToAllow uint64 `json:"denyToAllow"`
-		RuleChanged uint64 `json:"ruleChanged"`
-		Dropped     uint64 `json:"dropped"`
-	} `json:"stats"`
-}
-
-func printPreviewRules(w io.Writer, rules []previewRuleView) {
+func printPreviewRules(w io.Writer, rules []preview.RuleView) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "  RULE\tEVALUATED\tALLOW->DENY\tDENY->ALLOW\tRULE CHANGED\tDROPPED")
 	for _, r := range rules {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/node"
@@ -61,7 +62,7 @@ func TestStatusText(t *testing.T) {
 		w.Write([]byte(statusFixture))
 	}))
 	defer srv.Close()
-	var v statusView
+	var v apiv1.Status
 	if err := json.Unmarshal([]byte(statusFixture), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestStatusSendsTheToken(t *testing.T) {
 }
 
 func TestStatusPreviewRulesTable(t *testing.T) {
-	var v statusView
+	var v apiv1.Status
 	if err := json.Unmarshal([]byte(`{"previewRules":[
  {"rule":"deny-v1","name":"policies/web/rules/deny-v1","previewed":true,"stats":{"evaluated":30,"allowToDeny":15,"denyToAllow":0,"ruleChanged":2,"dropped":1}},
  {"rule":"fresh","name":"policies/web/rules/fresh","previewed":true},
@@ -190,7 +191,7 @@ func TestStatusPreviewRulesTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	printPreviewRules(&out, v.InPreview)
+	printPreviewRules(&out, v.PreviewRules)
 	want := `  RULE                        EVALUATED                    ALLOW->DENY  DENY->ALLOW  RULE CHANGED  DROPPED
   policies/web/rules/deny-v1  30                           15           0            2             1
   policies/web/rules/fresh    0                            0            0            0             0

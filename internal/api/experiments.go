@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/errs"
@@ -198,12 +199,6 @@ func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request, name stri
 	s.writeValue(w, r, s.experimentView(e, s.mergedStats(), samples))
 }
 
-// experimentList is one page of List.
-type experimentList struct {
-	Experiments   []preview.View `json:"experiments"`
-	NextPageToken string         `json:"nextPageToken,omitempty"`
-}
-
 func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
 	samples, err := withSamples(r)
 	if err != nil {
@@ -222,7 +217,7 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 		return
 	}
 	stats := s.mergedStats()
-	out := experimentList{Experiments: make([]preview.View, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
+	out := experimentList{Experiments: make([]apiv1.Experiment, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
 	for _, e := range res.Experiments {
 		out.Experiments = append(out.Experiments, s.experimentView(e, stats, samples))
 	}
@@ -245,7 +240,8 @@ func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 	ctx, cancel := context.WithTimeout(r.Context(), experimentWriteTimeout)
 	defer cancel()
 	s.leaderOnly(ctx, w, r, raw, func(ctx context.Context) (any, error) {
-		return run(ctx, raw)
+		op, err := run(ctx, raw)
+		return apiv1.FromOperation(op), err
 	})
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
@@ -29,10 +30,10 @@ func withSamples(r *http.Request) (bool, error) {
 }
 
 // experimentView renders e for a read, with samples only when asked.
-func (s *Server) experimentView(e *preview.Experiment, stats []preview.Stats, samples bool) preview.View {
+func (s *Server) experimentView(e *preview.Experiment, stats []preview.Stats, samples bool) apiv1.Experiment {
 	v := preview.ViewWith(e, stats, s.thresholds.For(e.PolicyName()))
 	if !samples {
 		v = v.WithoutSamples()
 	}
-	return v
+	return apiv1.FromExperiment(v)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
@@ -96,12 +97,6 @@ func (s *Server) outOfRotation(snap *Snapshot) error {
 		snap.Generation, st.Active)
 }
 
-// loadFailure is a generation a node reported it cannot load.
-type loadFailure struct {
-	Generation uint64   `json:"generation"`
-	Errors     []string `json:"errors"`
-}
-
 // loadFailures are the active and staged generations newer than served
 // that node id reported it cannot load, with its errors: why the node is
 // behind, left out of rotation by the leader rather than holding the
@@ -166,7 +161,7 @@ func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http
 		s.fail(w, r, err)
 		return
 	}
-	s.writeValue(w, r, res)
+	s.writeValue(w, r, apiv1.FromChangeState(res))
 }
 
 // healthCheck answers POST /v1/nodes:healthCheck: HEALTHY, NOT_HEALTHY
@@ -182,7 +177,7 @@ func (s *Server) healthCheck(ctx context.Context, w http.ResponseWriter, r *http
 		s.fail(w, r, err)
 		return
 	}
-	s.writeValue(w, r, res)
+	s.writeValue(w, r, apiv1.FromHealthCheck(res))
 }
 
 // selfCheck is internal: the leader asks this node to check itself.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -125,7 +126,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, name strin
 	case !ok:
 		s.fail(w, r, errorf(errs.NotFound, "operation %q not found", name))
 	default:
-		s.writeValue(w, r, op)
+		s.writeValue(w, r, apiv1.FromOperation(op))
 	}
 }
 
@@ -142,9 +143,6 @@ func (s *Server) askLeader(w http.ResponseWriter, r *http.Request, raw []byte) b
 	return asked
 }
 
-// operationList is one page of ListOperations.
-type operationList = preview.OperationListResponse
-
 // listOperations answers GET /v1/operations?filter=&pageSize=&pageToken=.
 func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) {
 	size, err := pageSizeParam(queryParam(r, "pageSize", "page_size"))
@@ -158,7 +156,7 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeValue(w, r, operationList(res))
+	s.writeValue(w, r, apiv1.FromOperationList(res))
 }
 
 // queryParam is the query parameter camel, or its proto3 spelling snake
@@ -262,7 +260,7 @@ func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name stri
 			s.readFromLeader(w, r, name)
 			return
 		case ok && op.Done:
-			s.writeValue(w, r, op)
+			s.writeValue(w, r, apiv1.FromOperation(op))
 			return
 		}
 		select {
@@ -270,7 +268,7 @@ func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name stri
 			if op == nil {
 				s.readFromLeader(w, r, name)
 			} else {
-				s.writeValue(w, r, op) // not done yet: AIP-151 answers it as it is
+				s.writeValue(w, r, apiv1.FromOperation(op)) // not done yet: AIP-151 answers it as it is
 			}
 			return
 		case <-tick.C:

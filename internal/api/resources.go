@@ -4,55 +4,10 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
-
-// policyResource is a policy as GET /v1/policies/{policy} shows it: the
-// resource fields, then the policy body with the same keys as its TOML
-// (CONTRACT.md §4).
-type policyResource struct {
-	Name          string         `json:"name"`
-	Etag          string         `json:"etag"`
-	Generation    uint64         `json:"generation"`
-	Commit        string         `json:"commit"`
-	Description   string         `json:"description,omitempty"`
-	DefaultAction policy.Action  `json:"default_action"`
-	Group         string         `json:"group"`
-	OnError       policy.OnError `json:"on_error"`
-	Rules         []policy.Rule  `json:"rules"`
-	Tests         []policy.Test  `json:"tests,omitempty"`
-	// Lists are the named lists (_lists/) the policy's rules use; their
-	// etags are part of the policy's.
-	Lists []listRef `json:"lists,omitempty"`
-	// PreviewRules are the rules with `preview = true`: evaluated on live
-	// traffic and counted as if enforced, never deciding, with the
-	// cluster's counts (samples only with ?view=FULL).
-	PreviewRules []preview.RuleView `json:"previewRules,omitempty"`
-}
-
-// listRef is a named list as a policy resource names it.
-type listRef struct {
-	Name    string          `json:"name"`
-	File    string          `json:"file"`
-	Kind    policy.ListKind `json:"kind"`
-	Entries int             `json:"entries"`
-	Etag    string          `json:"etag"`
-}
-
-// listRefs describes the lists of a policy.
-func listRefs(ls []*policy.List) []listRef {
-	var out []listRef
-	for _, l := range ls {
-		out = append(out, listRef{Name: l.Name, File: l.File, Kind: l.Kind, Entries: l.Entries, Etag: l.Etag()})
-	}
-	return out
-}
-
-// listPoliciesResponse is the AIP-132 List answer.
-type listPoliciesResponse struct {
-	Policies []policyResource `json:"policies"`
-}
 
 func newPolicyResource(snap *Snapshot, name string) (policyResource, bool) {
 	cp, ok := snap.Bundle.Policy(name)
@@ -75,7 +30,7 @@ func newPolicyResource(snap *Snapshot, name string) (policyResource, bool) {
 		OnError:       p.OnError,
 		Rules:         rules,
 		Tests:         p.Tests,
-		Lists:         listRefs(cp.Lists()),
+		Lists:         apiv1.FromLists(cp.Lists()),
 	}, true
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/rollback"
 )
@@ -45,27 +46,6 @@ type rollbackBody struct {
 	// WaitSeconds bounds the wait for the new generation to be ACTIVE;
 	// absent: 30; 0: answer right after the push.
 	WaitSeconds *float64 `json:"waitSeconds"`
-}
-
-// rollbackResource answers a rollback.
-type rollbackResource struct {
-	TargetGeneration uint64 `json:"targetGeneration"`
-	TargetCommit     string `json:"targetCommit"`
-	// Commit is the revert commit on the live branch, Revision the same
-	// as "main@sha1:<hash>".
-	Commit   string `json:"commit"`
-	Revision string `json:"revision"`
-	Message  string `json:"message"`
-	// Generation is the generation made from Commit and State its state
-	// when the answer was written; both absent when the leader had not
-	// recorded it yet.
-	Generation uint64   `json:"generation,omitempty"`
-	State      string   `json:"state,omitempty"`
-	Errors     []string `json:"errors,omitempty"`
-	// PullRequestURL is the revert pull request opened when the push to
-	// the live branch was refused ([github]); Commit is then on its
-	// branch and no generation is made until it is merged.
-	PullRequestURL string `json:"pullRequestUrl,omitempty"`
 }
 
 // rollback answers POST /v1/generations:rollback (CONTRACT.md §2, §5): the
@@ -126,7 +106,7 @@ func toRollbackResource(res RollbackResult) rollbackResource {
 		Revision: res.Revision, Message: res.Message, Generation: res.Generation, Errors: res.Errors,
 		PullRequestURL: res.PullRequestURL}
 	if res.Generation != 0 {
-		out.State = contractState(res.State)
+		out.State = apiv1.GenerationState(res.State)
 	}
 	return out
 }

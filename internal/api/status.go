@@ -9,49 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/cluster"
-	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
-
-// statusResource answers GET /v1/status (CONTRACT.md §4).
-type statusResource struct {
-	NodeID    string `json:"nodeId"`
-	Leader    string `json:"leader"`
-	RaftState string `json:"raftState"`
-	// ActiveGeneration is the cluster's active generation as this node
-	// has applied it; Commit is its commit.
-	ActiveGeneration uint64 `json:"activeGeneration"`
-	Commit           string `json:"commit"`
-	// Author is its commit's author, when the generation records one.
-	Author string `json:"author,omitempty"`
-	// ServedGeneration is the generation this node answers from.
-	ServedGeneration uint64               `json:"servedGeneration"`
-	Source           cluster.SourceStatus `json:"source"`
-	Policies         []policyStatus       `json:"policies"`
-	Experiments      []json.RawMessage    `json:"experiments"`
-	Nodes            []nodeResource       `json:"nodes"`
-	// PreviewRules are the served policies' rules in preview with the
-	// cluster's counts (no samples: GET /v1/policies/{p}?view=FULL).
-	PreviewRules []preview.RuleView `json:"previewRules,omitempty"`
-	// Parts are this node's long-running parts (loader, preview,
-	// heartbeats, leader, github) and what each is doing.
-	Parts map[string]lifecycle.Status `json:"parts,omitempty"`
-	// Statistics sum the nodes' PDP statistics (nodes_state.go).
-	Statistics cluster.Statistics `json:"statistics"`
-	// ClusterVersion is the lowest release among the members; Features
-	// says which of the releases' features the leader uses at it.
-	ClusterVersion string          `json:"clusterVersion"`
-	Features       []featureStatus `json:"features"`
-}
-
-// featureStatus is one row of the feature table (raftstore.Features).
-type featureStatus struct {
-	Name    string `json:"name"`
-	Since   string `json:"since"`
-	Enabled bool   `json:"enabled"`
-}
 
 // versionStatus fills the cluster version and the features it enables.
 func (s *Server) versionStatus(res *statusResource) {
@@ -61,28 +23,6 @@ func (s *Server) versionStatus(res *statusResource) {
 	for _, f := range raftstore.Features() {
 		res.Features = append(res.Features, featureStatus{Name: f.Name, Since: f.Since.String(), Enabled: !v.Less(f.Since)})
 	}
-}
-
-// policyStatus is one policy with its status conditions (Kubewarden's
-// policy lifecycle): Valid and Pending from the leader, Ready per node,
-// Active with the generation, Invalid and PullError with the errors.
-type policyStatus struct {
-	Name string `json:"name"`
-	// Etag is the etag of the active generation's version, "" when the
-	// policy is not in it.
-	Etag       string      `json:"etag"`
-	Conditions []condition `json:"conditions"`
-}
-
-// condition is a Kubernetes-style status condition, extended with the node
-// and the generation it is about.
-type condition struct {
-	Type               string    `json:"type"`
-	Status             string    `json:"status"`
-	NodeID             string    `json:"nodeId,omitempty"`
-	Generation         uint64    `json:"generation,omitempty"`
-	Message            string    `json:"message,omitempty"`
-	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
 }
 
 // Condition types.
@@ -101,16 +41,16 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	v.Source = s.sourceStatus(st, v.Source)
 	res := statusResource{
 		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
-		ActiveGeneration: st.Active, Source: v.Source,
+		ActiveGeneration: st.Active, Source: apiv1.FromSource(v.Source),
 		Policies: conditions(st, v, policyGroups(s.gens.Current())), Experiments: append(s.branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
 	}
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit, res.Author = g.Commit, g.Author
 	}
 	if s.parts != nil {
-		res.Parts = s.parts()
+		res.Parts = apiv1.FromParts(s.parts())
 	}
-	res.Statistics = sumStatistics(st, v)
+	res.Statistics = apiv1.FromStatistics(sumStatistics(st, v))
 	s.versionStatus(&res)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
@@ -151,33 +91,6 @@ func (s *Server) branchExperiments(st *raftstore.State) []json.RawMessage {
 	return s.records.Branches(st)
 }
 
-// experimentStatus is one AIP-236 experiment in /v1/status (kind
-// "experiment"): its name, etag, preview state (absent before the first
-// startPreview), whether it is previewed (false over the cap) and what it
-// comes from.
-type experimentStatus struct {
-	Name      string        `json:"name"`
-	Kind      string        `json:"kind"`
-	Etag      string        `json:"etag"`
-	State     preview.State `json:"state,omitempty"`
-	Previewed bool          `json:"previewed"`
-	// StopReason is why the system suspended it (autoStop).
-	StopReason string `json:"stopReason,omitempty"`
-	// Valid is the experiment's validation (absent when none was made);
-	// Conflict says why its source cannot be merged into main.
-	Valid    *bool        `json:"valid,omitempty"`
-	Conflict string       `json:"conflict,omitempty"`
-	Source   statusSource `json:"source"`
-}
-
-// statusSource is what an experiment comes from.
-type statusSource struct {
-	Kind       preview.SourceKind `json:"kind"`
-	Number     int                `json:"number,omitempty"`
-	Branch     string             `json:"branch,omitempty"`
-	HeadCommit string             `json:"headCommit,omitempty"`
-}
-
 // aipExperiments renders the AIP-236 experiments of the replicated state
 // ("policies/{policy}/experiments/{id}"), by name.
 func aipExperiments(st *raftstore.State) []json.RawMessage {
@@ -185,17 +98,7 @@ func aipExperiments(st *raftstore.State) []json.RawMessage {
 	slices.SortFunc(exps, func(a, b *preview.Experiment) int { return strings.Compare(a.Name, b.Name) })
 	out := make([]json.RawMessage, 0, len(exps))
 	for _, e := range exps {
-		es := experimentStatus{Name: e.Name, Kind: "experiment", Etag: e.Etag, Previewed: e.Previewed,
-			Source: statusSource{Kind: e.Source.Kind, Number: e.Source.Number, Branch: e.Source.Branch,
-				HeadCommit: e.Source.HeadCommit}}
-		if e.PreviewMetadata != nil {
-			es.State, es.StopReason = e.PreviewMetadata.State, e.PreviewMetadata.StopReason
-		}
-		if e.Validation != nil {
-			es.Valid = &e.Validation.Valid
-		}
-		es.Conflict = e.Conflict
-		if data, err := json.Marshal(es); err == nil {
+		if data, err := json.Marshal(apiv1.FromExperimentStatus(e)); err == nil {
 			out = append(out, data)
 		}
 	}
@@ -288,7 +191,7 @@ func generationConditions(pc policyConditions, g raftstore.Generation, nodes map
 func invalidConditions(pc policyConditions, g raftstore.Generation) {
 	byPolicy := map[string][]string{}
 	var general []string
-	for _, e := range generationErrors(g) {
+	for _, e := range apiv1.GenerationErrors(g) {
 		if name, ok := policyOfError(e); ok {
 			byPolicy[name] = append(byPolicy[name], e)
 		} else {

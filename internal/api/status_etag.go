@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 )
 
 // /v1/status holds clock readings and counters that move on every
@@ -27,7 +27,7 @@ func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, res statusR
 		s.fail(w, r, err)
 		return
 	}
-	stable, err := json.Marshal(res.withoutReadings())
+	stable, err := json.Marshal(withoutReadings(res))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -40,16 +40,16 @@ func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, res statusR
 
 // withoutReadings is res with its clock readings and counters zeroed, for
 // the tag. res is not modified: its slices are copied where changed.
-func (res statusResource) withoutReadings() statusResource {
+func withoutReadings(res statusResource) statusResource {
 	res.Source.Time = time.Time{}
-	res.Statistics = cluster.Statistics{}
+	res.Statistics = apiv1.Statistics{}
 	res.Nodes = slices.Clone(res.Nodes)
 	for i := range res.Nodes {
 		n := &res.Nodes[i]
 		n.LastHeartbeat, n.AppliedIndex = time.Time{}, 0
 		if n.Status != nil {
 			st := *n.Status
-			st.Statistics = cluster.Statistics{}
+			st.Statistics = apiv1.Statistics{}
 			n.Status = &st
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/test/harness"
 )
@@ -176,16 +177,9 @@ func (e *env) reconcile() {
 	})
 }
 
-type generation struct {
-	Generation uint64   `json:"generation"`
-	Commit     string   `json:"commit"`
-	State      string   `json:"state"`
-	Errors     []string `json:"errors"`
-}
-
-func (e *env) generations() []generation {
+func (e *env) generations() []apiv1.Generation {
 	e.t.Helper()
-	var out struct{ Generations []generation }
+	var out apiv1.GenerationList
 	e.call(0, http.MethodGet, "/v1/generations", "", &out)
 	return out.Generations
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 )
 
 // The answers of the HTTP API, as far as the tests read them
@@ -34,21 +36,11 @@ type Status struct {
 	Nodes       []NodeStatus      `json:"nodes"`
 }
 
-// PolicyStatus is one entry of Status.Policies.
-type PolicyStatus struct {
-	Name       string      `json:"name"`
-	Etag       string      `json:"etag"`
-	Conditions []Condition `json:"conditions"`
-}
+// PolicyStatus is one entry of Status.Policies, as the API declares it.
+type PolicyStatus = apiv1.PolicyStatus
 
 // Condition is a Kubernetes-style status condition of a policy.
-type Condition struct {
-	Type       string `json:"type"`
-	Status     string `json:"status"`
-	NodeID     string `json:"nodeId"`
-	Generation uint64 `json:"generation"`
-	Message    string `json:"message"`
-}
+type Condition = apiv1.Condition
 
 // NodeStatus is one entry of Status.Nodes.
 type NodeStatus struct {

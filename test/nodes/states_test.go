@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/test/harness"
 )
@@ -92,25 +93,17 @@ func (e *env) post(n *harness.Node, path, body string, out any) int {
 	return code
 }
 
-type changeAnswer struct {
-	Changed []struct {
-		ID       string `json:"id"`
-		From, To string
-	} `json:"changed"`
-	Unchanged []string `json:"unchanged"`
-}
-
 // changeState posts a changeState to n1 (or whichever node is given) and
 // returns the ids it changed.
 func (e *env) changeState(via *harness.Node, body string) (int, []string) {
 	e.t.Helper()
-	var a changeAnswer
+	var a apiv1.StateChangeList
 	// 503 means the cluster had no leader at that moment (a loaded CI machine
 	// loses one now and then); a client retries it, and so does the test.
 	code := e.post(via, "/v1/nodes:changeState", body, &a)
 	for deadline := time.Now().Add(30 * time.Second); code == http.StatusServiceUnavailable && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
-		a = changeAnswer{}
+		a = apiv1.StateChangeList{}
 		code = e.post(via, "/v1/nodes:changeState", body, &a)
 	}
 	var ids []string
@@ -120,15 +113,8 @@ func (e *env) changeState(via *harness.Node, body string) (int, []string) {
 	return code, ids
 }
 
-type nodeInfo struct {
-	ID       string `json:"id"`
-	Group    string `json:"group"`
-	Subgroup string `json:"subgroup"`
-	State    string `json:"state"`
-}
-
-func (e *env) nodeInfo(via *harness.Node, id string) (nodeInfo, error) {
-	var n nodeInfo
+func (e *env) nodeInfo(via *harness.Node, id string) (apiv1.Node, error) {
+	var n apiv1.Node
 	err := client.GetJSON(via.Base()+"/v1/nodes/"+id, &n)
 	return n, err
 }
@@ -197,7 +183,7 @@ func TestStateScopes(t *testing.T) {
 	if code, ids := e.changeState(n1, `{"state":"ACTIVE","name":"n2"}`); code != 200 || strings.Join(ids, ",") != "n2" {
 		t.Fatalf("name scope: %d %v", code, ids)
 	}
-	var again changeAnswer
+	var again apiv1.StateChangeList
 	if code := e.post(n1, "/v1/nodes:changeState", `{"state":"ACTIVE","name":"n2"}`, &again); code != 200 ||
 		len(again.Changed) != 0 || strings.Join(again.Unchanged, ",") != "n2" {
 		t.Fatalf("repeat: %d %+v", code, again)
