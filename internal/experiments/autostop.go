@@ -39,7 +39,7 @@ func (s *Service) stopDue(ctx context.Context, name string, merged []preview.Sta
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
-	cur, err := preview.Get(s.experiments(s.cfg.Store.State()), name)
+	cur, err := preview.Get(s.records.experiments(s.cfg.Store.State()), name)
 	if err != nil {
 		return nil // deleted meanwhile
 	}
@@ -47,7 +47,7 @@ func (s *Service) stopDue(ctx context.Context, name string, merged []preview.Sta
 	if reason == "" {
 		return nil
 	}
-	if err := s.putExperiment(ctx, preview.AutoStopped(cur, reason, now)); err != nil {
+	if err := s.records.putExperiment(ctx, preview.AutoStopped(cur, reason, now)); err != nil {
 		return err
 	}
 	s.log.Info("experiment auto-stopped", "experiment", name, "reason", reason)

@@ -104,6 +104,6 @@ func (c *checkedPolicies) check(p *policy.Policy, check func(*policy.Policy) err
 // checkSourcePolicy checks the policy of a branch or pull request with
 // Config.CheckPolicy (the sandbox child under `reconciler serve`), each
 // version once.
-func (s *Service) checkSourcePolicy(p *policy.Policy) error {
-	return s.checked.check(p, func(p *policy.Policy) error { return s.cfg.CheckPolicy(p, s.cfg.EngineOptions) })
+func (ss *sourceSync) checkSourcePolicy(p *policy.Policy) error {
+	return ss.checked.check(p, func(p *policy.Policy) error { return ss.cfg.CheckPolicy(p, ss.cfg.EngineOptions) })
 }

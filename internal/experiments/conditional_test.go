@@ -44,7 +44,7 @@ func TestCancelAndCompletionFromTwoLeaders(t *testing.T) {
 		successor := New(Config{Store: next, Leader: leadingHere{}, Logger: testlog.New(t), Now: clock})
 		ctx := context.Background()
 		op := preview.NewOperation("c0ffee", preview.MethodCommit, "policies/web/experiments/e", now)
-		if err := departing.putOperation(ctx, op); err != nil {
+		if err := departing.records.putOperation(ctx, op); err != nil {
 			t.Fatal(err)
 		}
 		next.before = func() {

@@ -52,13 +52,13 @@ func undismiss(st *raftstore.State, name string) []raftstore.Payload {
 
 // forgetDismissals deletes, in one log entry, the dismissals of source
 // kind whose source no longer proposes a policy (not in want).
-func (s *Service) forgetDismissals(ctx context.Context, kind preview.SourceKind, want map[string]wantedExperiment) error {
+func (ss *sourceSync) forgetDismissals(ctx context.Context, kind preview.SourceKind, want map[string]wantedExperiment) error {
 	prefix := "pr-"
 	if kind == preview.SourceBranch {
 		prefix = "branch-"
 	}
 	var ps []raftstore.Payload
-	for _, name := range slices.Sorted(maps.Keys(s.cfg.Store.State().Dismissed)) {
+	for _, name := range slices.Sorted(maps.Keys(ss.cfg.Store.State().Dismissed)) {
 		_, id, err := preview.ParseName(name)
 		if _, wanted := want[name]; wanted || (err == nil && !strings.HasPrefix(id, prefix)) {
 			continue
@@ -68,5 +68,5 @@ func (s *Service) forgetDismissals(ctx context.Context, kind preview.SourceKind,
 	if len(ps) == 0 {
 		return nil
 	}
-	return s.propose(ctx, "forgetting dismissed experiments", ps...)
+	return ss.records.propose(ctx, "forgetting dismissed experiments", ps...)
 }

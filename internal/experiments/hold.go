@@ -21,11 +21,11 @@ func holdSource(want map[string]wantedExperiment, src preview.Source) {
 
 // autoStart starts e as preview.AutoStart does, unless w is held: then a
 // running preview stops (stopHeld).
-func (s *Service) autoStart(w wantedExperiment, e *preview.Experiment, now time.Time) *preview.Experiment {
+func (ss *sourceSync) autoStart(w wantedExperiment, e *preview.Experiment, now time.Time) *preview.Experiment {
 	if w.hold {
 		return stopHeld(w, e, now)
 	}
-	return preview.AutoStart(e, s.settings(), now)
+	return preview.AutoStart(e, ss.cfg.settings(), now)
 }
 
 // stopHeld stops e's preview when w is held and e runs: a held source's
@@ -48,15 +48,15 @@ func stopHeld(w wantedExperiment, e *preview.Experiment, now time.Time) *preview
 // write permission whose head no writer approved (PullRequests), as the
 // replicated state has it now. Called with mu held, so that it sees every
 // approval recorded before the caller took the lock.
-func (s *Service) unapproved(src preview.Source) bool {
-	return src.Kind == preview.SourcePullRequest && s.cfg.Pulls != nil && s.cfg.Pulls.PullUnapproved(src.Number, src.HeadCommit)
+func (ss *sourceSync) unapproved(src preview.Source) bool {
+	return src.Kind == preview.SourcePullRequest && ss.cfg.Pulls != nil && ss.cfg.Pulls.PullUnapproved(src.Number, src.HeadCommit)
 }
 
 // markUnapproved holds, in want, the experiments of the pull requests
 // whose head no writer approved. Called with mu held.
-func (s *Service) markUnapproved(want map[string]wantedExperiment) {
+func (ss *sourceSync) markUnapproved(want map[string]wantedExperiment) {
 	for name, w := range want {
-		if s.unapproved(w.source) {
+		if ss.unapproved(w.source) {
 			w.hold, w.unapproved = true, true
 			want[name] = w
 		}
@@ -75,7 +75,7 @@ func (s *Service) startPreview(head string) func(*preview.Experiment, time.Time)
 		case head != "" && e.Source.HeadCommit != head:
 			return nil, &preview.Error{Code: preview.Aborted, Msg: fmt.Sprintf(
 				"experiment %q is at %.12s, not at the approved %.12s; nothing started", e.Name, e.Source.HeadCommit, head)}
-		case s.unapproved(e.Source):
+		case s.sources.unapproved(e.Source):
 			return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 				"pull request #%d is from a user without write permission and no writer approved its head %.12s: a writer comments `/reconciler preview start` on it",
 				e.Source.Number, e.Source.HeadCommit)}

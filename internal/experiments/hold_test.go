@@ -38,13 +38,13 @@ func TestUpdateDoesNotStartAHeldPullRequest(t *testing.T) {
 		Source: preview.Source{Kind: preview.SourcePullRequest, Number: 7, HeadCommit: "c0ffee"}, Previewed: true,
 		CreateTime: now, UpdateTime: now,
 	}
-	if err := s.putExperiment(ctx, e); err != nil {
+	if err := s.records.putExperiment(ctx, e); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.UpdateExperiment(ctx, e.Name, preview.Input{Annotations: map[string]string{"team": "edge"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := preview.Get(s.experiments(store.State()), e.Name)
+	got, err := preview.Get(s.records.experiments(store.State()), e.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,15 +55,15 @@ func carriesLists(cur *preview.Experiment, w wantedExperiment) bool {
 // putWithLists proposes next, with the list changes and list data of w,
 // in one entry with the payloads of with (after the chunks the state
 // lacks, each entry bounded by raftstore.MaxChunkCommandBytes).
-func (s *Service) putWithLists(ctx context.Context, next *preview.Experiment, w wantedExperiment, with []raftstore.Payload) error {
+func (ss *sourceSync) putWithLists(ctx context.Context, next *preview.Experiment, w wantedExperiment, with []raftstore.Payload) error {
 	next.ListChanges = w.listChanges
 	lists := w.lists
-	if g, ok := s.cfg.Store.(featureGate); ok && !g.Allows(raftstore.TypePutExperiment, raftstore.PutExperimentListsVersion) {
+	if g, ok := ss.cfg.Store.(featureGate); ok && !g.Allows(raftstore.TypePutExperiment, raftstore.PutExperimentListsVersion) {
 		// A member of an older release would refuse the entry: it goes
 		// without its lists, and only nodes holding them preview it.
 		lists = nil
 	}
-	stats, err := raftstore.PutExperimentWithLists(ctx, s.cfg.Store, lists, func(refs map[string][]string) (raftstore.Payload, error) {
+	stats, err := raftstore.PutExperimentWithLists(ctx, ss.cfg.Store, lists, func(refs map[string][]string) (raftstore.Payload, error) {
 		next.ListChunks = refs
 		p, err := experimentPut(next)
 		if err != nil {
@@ -75,7 +75,7 @@ func (s *Service) putWithLists(ctx context.Context, next *preview.Experiment, w 
 		return fmt.Errorf("storing %s: %w", next.Name, err)
 	}
 	if stats.Chunks > 0 {
-		s.log.Info("experiment list data sent", "experiment", next.Name, "lists", len(lists),
+		ss.log.Info("experiment list data sent", "experiment", next.Name, "lists", len(lists),
 			"chunks", stats.Chunks, "chunk_bytes", stats.ChunkBytes, "entries", stats.Entries)
 	}
 	return nil

@@ -51,13 +51,13 @@ func (s *Service) CreateExperiment(ctx context.Context, parent, id string, in pr
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
-	e, err := preview.Create(s.experiments(s.cfg.Store.State()), preview.CreateRequest{Parent: parent, ExperimentID: id,
+	e, err := preview.Create(s.records.experiments(s.cfg.Store.State()), preview.CreateRequest{Parent: parent, ExperimentID: id,
 		Policy: in.Policy, Annotations: in.Annotations, Source: preview.Source{Kind: preview.SourceAPI}, AutoStop: in.AutoStop},
-		s.settings(), now)
+		s.cfg.settings(), now)
 	if err != nil {
 		return nil, err
 	}
-	return s.save(ctx, preview.MethodCreate, preview.AutoStart(s.cfg.Leader.WithValidation(e), s.settings(), now), now)
+	return s.save(ctx, preview.MethodCreate, preview.AutoStart(s.cfg.Leader.WithValidation(e), s.cfg.settings(), now), now)
 }
 
 // UpdateExperiment changes the policy and/or annotations of an experiment
@@ -94,8 +94,8 @@ func (s *Service) UpdateExperiment(ctx context.Context, name string, in preview.
 		}
 		// An update is no approval: a held pull request's experiment
 		// starts only when a writer approves its head (startPreview).
-		if !s.unapproved(e.Source) {
-			e = preview.AutoStart(e, s.settings(), now)
+		if !s.sources.unapproved(e.Source) {
+			e = preview.AutoStart(e, s.cfg.settings(), now)
 		}
 		return s.save(ctx, preview.MethodUpdate, e, now)
 	})
@@ -119,7 +119,7 @@ func (s *Service) DeleteExperiment(ctx context.Context, name, etag string) (*pre
 		if d := s.dismissalPut(s.cfg.Store.State(), cur); d != nil {
 			with = append(with, d)
 		}
-		if err := s.deleteExperiment(ctx, name, with...); err != nil {
+		if err := s.records.deleteExperiment(ctx, name, with...); err != nil {
 			return nil, err
 		}
 		s.log.Info("experiment deleted", "experiment", name)
@@ -159,7 +159,7 @@ func (s *Service) change(name string, fn func(cur *preview.Experiment, now time.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
-	cur, err := preview.Get(s.experiments(s.cfg.Store.State()), name)
+	cur, err := preview.Get(s.records.experiments(s.cfg.Store.State()), name)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (s *Service) save(ctx context.Context, m preview.Method, e *preview.Experim
 	if err != nil {
 		return nil, err
 	}
-	if err := s.propose(ctx, "storing "+e.Name, put, opPut); err != nil {
+	if err := s.records.propose(ctx, "storing "+e.Name, put, opPut); err != nil {
 		return nil, err
 	}
 	s.log.Info("experiment saved", "method", m, "experiment", e.Name, "etag", e.Etag, "active", e.IsActive())
@@ -203,7 +203,7 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 	if err != nil {
 		return nil, err
 	}
-	cur, _ := preview.Get(s.experiments(st), name)
+	cur, _ := preview.Get(s.records.experiments(st), name)
 	liveEtag := ""
 	if g, ok := st.ActiveGeneration(); ok {
 		liveEtag = g.Etags[pol]
@@ -229,7 +229,7 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 	}
 	commit, err := s.cfg.Leader.CommitToMain(ctx, cur, msg)
 	if err != nil {
-		_ = s.putOperation(ctx, op.Fail(err, s.cfg.Now()))
+		_ = s.records.putOperation(ctx, op.Fail(err, s.cfg.Now()))
 		s.log.Warn("commit of experiment failed; nothing changed", "experiment", name, "error", err)
 		return nil, err
 	}
@@ -239,7 +239,7 @@ func (s *Service) CommitExperiment(ctx context.Context, name string, req preview
 	if err != nil {
 		return nil, err
 	}
-	if err := s.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
+	if err := s.records.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
 		return nil, err
 	}
 	s.log.Info("experiment committed", "experiment", name, "etag", cur.Etag, "commit", commit)
@@ -281,7 +281,7 @@ func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experim
 	s.mu.Lock()
 	delete(s.merging, name)
 	if err != nil {
-		_ = s.putOperation(ctx, op.Fail(err, s.cfg.Now()))
+		_ = s.records.putOperation(ctx, op.Fail(err, s.cfg.Now()))
 		s.log.Warn("commit of pull request experiment failed; nothing changed", "experiment", name, "pull", n, "error", err)
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func (s *Service) commitPullExperiment(ctx context.Context, cur *preview.Experim
 	if err != nil {
 		return nil, err
 	}
-	if err := s.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
+	if err := s.records.deleteExperiment(ctx, plan.Delete, opPut); err != nil {
 		return nil, err
 	}
 	s.log.Info("experiment committed by merging its pull request", "experiment", name, "etag", cur.Etag,

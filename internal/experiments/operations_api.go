@@ -48,7 +48,7 @@ func (s *Service) CancelOperation(ctx context.Context, name string) (*preview.Op
 			"%s is already done: there is nothing to cancel", op.Name)}
 	}
 	c := op.Cancel(s.cfg.Now())
-	if err := s.putOperationOver(ctx, c, doc); errors.Is(err, raftstore.ErrConflict) {
+	if err := s.records.putOperationOver(ctx, c, doc); errors.Is(err, raftstore.ErrConflict) {
 		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"%s changed while it was being cancelled (another leader completed it): read it again", op.Name)}
 	} else if err != nil {
@@ -75,7 +75,7 @@ func (s *Service) DeleteOperation(ctx context.Context, name string) error {
 		return &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"%s is still running: cancel it (POST /v1/%s:cancel) or wait for it first", op.Name, op.Name)}
 	}
-	return s.propose(ctx, "deleting "+op.Name, &raftstore.DeleteOperation{ID: strings.TrimPrefix(op.Name, "operations/")})
+	return s.records.propose(ctx, "deleting "+op.Name, &raftstore.DeleteOperation{ID: strings.TrimPrefix(op.Name, "operations/")})
 }
 
 // completeIfRunning stores done unless its operation is already done (a
@@ -89,11 +89,11 @@ func (s *Service) completeIfRunning(ctx context.Context, done *preview.Operation
 	cur, doc, err := s.operation(strings.TrimPrefix(done.Name, "operations/"))
 	switch {
 	case err != nil:
-		return true, s.putOperation(ctx, done)
+		return true, s.records.putOperation(ctx, done)
 	case cur.Done:
 		return false, nil
 	}
-	if err := s.putOperationOver(ctx, done, doc); errors.Is(err, raftstore.ErrConflict) {
+	if err := s.records.putOperationOver(ctx, done, doc); errors.Is(err, raftstore.ErrConflict) {
 		return false, nil
 	} else if err != nil {
 		return false, err

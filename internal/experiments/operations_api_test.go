@@ -41,7 +41,7 @@ func TestCancelRunningCommit(t *testing.T) {
 	ctx := context.Background()
 	op := preview.NewOperation("c0ffee", preview.MethodCommit, "policies/web/experiments/e", now)
 	op.Metadata.Commit = "abc123"
-	if err := s.putOperation(ctx, op); err != nil {
+	if err := s.records.putOperation(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	completed := make(chan struct{})

@@ -25,7 +25,7 @@ func TestPruneOperations(t *testing.T) {
 		if done {
 			op, _ = op.Succeed(nil, created.Add(time.Second))
 		}
-		if err := l.putOperation(ctx, op); err != nil {
+		if err := l.records.putOperation(ctx, op); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,12 +12,12 @@ import (
 // auto-started), updated when the head moves, deleted when the pull
 // request closes or no longer changes the policy.
 func (s *Service) SyncPulls(ctx context.Context, changes []Change, live map[string][]byte) error {
-	want, err := s.wanted(changes, live)
+	want, err := s.sources.wanted(changes, live)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.markUnapproved(want)
-	return s.syncSourceExperiments(ctx, preview.SourcePullRequest, want)
+	s.sources.markUnapproved(want)
+	return s.sources.syncSourceExperiments(ctx, preview.SourcePullRequest, want)
 }

@@ -127,7 +127,7 @@ func (s *Service) completeLeft(ctx context.Context, st *raftstore.State, op *pre
 			"stopped before it completed; GET /v1/status shows whether its generation is active"}, now)
 		s.log.Warn("operation left running by an earlier leader failed", "operation", op.Name, "target", op.Metadata.Target)
 	}
-	err := s.putOperationOver(ctx, done, st.Operations[strings.TrimPrefix(op.Name, "operations/")])
+	err := s.records.putOperationOver(ctx, done, st.Operations[strings.TrimPrefix(op.Name, "operations/")])
 	if errors.Is(err, raftstore.ErrConflict) {
 		return nil // cancelled or completed since st was read
 	}

@@ -145,10 +145,20 @@ type Service struct {
 	// commits counts experiment commits pushed, so that a pass whose refs
 	// predate one skips its branch experiment sync (Epoch).
 	commits atomic.Uint64
-	// checked keeps the verdicts on the sources' policies, apiChecks
-	// holds a slot per API policy check running (check.go).
-	checked   checkedPolicies
+	// apiChecks holds a slot per API policy check running (check.go).
 	apiChecks chan struct{}
+
+	// records stores the experiments and operations; sources keeps the
+	// experiments of branches and pull requests in step (sync.go).
+	records *records
+	sources *sourceSync
+}
+
+// records are the experiment and operation documents in the replicated
+// state: decoded, and written as one log entry per logical change.
+type records struct {
+	cfg *Config // the service's
+	log hclog.Logger
 }
 
 // New returns a Service.
@@ -165,7 +175,12 @@ func New(cfg Config) *Service {
 	if cfg.CheckPolicy == nil {
 		cfg.CheckPolicy = preview.CheckPolicy
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}, apiChecks: make(chan struct{}, maxAPIChecks)}
+	s := &Service{cfg: cfg, log: cfg.Logger, merging: map[string]bool{}, apiChecks: make(chan struct{}, maxAPIChecks)}
+	// The parts share the service's Config, so what a test sets on it
+	// after New reaches them too.
+	s.records = &records{cfg: &s.cfg, log: s.log}
+	s.sources = &sourceSync{cfg: &s.cfg, log: s.log, records: s.records}
+	return s
 }
 
 // DefaultCommitWait bounds how long the leader waits, after pushing a
@@ -177,16 +192,16 @@ const DefaultCommitWait = 2 * time.Minute
 func (s *Service) Epoch() uint64 { return s.commits.Load() }
 
 // settings returns the [preview] settings of the state machine.
-func (s *Service) settings() preview.Settings { return s.cfg.Preview }
+func (c *Config) settings() preview.Settings { return c.Preview }
 
 // List returns the AIP experiments of the replicated state.
-func (s *Service) List() []*preview.Experiment { return s.experiments(s.cfg.Store.State()) }
+func (s *Service) List() []*preview.Experiment { return s.records.experiments(s.cfg.Store.State()) }
 
 // experiments decodes the AIP experiments of st; bad documents are logged.
-func (s *Service) experiments(st *raftstore.State) []*preview.Experiment {
+func (r *records) experiments(st *raftstore.State) []*preview.Experiment {
 	exps, bad := preview.FromState(st)
 	for _, err := range bad {
-		s.log.Warn("skipping an experiment document that does not decode", "error", err)
+		r.log.Warn("skipping an experiment document that does not decode", "error", err)
 	}
 	return exps
 }
@@ -194,10 +209,10 @@ func (s *Service) experiments(st *raftstore.State) []*preview.Experiment {
 // propose proposes ps as one log entry (a raftstore.Txn when there are
 // several): one logical write, which no node and no next leader ever sees
 // half of. what names the write in the error.
-func (s *Service) propose(ctx context.Context, what string, ps ...raftstore.Payload) error {
+func (r *records) propose(ctx context.Context, what string, ps ...raftstore.Payload) error {
 	p, err := raftstore.Batch(ps...)
 	if err == nil && p != nil {
-		_, err = s.cfg.Store.Propose(ctx, p)
+		_, err = r.cfg.Store.Propose(ctx, p)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -218,21 +233,21 @@ func operationPut(op *preview.Operation) (raftstore.Payload, error) {
 }
 
 // putExperiment proposes e.
-func (s *Service) putExperiment(ctx context.Context, e *preview.Experiment) error {
+func (r *records) putExperiment(ctx context.Context, e *preview.Experiment) error {
 	p, err := experimentPut(e)
 	if err != nil {
 		return err
 	}
-	return s.propose(ctx, "storing "+e.Name, p)
+	return r.propose(ctx, "storing "+e.Name, p)
 }
 
 // putOperation proposes op.
-func (s *Service) putOperation(ctx context.Context, op *preview.Operation) error {
+func (r *records) putOperation(ctx context.Context, op *preview.Operation) error {
 	p, err := operationPut(op)
 	if err != nil {
 		return err
 	}
-	return s.propose(ctx, "storing "+op.Name, p)
+	return r.propose(ctx, "storing "+op.Name, p)
 }
 
 // featureGate is the store's feature table (raftstore.Store.Allows).
@@ -245,30 +260,30 @@ type featureGate interface {
 // one (raftstore.PutOperation version 2), so a write that lost a race
 // with another leader's fails with raftstore.ErrConflict instead of
 // overwriting it; before that, unconditionally, as 1.0.0 did.
-func (s *Service) putOperationOver(ctx context.Context, op *preview.Operation, prior raftstore.Operation) error {
+func (r *records) putOperationOver(ctx context.Context, op *preview.Operation, prior raftstore.Operation) error {
 	p, err := op.PutPayload()
 	if err != nil {
 		return err
 	}
-	if g, ok := s.cfg.Store.(featureGate); ok && g.Allows(raftstore.TypePutOperation, raftstore.ConditionalOperationVersion) {
+	if g, ok := r.cfg.Store.(featureGate); ok && g.Allows(raftstore.TypePutOperation, raftstore.ConditionalOperationVersion) {
 		p.IfMatch = raftstore.OperationMatch(prior, true)
 	}
-	return s.propose(ctx, "storing "+op.Name, &p)
+	return r.propose(ctx, "storing "+op.Name, &p)
 }
 
 // deleteExperiment proposes, as one log entry, the delete of name, the
 // experiments of its policy that were waiting for room under the cap
 // (previewed now, and started with auto_start), and with (the operation
 // of the delete or commit, when there is one).
-func (s *Service) deleteExperiment(ctx context.Context, name string, with ...raftstore.Payload) error {
+func (r *records) deleteExperiment(ctx context.Context, name string, with ...raftstore.Payload) error {
 	del := preview.DeletePayload(name)
 	ps := []raftstore.Payload{&del}
-	rest := slices.DeleteFunc(s.experiments(s.cfg.Store.State()), func(e *preview.Experiment) bool { return e.Name == name })
+	rest := slices.DeleteFunc(r.experiments(r.cfg.Store.State()), func(e *preview.Experiment) bool { return e.Name == name })
 	pol, _, _ := preview.ParseName(name)
-	now := s.cfg.Now()
+	now := r.cfg.Now()
 	var previewed []string
-	for _, e := range preview.Rebalance(rest, pol, s.settings()) {
-		e = preview.AutoStart(e, s.settings(), now)
+	for _, e := range preview.Rebalance(rest, pol, r.cfg.settings()) {
+		e = preview.AutoStart(e, r.cfg.settings(), now)
 		p, err := experimentPut(e)
 		if err != nil {
 			return err
@@ -276,11 +291,11 @@ func (s *Service) deleteExperiment(ctx context.Context, name string, with ...raf
 		ps = append(ps, p)
 		previewed = append(previewed, e.Name)
 	}
-	if err := s.propose(ctx, "deleting "+name, append(ps, with...)...); err != nil {
+	if err := r.propose(ctx, "deleting "+name, append(ps, with...)...); err != nil {
 		return err
 	}
 	for _, n := range previewed {
-		s.log.Info("experiment previewed: room under the cap", "experiment", n)
+		r.log.Info("experiment previewed: room under the cap", "experiment", n)
 	}
 	return nil
 }
@@ -300,7 +315,7 @@ func (s *Service) Cascade(ctx context.Context, from, to raftstore.Generation) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	exps := s.experiments(s.cfg.Store.State())
+	exps := s.records.experiments(s.cfg.Store.State())
 	for _, pol := range gone {
 		names := preview.CascadeDelete(exps, pol)
 		ps := make([]raftstore.Payload, 0, len(names))
@@ -308,7 +323,7 @@ func (s *Service) Cascade(ctx context.Context, from, to raftstore.Generation) {
 			p := preview.DeletePayload(name)
 			ps = append(ps, &p)
 		}
-		if err := s.propose(ctx, "deleting the experiments of policies/"+pol, ps...); err != nil {
+		if err := s.records.propose(ctx, "deleting the experiments of policies/"+pol, ps...); err != nil {
 			s.log.Warn("cannot delete the experiments of a deleted policy", "policy", pol, "experiments", names, "error", err)
 			continue
 		}

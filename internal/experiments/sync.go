@@ -6,6 +6,8 @@ import (
 	"path"
 	"slices"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -35,6 +37,19 @@ type wantedExperiment struct {
 	listChanges []preview.ListChange
 }
 
+// sourceSync keeps the experiments of branches and pull requests
+// ("branch-<name>", "pr-N") in step with what the reconcile pass computed
+// of their sources: it loads and checks their policies, and creates,
+// updates, holds and deletes their experiments. The service calls it
+// with its mu held.
+type sourceSync struct {
+	cfg     *Config // the service's
+	log     hclog.Logger
+	records *records
+	// checked keeps the verdicts on the sources' policies (check.go).
+	checked checkedPolicies
+}
+
 // Change is what one branch or pull request changes, as the reconcile
 // pass just computed it: its source (kind, branch or pull request number
 // and URL, head commit) and the names of the policies it changes.
@@ -57,7 +72,7 @@ type Change struct {
 // since, the refs are stale and the next pass (already triggered) does
 // the work.
 func (s *Service) SyncBranches(ctx context.Context, changes []Change, live map[string][]byte, epoch uint64) error {
-	want, err := s.wanted(changes, live)
+	want, err := s.sources.wanted(changes, live)
 	if err != nil {
 		return err
 	}
@@ -66,7 +81,7 @@ func (s *Service) SyncBranches(ctx context.Context, changes []Change, live map[s
 	if s.commits.Load() != epoch {
 		return nil
 	}
-	return s.syncSourceExperiments(ctx, preview.SourceBranch, want)
+	return s.sources.syncSourceExperiments(ctx, preview.SourceBranch, want)
 }
 
 // syncSourceExperiments makes the experiments of source kind (branch or
@@ -78,14 +93,14 @@ func (s *Service) SyncBranches(ctx context.Context, changes []Change, live map[s
 // (dismiss.go). A name held by
 // an experiment of another kind (an API one took it first) is left alone.
 // Called with expMu held.
-func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.SourceKind, want map[string]wantedExperiment) error {
+func (ss *sourceSync) syncSourceExperiments(ctx context.Context, kind preview.SourceKind, want map[string]wantedExperiment) error {
 	noun, goneMsg := "pull request", "pull request closed or back to live; experiment deleted"
 	if kind == preview.SourceBranch {
 		noun, goneMsg = "branch", "branch gone or back to live; experiment deleted"
 	}
-	now := s.cfg.Now()
-	st := s.cfg.Store.State()
-	exps := s.experiments(st)
+	now := ss.cfg.Now()
+	st := ss.cfg.Store.State()
+	exps := ss.records.experiments(st)
 	byName := map[string]*preview.Experiment{}
 	for _, e := range exps {
 		byName[e.Name] = e
@@ -100,28 +115,28 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 			continue // deleted by a client: stays deleted while the source proposes this policy
 		case cur == nil:
 			e, err := preview.Create(exps, preview.CreateRequest{Parent: "policies/" + w.policy.Name, Policy: w.policy,
-				Source: w.source}, s.settings(), now)
+				Source: w.source}, ss.cfg.settings(), now)
 			if err != nil {
-				s.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
+				ss.log.Warn("cannot create the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = s.autoStart(w, preview.SetConflict(e, w.conflict, exps, s.settings()), now)
+			next = ss.autoStart(w, preview.SetConflict(e, w.conflict, exps, ss.cfg.settings()), now)
 			exps = append(exps, next)
 		case cur.Source.Kind != kind:
 			continue // an experiment of another kind took the name first
 		case cur.Etag != w.policy.Etag():
 			e, err := preview.Update(cur, preview.UpdateRequest{Policy: w.policy, HeadCommit: head}, now)
 			if err != nil {
-				s.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
+				ss.log.Warn("cannot update the "+noun+" experiment", "experiment", name, "error", err)
 				continue
 			}
-			next = s.autoStart(w, preview.SetConflict(e, w.conflict, exps, s.settings()), now)
+			next = ss.autoStart(w, preview.SetConflict(e, w.conflict, exps, ss.cfg.settings()), now)
 		case cur.Source.HeadCommit != head:
 			c := *cur // same policy, new head: keep the preview running, unless held
 			c.Source.HeadCommit, c.UpdateTime = head, now
-			next = stopHeld(w, preview.SetConflict(&c, w.conflict, exps, s.settings()), now)
+			next = stopHeld(w, preview.SetConflict(&c, w.conflict, exps, ss.cfg.settings()), now)
 		case cur.Conflict != w.conflict: // main moved: the merge (no longer) conflicts
-			next = s.autoStart(w, preview.SetConflict(cur, w.conflict, exps, s.settings()), now)
+			next = ss.autoStart(w, preview.SetConflict(cur, w.conflict, exps, ss.cfg.settings()), now)
 		case w.unapproved && cur.IsActive():
 			next = stopHeld(w, cur, now)
 		case !carriesLists(cur, w):
@@ -130,32 +145,32 @@ func (s *Service) syncSourceExperiments(ctx context.Context, kind preview.Source
 		default:
 			continue
 		}
-		if err := s.putWithLists(ctx, next, w, undismiss(st, name)); err != nil {
+		if err := ss.putWithLists(ctx, next, w, undismiss(st, name)); err != nil {
 			return err
 		}
 		args := []any{"experiment", name, "etag", next.Etag, "head", head, "active", next.IsActive()}
 		if kind == preview.SourceBranch {
 			args = append(args, "previewed", next.Previewed)
 		}
-		s.log.Info(noun+" experiment recorded", args...)
+		ss.log.Info(noun+" experiment recorded", args...)
 	}
 	for _, e := range exps {
 		if _, keep := want[e.Name]; keep || e.Source.Kind != kind || byName[e.Name] == nil {
 			continue
 		}
-		if err := s.deleteExperiment(ctx, e.Name); err != nil {
+		if err := ss.records.deleteExperiment(ctx, e.Name); err != nil {
 			return err
 		}
-		s.log.Info(goneMsg, "experiment", e.Name)
+		ss.log.Info(goneMsg, "experiment", e.Name)
 	}
-	return s.forgetDismissals(ctx, kind, want)
+	return ss.forgetDismissals(ctx, kind, want)
 }
 
 // wanted computes, by experiment name, what each source wants.
-func (s *Service) wanted(changes []Change, live map[string][]byte) (map[string]wantedExperiment, error) {
+func (ss *sourceSync) wanted(changes []Change, live map[string][]byte) (map[string]wantedExperiment, error) {
 	want := map[string]wantedExperiment{}
 	for _, c := range changes {
-		if err := s.wantSource(want, c.Source, c.Main, c.Policies, live); err != nil {
+		if err := ss.wantSource(want, c.Source, c.Main, c.Policies, live); err != nil {
 			return nil, err
 		}
 		if c.Hold {
@@ -169,26 +184,26 @@ func (s *Service) wanted(changes []Change, live map[string][]byte) (map[string]w
 // at src.HeadCommit merged into main (sourceFiles): one for each changed
 // policy that has a policy there. A source whose id cannot be made adds
 // none.
-func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Source, main string, changed []string,
+func (ss *sourceSync) wantSource(want map[string]wantedExperiment, src preview.Source, main string, changed []string,
 	liveTree map[string][]byte) error {
 	id, err := preview.ExperimentID(src, "")
 	if err != nil {
 		return nil
 	}
-	files, conflict, err := s.cfg.Leader.SourceFiles(main, src.HeadCommit)
+	files, conflict, err := ss.cfg.Leader.SourceFiles(main, src.HeadCommit)
 	if err != nil {
 		return err
 	}
 	live := liveLists(liveTree)
 	rules := 0 // a source's experiments together compile no more than a generation may
 	for _, pol := range changed {
-		p := s.branchPolicy(files, liveTree, pol)
+		p := ss.branchPolicy(files, liveTree, pol)
 		if p == nil {
 			continue
 		}
-		if rules += len(p.Rules); rules > s.cfg.MaxSourceRules {
-			s.log.Warn("the changed policies of a source have more rules than a tree may; the rest are not previewed",
-				"source", id, "rules", rules, "limit", s.cfg.MaxSourceRules)
+		if rules += len(p.Rules); rules > ss.cfg.MaxSourceRules {
+			ss.log.Warn("the changed policies of a source have more rules than a tree may; the rest are not previewed",
+				"source", id, "rules", rules, "limit", ss.cfg.MaxSourceRules)
 			break
 		}
 		want[preview.ResourceName(pol, id)] = wantedExperiment{policy: p, source: src, conflict: conflict,
@@ -202,19 +217,19 @@ func (s *Service) wantSource(want map[string]wantedExperiment, src preview.Sourc
 // child, since the source's tree may be INVALID precisely because it
 // killed one), a NoOp of the live version when the branch deletes it,
 // nil when it cannot be previewed.
-func (s *Service) branchPolicy(files, liveTree map[string][]byte, pol string) *policy.Policy {
+func (ss *sourceSync) branchPolicy(files, liveTree map[string][]byte, pol string) *policy.Policy {
 	if _, ok := files[path.Join(pol, "policy.toml")]; !ok {
 		var live *policy.Policy
 		if liveTree != nil {
-			live, _ = policy.LoadPolicy(gitsource.FilesFS(liveTree), pol, s.cfg.LoadOptions)
+			live, _ = policy.LoadPolicy(gitsource.FilesFS(liveTree), pol, ss.cfg.LoadOptions)
 		}
 		if live == nil {
 			return nil
 		}
 		return preview.NoOp(live, pol)
 	}
-	p, err := policy.LoadPolicy(gitsource.FilesFS(files), pol, s.cfg.LoadOptions)
-	if err != nil || s.checkSourcePolicy(p) != nil {
+	p, err := policy.LoadPolicy(gitsource.FilesFS(files), pol, ss.cfg.LoadOptions)
+	if err != nil || ss.checkSourcePolicy(p) != nil {
 		return nil
 	}
 	return p

@@ -40,7 +40,7 @@ type Store interface {
 
 // Examiner compares a pull request's head with the live branch and
 // validates its tree, as the reconcile loop does for branches
-// (reconcile.Loop.Examine).
+// (reconcile.Trees.Examine).
 type Examiner interface {
 	Examine(head, main gitsource.Revision) (reconcile.Examination, error)
 	// Diverged is the live-branch head the loop refuses to promote, nil

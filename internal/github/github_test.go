@@ -194,28 +194,28 @@ type loopRef struct{ l *leader }
 func (r loopRef) Leading() bool { return r.l.loop.Leading() }
 func (r loopRef) Trigger()      { r.l.loop.Trigger() }
 func (r loopRef) WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation {
-	return r.l.loop.WaitForCommit(ctx, commit, wait)
+	return r.l.loop.Rollbacks().WaitForCommit(ctx, commit, wait)
 }
 func (r loopRef) Examine(head, main gitsource.Revision) (reconcile.Examination, error) {
-	return r.l.loop.Examine(head, main)
+	return r.l.loop.Trees().Examine(head, main)
 }
 func (r loopRef) GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
-	return r.l.loop.GenerationOf(st, commit)
+	return r.l.loop.Rollbacks().GenerationOf(st, commit)
 }
 
 func (r loopRef) LiveAncestor(st *raftstore.State, commit string) bool {
-	return r.l.loop.LiveAncestor(st, commit)
+	return r.l.loop.Rollbacks().LiveAncestor(st, commit)
 }
 
 func (r loopRef) Diverged() *reconcile.Divergence { return r.l.loop.Diverged() }
 func (r loopRef) SourceFiles(main, head string) (map[string][]byte, string, error) {
-	return r.l.loop.SourceFiles(main, head)
+	return r.l.loop.Trees().SourceFiles(main, head)
 }
 func (r loopRef) CommitToMain(ctx context.Context, e *preview.Experiment, msg string) (string, error) {
-	return r.l.loop.CommitToMain(ctx, e, msg)
+	return r.l.loop.Committer().CommitToMain(ctx, e, msg)
 }
 func (r loopRef) WithValidation(e *preview.Experiment) *preview.Experiment {
-	return r.l.loop.WithValidation(e)
+	return r.l.loop.Committer().WithValidation(e)
 }
 
 type workerRef struct{ l *leader }

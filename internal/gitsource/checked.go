@@ -102,7 +102,7 @@ func (s *Source) commitChecked(ctx context.Context, build buildFunc, msg string,
 			}
 		}
 		s.mu.Lock()
-		if err = s.push(ctx, h, s.branchRef(), head); err == nil {
+		if err = s.push(ctx, h, s.cfg.branchRef(), head); err == nil {
 			s.trustOwn(h) // VerifyCommit: the leader wrote it and cannot sign it
 		}
 		s.mu.Unlock()

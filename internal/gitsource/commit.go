@@ -233,7 +233,7 @@ func (s *Source) commitOnBranch(ctx context.Context, dir string, sub plumbing.Ha
 	if err != nil {
 		return "", fmt.Errorf("gitsource: writing the commit: %w", err)
 	}
-	if err := s.push(ctx, h, s.branchRef(), head); err != nil {
+	if err := s.push(ctx, h, s.cfg.branchRef(), head); err != nil {
 		return "", err
 	}
 	s.trustOwn(h)
@@ -279,7 +279,7 @@ func (s *Source) push(ctx context.Context, commit plumbing.Hash, dst plumbing.Re
 	}
 	err := s.remote.PushContext(ctx, opts)
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return s.pushError(ctx, dst, commit, err, progress.String())
+		return s.cfg.pushError(ctx, dst, commit, err, progress.String())
 	}
 	return nil
 }
@@ -287,7 +287,7 @@ func (s *Source) push(ctx context.Context, commit plumbing.Hash, dst plumbing.Re
 // pushError tells a refusal from a failure. go-git reports refusals only
 // in text: its own fast-forward and RequireRemoteRefs checks, and the
 // remote's report-status ("command error on <ref>: <status>").
-func (s *Source) pushError(ctx context.Context, dst plumbing.ReferenceName, commit plumbing.Hash, err error, remoteSaid string) error {
+func (c *Config) pushError(ctx context.Context, dst plumbing.ReferenceName, commit plumbing.Hash, err error, remoteSaid string) error {
 	msg := err.Error()
 	refused := &PushRefusedError{Ref: dst.String(), Commit: commit.String()}
 	switch {
@@ -297,12 +297,12 @@ func (s *Source) pushError(ctx context.Context, dst plumbing.ReferenceName, comm
 	case reasonOf(err) == ReasonAuth:
 		msg = "permission denied: " + msg
 	default:
-		return s.remoteError(ctx, "push", err)
+		return c.remoteError(ctx, "push", err)
 	}
 	if said := remoteLines(remoteSaid); said != "" {
 		msg = said + "; " + msg
 	}
-	refused.Message = tidy(s.scrub(msg))
+	refused.Message = tidy(c.scrub(msg))
 	return refused
 }
 

@@ -184,7 +184,7 @@ func TestPushErrorClassification(t *testing.T) {
 		{fmt.Errorf("%w: 403 for "+testToken, transport.ErrAuthorizationFailed), false, ErrPushRefused},
 		{io.ErrUnexpectedEOF, false, ErrPush},
 	} {
-		err := s.pushError(ctx, main, plumbing.ZeroHash, tc.err, "remote: hello\n")
+		err := s.cfg.pushError(ctx, main, plumbing.ZeroHash, tc.err, "remote: hello\n")
 		if !errors.Is(err, tc.kind) {
 			t.Errorf("%v: classified as %v", tc.err, err)
 		}

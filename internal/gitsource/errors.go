@@ -160,12 +160,12 @@ var sshAuthTexts = []string{"unable to authenticate", "SSH agent", "SSH_AUTH_SOC
 // remoteError wraps a transport error for op, scrubbed. A context that
 // ended wins over what the transport made of it, since go-git sometimes
 // reports a canceled request as a broken pipe or EOF.
-func (s *Source) remoteError(ctx context.Context, op string, err error) error {
+func (c *Config) remoteError(ctx context.Context, op string, err error) error {
 	reason := reasonOf(err)
 	if ctxErr := ctx.Err(); ctxErr != nil && reason == ReasonNetwork {
 		reason = reasonOf(ctxErr)
 	}
-	return &RemoteError{Op: op, URL: Redact(s.cfg.URL), Reason: reason, Msg: tidy(s.scrub(err.Error()))}
+	return &RemoteError{Op: op, URL: Redact(c.URL), Reason: reason, Msg: tidy(c.scrub(err.Error()))}
 }
 
 // tidy puts a transport message on one line and drops the repeats and

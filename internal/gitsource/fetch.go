@@ -78,7 +78,7 @@ func (s *Source) fetchLocked(ctx context.Context) (*Refs, error) {
 	defer cancel()
 	want, withPulls, err := s.listRemote(ctx)
 	if err != nil {
-		return nil, s.remoteError(ctx, "fetch", err)
+		return nil, s.cfg.remoteError(ctx, "fetch", err)
 	}
 	if _, ok := want[s.trackingRef()]; !ok {
 		return nil, &RemoteError{Op: "fetch", URL: Redact(s.cfg.URL), Reason: ReasonNotFound,
@@ -177,7 +177,7 @@ func (s *Source) fetchObjects(ctx context.Context, withPulls bool) error {
 		Tags:       git.NoTags,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return s.remoteError(ctx, "fetch", err)
+		return s.cfg.remoteError(ctx, "fetch", err)
 	}
 	return nil
 }

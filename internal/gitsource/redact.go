@@ -70,5 +70,5 @@ func scrub(text, rawURL, token string) string {
 	return userinfoRE.ReplaceAllString(text, "${1}"+redacted+"@")
 }
 
-// scrub removes this source's credentials from text.
-func (s *Source) scrub(text string) string { return scrub(text, s.cfg.URL, s.cfg.Token) }
+// scrub removes the configured remote's credentials from text.
+func (c *Config) scrub(text string) string { return scrub(text, c.URL, c.Token) }

@@ -225,8 +225,8 @@ func (s *Source) withTimeout(ctx context.Context) (context.Context, context.Canc
 }
 
 // branchRef is the live branch on the remote.
-func (s *Source) branchRef() plumbing.ReferenceName {
-	return plumbing.NewBranchReferenceName(s.cfg.Branch)
+func (c *Config) branchRef() plumbing.ReferenceName {
+	return plumbing.NewBranchReferenceName(c.Branch)
 }
 
 // trackingRef is where the live branch is kept in the clone.

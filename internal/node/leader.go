@@ -68,33 +68,33 @@ func (r loopRef) Leading() bool { return r.m.loop.Leading() }
 func (r loopRef) Trigger() { r.m.loop.Trigger() }
 
 func (r loopRef) WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation {
-	return r.m.loop.WaitForCommit(ctx, commit, wait)
+	return r.m.loop.Rollbacks().WaitForCommit(ctx, commit, wait)
 }
 
 func (r loopRef) Examine(head, main gitsource.Revision) (reconcile.Examination, error) {
-	return r.m.loop.Examine(head, main)
+	return r.m.loop.Trees().Examine(head, main)
 }
 
 func (r loopRef) GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
-	return r.m.loop.GenerationOf(st, commit)
+	return r.m.loop.Rollbacks().GenerationOf(st, commit)
 }
 
 func (r loopRef) LiveAncestor(st *raftstore.State, commit string) bool {
-	return r.m.loop.LiveAncestor(st, commit)
+	return r.m.loop.Rollbacks().LiveAncestor(st, commit)
 }
 
 func (r loopRef) Diverged() *reconcile.Divergence { return r.m.loop.Diverged() }
 
 func (r loopRef) SourceFiles(main, head string) (map[string][]byte, string, error) {
-	return r.m.loop.SourceFiles(main, head)
+	return r.m.loop.Trees().SourceFiles(main, head)
 }
 
 func (r loopRef) CommitToMain(ctx context.Context, e *preview.Experiment, msg string) (string, error) {
-	return r.m.loop.CommitToMain(ctx, e, msg)
+	return r.m.loop.Committer().CommitToMain(ctx, e, msg)
 }
 
 func (r loopRef) WithValidation(e *preview.Experiment) *preview.Experiment {
-	return r.m.loop.WithValidation(e)
+	return r.m.loop.Committer().WithValidation(e)
 }
 
 // pullsRef is the GitHub worker for the experiment service built before it.
@@ -116,7 +116,7 @@ func (r rollbacks) AcceptHistory(ctx context.Context, commit string) error {
 }
 
 func (r rollbacks) Rollback(ctx context.Context, req api.RollbackRequest) (api.RollbackResult, error) {
-	return r.m.loop.Rollback(ctx, req)
+	return r.m.loop.Rollbacks().Rollback(ctx, req)
 }
 
 var (

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/policyrollout/reconciler/internal/experiments"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -15,6 +17,14 @@ import (
 // maxBranches bounds how many branches the leader tracks (by name order);
 // each costs two policy loads and a validation when it or main moves.
 const maxBranches = 200
+
+// branchRecorder records the other branches of the repository for the
+// pass (BranchRecord) and says what each changes, for the experiments.
+type branchRecorder struct {
+	cfg   *Config // the loop's
+	log   hclog.Logger
+	trees *Trees
+}
 
 // branchEntry is a computed branch record and the main commit it was
 // computed against.
@@ -29,12 +39,12 @@ type branchEntry struct {
 // moved, written only when they differ from the replicated ones, and
 // deleted when their branch is gone: an idle poll writes nothing. It
 // returns what each branch changes, for the experiments.
-func (l *Loop) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) ([]experiments.Change, error) {
-	want, err := l.branchRecords(t, refs)
+func (b *branchRecorder) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) ([]experiments.Change, error) {
+	want, err := b.branchRecords(t, refs)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.writeBranches(ctx, want); err != nil {
+	if err := b.writeBranches(ctx, want); err != nil {
 		return nil, err
 	}
 	var changes []experiments.Change
@@ -48,8 +58,8 @@ func (l *Loop) syncBranches(ctx context.Context, t *term, refs *gitsource.Refs) 
 }
 
 // writeBranches proposes the records that changed and deletes the gone ones.
-func (l *Loop) writeBranches(ctx context.Context, want map[string]BranchRecord) error {
-	st := l.cfg.Store.State()
+func (b *branchRecorder) writeBranches(ctx context.Context, want map[string]BranchRecord) error {
+	st := b.cfg.Store.State()
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		rec := want[name]
 		if old, ok := st.Branches[rec.Branch]; ok && SameRecord(old, rec) {
@@ -58,13 +68,13 @@ func (l *Loop) writeBranches(ctx context.Context, want map[string]BranchRecord) 
 		if err := rec.Validate(); err != nil {
 			// A name or content past raftstore's bounds (a hostile
 			// push): leave the branch out rather than stop the pass.
-			l.log.Warn("cannot record a branch; skipped", "record", name, "error", err)
+			b.log.Warn("cannot record a branch; skipped", "record", name, "error", err)
 			continue
 		}
-		if _, err := l.cfg.Store.Propose(ctx, &raftstore.PutBranch{Record: rec}); err != nil {
+		if _, err := b.cfg.Store.Propose(ctx, &raftstore.PutBranch{Record: rec}); err != nil {
 			return fmt.Errorf("recording %s: %w", name, err)
 		}
-		l.log.Info("branch recorded", "revision", rec.Revision, "changed_policies", rec.ChangedPolicies,
+		b.log.Info("branch recorded", "revision", rec.Revision, "changed_policies", rec.ChangedPolicies,
 			"valid", rec.Validation.Valid)
 	}
 	for _, branch := range slices.Sorted(maps.Keys(st.Branches)) {
@@ -72,20 +82,20 @@ func (l *Loop) writeBranches(ctx context.Context, want map[string]BranchRecord) 
 		if _, keep := want[name]; keep {
 			continue
 		}
-		if _, err := l.cfg.Store.Propose(ctx, &raftstore.DeleteBranch{Branch: branch}); err != nil {
+		if _, err := b.cfg.Store.Propose(ctx, &raftstore.DeleteBranch{Branch: branch}); err != nil {
 			return fmt.Errorf("deleting %s: %w", name, err)
 		}
-		l.log.Info("branch gone; record deleted", "record", name)
+		b.log.Info("branch gone; record deleted", "record", name)
 	}
 	return nil
 }
 
 // branchRecords computes the wanted records, by record name.
-func (l *Loop) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRecord, error) {
+func (b *branchRecorder) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRecord, error) {
 	names := slices.Sorted(maps.Keys(refs.Branches))
-	names = slices.DeleteFunc(names, func(n string) bool { return n == l.cfg.Branch })
+	names = slices.DeleteFunc(names, func(n string) bool { return n == b.cfg.Branch })
 	if len(names) > maxBranches {
-		l.log.Warn("too many branches; tracking the first ones by name", "branches", len(names), "tracked", maxBranches)
+		b.log.Warn("too many branches; tracking the first ones by name", "branches", len(names), "tracked", maxBranches)
 		names = names[:maxBranches]
 	}
 	want := make(map[string]BranchRecord, len(names))
@@ -93,7 +103,7 @@ func (l *Loop) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRe
 		head := refs.Branches[name]
 		e, ok := t.branches[name]
 		if !ok || e.rec.HeadCommit != head.Hash || e.main != refs.Main.Hash {
-			rec, err := l.branchRecord(head, refs.Main)
+			rec, err := b.branchRecord(head, refs.Main)
 			if err != nil {
 				return nil, err
 			}
@@ -112,8 +122,8 @@ func (l *Loop) branchRecords(t *term, refs *gitsource.Refs) (map[string]BranchRe
 
 // branchRecord compares what one branch would make of main (merged.go)
 // with main and validates that tree.
-func (l *Loop) branchRecord(head, main gitsource.Revision) (BranchRecord, error) {
-	ex, err := l.Examine(head, main)
+func (b *branchRecorder) branchRecord(head, main gitsource.Revision) (BranchRecord, error) {
+	ex, err := b.trees.Examine(head, main)
 	if err != nil {
 		return BranchRecord{}, err
 	}
@@ -140,12 +150,12 @@ type Examination struct {
 // Examine compares what head would make of main with main and validates
 // that tree with the same checks as a main commit: the shared work of
 // branch records and pull request records (internal/github).
-func (l *Loop) Examine(head, main gitsource.Revision) (Examination, error) {
-	c, err := l.changeOf(main, head)
+func (t *Trees) Examine(head, main gitsource.Revision) (Examination, error) {
+	c, err := t.changeOf(main, head)
 	if err != nil {
 		return Examination{}, err
 	}
-	val, v := l.judge(c)
+	val, v := t.judge(c)
 	return Examination{ChangedPolicies: c.changed, Validation: val, Etags: v.Etags,
-		ChangedMatches: l.changedMatches(c, main)}, nil
+		ChangedMatches: t.changedMatches(c, main)}, nil
 }

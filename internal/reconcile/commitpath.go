@@ -39,6 +39,14 @@ type MergeCommitter interface {
 	CommitMerge(ctx context.Context, req gitsource.MergeRequest) (string, error)
 }
 
+// Committer is the commit path of branch and API experiments: it writes
+// an experiment to the live branch once the tree main would hold passes
+// the checks of a main commit.
+type Committer struct {
+	cfg   *Config // the loop's
+	trees *Trees
+}
+
 // CommitMerge implements MergeCommitter, apart from history walks as
 // Revert is.
 func (g *GitSource) CommitMerge(ctx context.Context, req gitsource.MergeRequest) (string, error) {
@@ -49,34 +57,34 @@ func (g *GitSource) CommitMerge(ctx context.Context, req gitsource.MergeRequest)
 
 // CommitToMain writes e to the live branch, checked, and returns the new
 // commit of main. Refusals are *preview.Error.
-func (l *Loop) CommitToMain(ctx context.Context, e *preview.Experiment, msg string) (string, error) {
+func (cm *Committer) CommitToMain(ctx context.Context, e *preview.Experiment, msg string) (string, error) {
 	pol := e.PolicyName()
-	check := l.commitCheck(e)
+	check := cm.commitCheck(e)
 	var commit string
 	var err error
 	switch {
 	case e.Source.Kind == preview.SourceBranch:
-		mc, ok := l.cfg.Source.(MergeCommitter)
+		mc, ok := cm.cfg.Source.(MergeCommitter)
 		if !ok {
 			return "", ErrNoCommitter
 		}
 		commit, err = mc.CommitMerge(ctx, gitsource.MergeRequest{Source: e.Source.HeadCommit, Message: msg,
-			Now: l.cfg.Now(), Check: check})
+			Now: cm.cfg.Now(), Check: check})
 	default:
-		committer, ok := l.cfg.Source.(PolicyCommitter)
+		committer, ok := cm.cfg.Source.(PolicyCommitter)
 		if !ok {
 			return "", ErrNoCommitter
 		}
 		// The edit is made to main's files as the commit finds them.
-		edit := func(root map[string][]byte) (map[string][]byte, error) { return l.policyDir(root, pol, e.Policy) }
+		edit := func(root map[string][]byte) (map[string][]byte, error) { return cm.policyDir(root, pol, e.Policy) }
 		commit, err = committer.CommitPolicy(ctx, gitsource.CommitPolicyRequest{Policy: pol, Edit: edit, Message: msg,
-			Now: l.cfg.Now(), Check: check})
+			Now: cm.cfg.Now(), Check: check})
 	}
 	var conflict *gitsource.ConflictError
 	switch {
 	case errors.As(err, &conflict):
 		return "", &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
-			"%s cannot be merged into %s without a human (nothing was pushed): %s", e.Name, l.cfg.Branch, conflict.Error())}
+			"%s cannot be merged into %s without a human (nothing was pushed): %s", e.Name, cm.cfg.Branch, conflict.Error())}
 	case errors.Is(err, gitsource.ErrNoChange):
 		return "", fmt.Errorf("%w: the live branch already holds this version of %s", gitsource.ErrNoChange, pol)
 	}
@@ -87,12 +95,12 @@ func (l *Loop) CommitToMain(ctx context.Context, e *preview.Experiment, msg stri
 // commit, and the experiment's policy must come out with the
 // experiment's etag (main may have moved since the etag was shown: then
 // the commit is ABORTED, to be retried on the new version).
-func (l *Loop) commitCheck(e *preview.Experiment) gitsource.CheckFunc {
+func (cm *Committer) commitCheck(e *preview.Experiment) gitsource.CheckFunc {
 	return func(files map[string][]byte) error {
-		v := l.validate(files)
+		v := cm.trees.validate(files)
 		if len(v.Problems) > 0 {
 			return &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
-				"committing %s would make %s invalid, so nothing was pushed: %s", e.Name, l.cfg.Branch,
+				"committing %s would make %s invalid, so nothing was pushed: %s", e.Name, cm.cfg.Branch,
 				strings.Join(capProblems(v.Problems), "; "))}
 		}
 		pol := e.PolicyName()
@@ -111,13 +119,13 @@ func (l *Loop) commitCheck(e *preview.Experiment) gitsource.CheckFunc {
 // validation is the verdict on the tree main would hold with e committed
 // (an API experiment's test results on its resource), nil when there is
 // no live tree to start from.
-func (l *Loop) validation(e *preview.Experiment) *preview.Validation {
-	g, ok := servedGeneration(l.cfg.Store.State())
+func (cm *Committer) validation(e *preview.Experiment) *preview.Validation {
+	g, ok := servedGeneration(cm.cfg.Store.State())
 	if !ok {
 		return nil
 	}
 	pol := e.PolicyName()
-	dir, err := l.policyDir(g.Files, pol, e.Policy)
+	dir, err := cm.policyDir(g.Files, pol, e.Policy)
 	if err != nil {
 		return &preview.Validation{Errors: []string{err.Error()}}
 	}
@@ -130,7 +138,7 @@ func (l *Loop) validation(e *preview.Experiment) *preview.Validation {
 	for k, v := range dir {
 		tree[pol+"/"+k] = v
 	}
-	v := l.validate(tree)
+	v := cm.trees.validate(tree)
 	probs := v.Problems
 	if len(probs) > maxExperimentProblems { // the experiment document must stay small in the raft log
 		probs = append(probs[:maxExperimentProblems:maxExperimentProblems],
@@ -148,11 +156,11 @@ func (l *Loop) validation(e *preview.Experiment) *preview.Validation {
 const maxExperimentProblems = 10
 
 // WithValidation is e with its Validation computed (API experiments).
-func (l *Loop) WithValidation(e *preview.Experiment) *preview.Experiment {
+func (cm *Committer) WithValidation(e *preview.Experiment) *preview.Experiment {
 	if e == nil || (e.Source.Kind != preview.SourceAPI && e.Source.Kind != "") {
 		return e
 	}
 	c := *e
-	c.Validation = l.validation(e)
+	c.Validation = cm.validation(e)
 	return &c
 }

@@ -27,8 +27,11 @@
 //     keeps the experiments "branch-<name>" or "pr-N" in step.
 //
 // Beside the passes, the promoter activates the staged generation once
-// every reachable node has reported Ready (two-phase promotion), and
-// Rollback writes a revert commit for the normal path to promote.
+// every reachable node has reported Ready (two-phase promotion). The loop
+// keeps the term, the pass and promotion; what the pass and its partners
+// share lives in parts it owns: Trees reads, merges and validates trees,
+// Committer writes experiments to the live branch, and Rollbacks writes a
+// revert commit for the normal path to promote.
 //
 // The loop runs only on the leader. A new leader resumes from the
 // replicated state alone: it continues after the newest generation's

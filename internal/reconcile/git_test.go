@@ -114,7 +114,7 @@ func TestGitBranchesAndRollback(t *testing.T) {
 		return ok && rec.HeadCommit == head && fmt.Sprint(rec.ChangedPolicies) == "[web]" && rec.Validation.Valid
 	})
 
-	res, err := r.loop.Rollback(context.Background(), RollbackRequest{Wait: 20 * time.Second})
+	res, err := r.loop.Rollbacks().Rollback(context.Background(), RollbackRequest{Wait: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestGitBranchesAndRollback(t *testing.T) {
 	}
 	// Pushing to main refused: a clear error, main unchanged.
 	r.srv.RejectPushes("policies", "main", true)
-	_, err = r.loop.Rollback(context.Background(), RollbackRequest{Generation: 2})
+	_, err = r.loop.Rollbacks().Rollback(context.Background(), RollbackRequest{Generation: 2})
 	if !errors.Is(err, gitsource.ErrPushRefused) || !strings.Contains(err.Error(), gittest.RejectMessage) {
 		t.Errorf("refused rollback: %v", err)
 	}

@@ -57,7 +57,7 @@ func TestGitGenerationHistory(t *testing.T) {
 		t.Fatalf("generation 2 history = %+v", g.History)
 	}
 
-	res, err := r.loop.Rollback(context.Background(), RollbackRequest{Wait: 20 * time.Second, RequestedBy: "ops (admin)"})
+	res, err := r.loop.Rollbacks().Rollback(context.Background(), RollbackRequest{Wait: 20 * time.Second, RequestedBy: "ops (admin)"})
 	if err != nil || res.Generation != 3 {
 		t.Fatalf("rollback = %+v, %v", res, err)
 	}

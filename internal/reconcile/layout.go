@@ -31,7 +31,7 @@ import (
 // policyDir is the new content of pol's directory for p, relative to it,
 // given the policies root main holds (live; nil or without the policy for
 // a new one). Refusals are *preview.Error (FAILED_PRECONDITION).
-func (l *Loop) policyDir(live map[string][]byte, pol string, p *policy.Policy) (map[string][]byte, error) {
+func (cm *Committer) policyDir(live map[string][]byte, pol string, p *policy.Policy) (map[string][]byte, error) {
 	cur := map[string][]byte{}
 	for name, data := range live {
 		if rel, ok := strings.CutPrefix(name, pol+"/"); ok {
@@ -45,7 +45,7 @@ func (l *Loop) policyDir(live map[string][]byte, pol string, p *policy.Policy) (
 		}
 		return map[string][]byte{"policy.toml": data}, nil
 	}
-	old, err := l.loadDir(live, pol, cur)
+	old, err := cm.loadDir(live, pol, cur)
 	if err != nil {
 		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"%s on the live branch does not load, so it cannot be edited: %v", pol, err)}
@@ -58,7 +58,7 @@ func (l *Loop) policyDir(live map[string][]byte, pol string, p *policy.Policy) (
 	if err != nil {
 		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: err.Error()}
 	}
-	if got, err := l.loadDir(live, pol, out); err != nil || got.Etag() != p.Etag() {
+	if got, err := cm.loadDir(live, pol, out); err != nil || got.Etag() != p.Etag() {
 		return nil, &preview.Error{Code: preview.FailedPrecondition, Msg: fmt.Sprintf(
 			"the files of %s, edited in place, do not give the experiment (%v): change them on a branch instead", pol, err)}
 	}
@@ -66,7 +66,7 @@ func (l *Loop) policyDir(live map[string][]byte, pol string, p *policy.Policy) (
 }
 
 // loadDir loads pol from live with its directory replaced by dir.
-func (l *Loop) loadDir(live map[string][]byte, pol string, dir map[string][]byte) (*policy.Policy, error) {
+func (cm *Committer) loadDir(live map[string][]byte, pol string, dir map[string][]byte) (*policy.Policy, error) {
 	tree := make(map[string][]byte, len(live)+len(dir))
 	for k, v := range live {
 		if !strings.HasPrefix(k, pol+"/") {
@@ -76,7 +76,7 @@ func (l *Loop) loadDir(live map[string][]byte, pol string, dir map[string][]byte
 	for k, v := range dir {
 		tree[path.Join(pol, k)] = v
 	}
-	return policy.LoadPolicy(gitsource.FilesFS(tree), pol, l.cfg.LoadOptions)
+	return policy.LoadPolicy(gitsource.FilesFS(tree), pol, cm.cfg.LoadOptions)
 }
 
 // dirEditor edits the files of one policy directory (cur, by path

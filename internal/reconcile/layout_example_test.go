@@ -74,7 +74,7 @@ func (r *gitRepo) commitAPI(t *testing.T, p *policy.Policy) (before, after strin
 	before = r.srv.Head("policies", "main")
 	e := &preview.Experiment{Name: preview.ResourceName(p.Name, "e2"), Etag: p.Etag(), Policy: p,
 		Source: preview.Source{Kind: preview.SourceAPI}}
-	commit, err := r.loop.CommitToMain(context.Background(), e, "commit "+e.Name)
+	commit, err := r.loop.Committer().CommitToMain(context.Background(), e, "commit "+e.Name)
 	if err != nil {
 		return before, r.srv.Head("policies", "main"), err
 	}
@@ -182,7 +182,7 @@ func TestAPIExperimentValidationNamesTheTestFile(t *testing.T) {
 			p.Rules[i].Action = policy.ActionAllow
 		}
 	}
-	e := r.loop.WithValidation(&preview.Experiment{Name: preview.ResourceName("admin-api", "e2"), Etag: p.Etag(),
+	e := r.loop.Committer().WithValidation(&preview.Experiment{Name: preview.ResourceName("admin-api", "e2"), Etag: p.Etag(),
 		Policy: p, Source: preview.Source{Kind: preview.SourceAPI}})
 	v := e.Validation
 	if v == nil || v.Valid || v.Tests == nil || v.Tests.Passed >= v.Tests.Total || v.Tests.Total != len(p.Tests) {

@@ -48,7 +48,7 @@ func withDir(live map[string][]byte, pol string, dir map[string][]byte) map[stri
 }
 
 func TestPolicyDirKeepsTheLayout(t *testing.T) {
-	l := &Loop{}
+	c := &Committer{cfg: &Config{}}
 	live := layoutTree()
 	p := loadAPI(t, live)
 
@@ -60,7 +60,7 @@ func TestPolicyDirKeepsTheLayout(t *testing.T) {
 			changed.Rules[i].Match = "request.path in ['/healthz', '/livez']"
 		}
 	}
-	dir, err := l.policyDir(live, "api", &changed)
+	dir, err := c.policyDir(live, "api", &changed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestPolicyDirKeepsTheLayout(t *testing.T) {
 		}
 		edited.Rules = append(edited.Rules, r)
 	}
-	dir, err = l.policyDir(live, "api", &edited)
+	dir, err = c.policyDir(live, "api", &edited)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestPolicyDirKeepsTheLayout(t *testing.T) {
 		}
 	}
 	var refused *preview.Error
-	if dir, err := l.policyDir(live, "api", &dropped); !errors.As(err, &refused) ||
+	if dir, err := c.policyDir(live, "api", &dropped); !errors.As(err, &refused) ||
 		refused.Code != preview.FailedPrecondition || !strings.Contains(err.Error(), "_shared/office.toml") {
 		t.Fatalf("dropping a shared rule: %v, files %q", err, dir)
 	}
@@ -125,7 +125,7 @@ func TestPolicyDirKeepsTheLayout(t *testing.T) {
 // the merge); a test changed in its test file is changed there; a test
 // dropped leaves its file, or deletes the file it was alone in.
 func TestPolicyDirDropsEveryDefinition(t *testing.T) {
-	l := &Loop{}
+	c := &Committer{cfg: &Config{}}
 	live := map[string][]byte{}
 	for k, v := range exampleFiles(t) {
 		live[k] = []byte(v)
@@ -150,7 +150,7 @@ func TestPolicyDirDropsEveryDefinition(t *testing.T) {
 			next.Tests = append(next.Tests, tt)
 		}
 	}
-	dir, err := l.policyDir(live, "edge-firewall", &next)
+	dir, err := c.policyDir(live, "edge-firewall", &next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,10 +185,10 @@ func BenchmarkPolicyDir(b *testing.B) {
 	next := *p
 	next.Rules = append([]policy.Rule(nil), p.Rules...)
 	next.Rules[len(next.Rules)-1].Match += " && true"
-	l := &Loop{}
+	c := &Committer{cfg: &Config{}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := l.policyDir(live, "admin-api", &next); err != nil {
+		if _, err := c.policyDir(live, "admin-api", &next); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -197,7 +197,7 @@ func BenchmarkPolicyDir(b *testing.B) {
 // Flipping a rule of a fragment into and out of preview writes only that
 // rule's preview line: the API experiment of a one-line pull request.
 func TestPolicyDirFlipsPreview(t *testing.T) {
-	l := &Loop{}
+	c := &Committer{cfg: &Config{}}
 	live := layoutTree()
 	flip := func(p *policy.Policy, on bool) *policy.Policy {
 		c := *p
@@ -210,7 +210,7 @@ func TestPolicyDirFlipsPreview(t *testing.T) {
 		return &c
 	}
 	previewed := flip(loadAPI(t, live), true)
-	dir, err := l.policyDir(live, "api", previewed)
+	dir, err := c.policyDir(live, "api", previewed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestPolicyDirFlipsPreview(t *testing.T) {
 	if e := loadAPI(t, inPreview).Etag(); e != previewed.Etag() {
 		t.Fatalf("loads to %s, want %s", e, previewed.Etag())
 	}
-	dir, err = l.policyDir(inPreview, "api", flip(previewed, false))
+	dir, err = c.policyDir(inPreview, "api", flip(previewed, false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,15 +197,14 @@ type Loop struct {
 	// instead of sleeping.
 	passes atomic.Uint64
 
-	// The merged trees of sources (merged.go), cached by main and head,
-	// and main's policies root, read once per head.
-	treeMu    sync.Mutex
-	trees     map[string]map[string][]byte
-	conflicts map[string]string
-	lastMain  struct {
-		hash  string
-		files map[string][]byte
-	}
+	// The parts that own what is not the term, the pass or promotion:
+	// reading and judging trees (merged.go), recording branches
+	// (branches.go), the experiments' commit path (commitpath.go) and
+	// rollback (rollback.go).
+	trees     *Trees
+	branches  *branchRecorder
+	committer *Committer
+	rollbacks *Rollbacks
 }
 
 // New returns a Loop, or an error if the poll spec does not parse.
@@ -231,12 +230,28 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Branch == "" {
 		cfg.Branch = gitsource.DefaultBranch
 	}
-	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1), trees: map[string]map[string][]byte{},
-		conflicts: map[string]string{}}
+	l := &Loop{cfg: cfg, log: cfg.Logger, trigger: make(chan struct{}, 1)}
 	l.metrics = newMetrics(cfg.Registry)
+	// The parts share the loop's Config, so what a test sets on it after
+	// New reaches them too.
+	l.trees = &Trees{cfg: &l.cfg, trees: map[string]map[string][]byte{}, conflicts: map[string]string{}}
+	l.branches = &branchRecorder{cfg: &l.cfg, log: l.log, trees: l.trees}
+	l.committer = &Committer{cfg: &l.cfg, trees: l.trees}
+	l.rollbacks = &Rollbacks{cfg: &l.cfg, log: l.log, loop: l}
 	l.steps = l.passSteps()
 	return l, nil
 }
+
+// Trees reads, merges and judges the trees of the experiments' sources
+// (experiments.Leader, github.Examiner).
+func (l *Loop) Trees() *Trees { return l.trees }
+
+// Committer writes experiments to the live branch (experiments.Leader).
+func (l *Loop) Committer() *Committer { return l.committer }
+
+// Rollbacks writes reverts and waits for the generations of commits
+// (api.Rollbacker, experiments.Leader).
+func (l *Loop) Rollbacks() *Rollbacks { return l.rollbacks }
 
 // Trigger asks for a reconcile soon (the poll schedule, POST
 // /v1/cluster:reconcile and the webhook all call it). Calls coalesce; it

@@ -404,7 +404,7 @@ func TestBranchExperimentsWithinTreeBudget(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
 	repo.Commit("main", webPolicy("a"))
 	l := newLoop(t, store, repo, fixedMembers{})
-	l.cfg.Experiments = experiments.New(experiments.Config{Store: store, Leader: l, MaxSourceRules: 100,
+	l.cfg.Experiments = experiments.New(experiments.Config{Store: store, Leader: leaderOf(l), MaxSourceRules: 100,
 		LoadOptions: l.cfg.LoadOptions, EngineOptions: l.cfg.EngineOptions, Logger: l.log})
 	runLoop(t, l)
 	eventually(t, "generation 1 active", func() bool { return store.State().Active == 1 })

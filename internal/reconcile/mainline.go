@@ -69,7 +69,7 @@ func (l *Loop) plan(st *raftstore.State, commits []string) ([]step, error) {
 	var steps []step
 	lastValid := -1
 	for _, c := range commits {
-		files, problems, err := l.read(gitsource.Revision{Ref: l.cfg.Branch, Hash: c})
+		files, problems, err := l.trees.read(gitsource.Revision{Ref: l.cfg.Branch, Hash: c})
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +85,7 @@ func (l *Loop) plan(st *raftstore.State, commits []string) ([]step, error) {
 		}
 		s := step{commit: c, problems: problems}
 		if problems == nil {
-			v := l.validate(files)
+			v := l.trees.validate(files)
 			s.problems, s.etags = v.Problems, v.Etags
 		}
 		if s.valid() {
@@ -119,8 +119,8 @@ func reference(st *raftstore.State) (map[string][]byte, bool) {
 // read gets a commit's policies root; a root that is missing or too large
 // is a problem of that commit (gitsource.TreeProblem), not a failure of
 // the pass.
-func (l *Loop) read(rev gitsource.Revision) (map[string][]byte, []string, error) {
-	files, err := gitsource.ReadPolicies(l.cfg.Source, rev)
+func (t *Trees) read(rev gitsource.Revision) (map[string][]byte, []string, error) {
+	files, err := gitsource.ReadPolicies(t.cfg.Source, rev)
 	var problem *gitsource.TreeProblem
 	switch {
 	case errors.As(err, &problem):
@@ -205,11 +205,11 @@ func (l *Loop) markInvalid(ctx context.Context, n uint64, commit string, problem
 // `reconciler validate` does: the tree budgets (within
 // raftstore.MaxGenerationBytes, which stage checks again) and every policy
 // valid.
-func (l *Loop) validate(files map[string][]byte) Validation {
-	if l.cfg.Validator != nil {
-		return l.cfg.Validator(files, l.cfg.LoadOptions, l.cfg.EngineOptions)
+func (t *Trees) validate(files map[string][]byte) Validation {
+	if t.cfg.Validator != nil {
+		return t.cfg.Validator(files, t.cfg.LoadOptions, t.cfg.EngineOptions)
 	}
-	return Validate(files, l.cfg.LoadOptions, l.cfg.EngineOptions)
+	return Validate(files, t.cfg.LoadOptions, t.cfg.EngineOptions)
 }
 
 func capProblems(p []string) []string {

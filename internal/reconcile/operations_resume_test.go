@@ -32,7 +32,7 @@ func leftCommitOperation(t *testing.T, store *fakeStore, target, commit string) 
 func newLoopExps(t *testing.T, store *fakeStore, src Source, members Members) *Loop {
 	t.Helper()
 	l := newLoop(t, store, src, members)
-	l.cfg.Experiments = experiments.New(experiments.Config{Store: store, Leader: l, LoadOptions: l.cfg.LoadOptions,
+	l.cfg.Experiments = experiments.New(experiments.Config{Store: store, Leader: leaderOf(l), LoadOptions: l.cfg.LoadOptions,
 		EngineOptions: l.cfg.EngineOptions, Logger: l.log, Now: func() time.Time { return l.cfg.Now() }})
 	return l
 }

@@ -131,7 +131,7 @@ func (l *Loop) stepSyncSources(ctx context.Context, p *pass) (bool, error) {
 		return false, err
 	}
 	p.kind = preview.SourceBranch
-	p.changes, err = l.syncBranches(ctx, p.term, p.refs)
+	p.changes, err = l.branches.syncBranches(ctx, p.term, p.refs)
 	return false, err
 }
 
@@ -155,6 +155,3 @@ func (l *Loop) stepSyncExperiments(ctx context.Context, p *pass) (bool, error) {
 	}
 	return false, exps.SyncBranches(ctx, branches, p.live, p.epoch)
 }
-
-// The loop is what the experiment service asks of the leader.
-var _ experiments.Leader = (*Loop)(nil)

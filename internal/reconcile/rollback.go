@@ -7,6 +7,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -29,27 +31,47 @@ type (
 	RollbackResult  = rollback.Result
 )
 
+// Rollbacks is the leader's rollback: it writes revert commits on the
+// live branch and waits for the generations commits become. It acts only
+// while a term runs here, and leaves validation and promotion to the
+// loop's normal path.
+type Rollbacks struct {
+	cfg  *Config // the loop's
+	log  hclog.Logger
+	loop loopTerm
+}
+
+// loopTerm is what a rollback needs of the loop: whether a term runs
+// here, a pass soon, and the loop's way of naming live commits.
+type loopTerm interface {
+	Leading() bool
+	Trigger()
+	revision(commit string) string
+}
+
+var _ loopTerm = (*Loop)(nil)
+
 // Rollback writes "Revert to generation N (<sha>)" on the live branch,
 // restoring the policies root of generation N's commit, pushes it, and
 // triggers a reconcile, so that the normal path validates and promotes it
 // as a new generation (numbers keep growing). It runs only on the leader
 // (raftstore.ErrNotLeader otherwise). A refused push matches
 // gitsource.ErrPushRefused; an impossible target ErrCannotRollBack.
-func (l *Loop) Rollback(ctx context.Context, req RollbackRequest) (RollbackResult, error) {
-	if !l.leading.Load() {
+func (r *Rollbacks) Rollback(ctx context.Context, req RollbackRequest) (RollbackResult, error) {
+	if !r.loop.Leading() {
 		return RollbackResult{}, fmt.Errorf("%w: this node's reconcile loop is not running", raftstore.ErrNotLeader)
 	}
-	if l.cfg.Source == nil {
+	if r.cfg.Source == nil {
 		return RollbackResult{}, fmt.Errorf("%w: %v", ErrCannotRollBack, errNoSource)
 	}
-	target, err := rollbackTarget(l.cfg.Store.State(), req.Generation)
+	target, err := rollbackTarget(r.cfg.Store.State(), req.Generation)
 	if err != nil {
 		return RollbackResult{}, err
 	}
 	res := RollbackResult{Target: target.Number, TargetCommit: target.Commit,
 		Message: fmt.Sprintf("Revert to generation %d (%s)", target.Number, target.Commit)}
-	if res.Commit, err = l.revert(ctx, target, rollbackMessage(res.Message, req.RequestedBy)); err != nil {
-		pr, opened, perr := l.revertAsPull(ctx, res, err)
+	if res.Commit, err = r.revert(ctx, target, rollbackMessage(res.Message, req.RequestedBy)); err != nil {
+		pr, opened, perr := r.revertAsPull(ctx, res, err)
 		switch {
 		case opened && perr == nil:
 			return pr, nil
@@ -58,12 +80,12 @@ func (l *Loop) Rollback(ctx context.Context, req RollbackRequest) (RollbackResul
 		}
 		return RollbackResult{}, err
 	}
-	res.Revision = l.revision(res.Commit)
-	l.log.Info("rollback pushed", "revision", res.Revision, "to_generation", target.Number,
-		"to_revision", l.revision(target.Commit))
-	l.Trigger()
+	res.Revision = r.loop.revision(res.Commit)
+	r.log.Info("rollback pushed", "revision", res.Revision, "to_generation", target.Number,
+		"to_revision", r.loop.revision(target.Commit))
+	r.loop.Trigger()
 	if req.Wait > 0 {
-		res = l.waitForCommit(ctx, res, req.Wait)
+		res = r.waitForCommit(ctx, res, req.Wait)
 	}
 	return res, nil
 }
@@ -109,21 +131,21 @@ func servedGeneration(st *raftstore.State) (raftstore.Generation, bool) {
 
 // revert writes and pushes the revert commit, rebuilding it when main
 // moved in between.
-func (l *Loop) revert(ctx context.Context, target raftstore.Generation, msg string) (string, error) {
+func (r *Rollbacks) revert(ctx context.Context, target raftstore.Generation, msg string) (string, error) {
 	var refused *gitsource.PushRefusedError
 	for attempt := 1; ; attempt++ {
-		commit, err := l.cfg.Source.Revert(ctx, gitsource.RevertRequest{ToHash: target.Commit, Message: msg, Now: l.cfg.Now()})
+		commit, err := r.cfg.Source.Revert(ctx, gitsource.RevertRequest{ToHash: target.Commit, Message: msg, Now: r.cfg.Now()})
 		switch {
 		case err == nil:
 			return commit, nil
 		case errors.Is(err, gitsource.ErrNoChange):
 			return "", fmt.Errorf("%w: %s already holds the policies of generation %d (head %s): %w",
-				ErrCannotRollBack, l.cfg.Branch, target.Number, commit, err)
+				ErrCannotRollBack, r.cfg.Branch, target.Number, commit, err)
 		case errors.As(err, &refused) && refused.Stale && attempt < staleRetries:
 			continue
 		case errors.As(err, &refused) && !refused.Stale:
 			return "", &refusedError{refused: refused, msg: fmt.Sprintf("%v: the remote refused to update %s: %s. Pushing to %s may be protected: push the revert commit %s to a branch and open a pull request instead",
-				gitsource.ErrPushRefused, refused.Ref, refused.Message, l.cfg.Branch, refused.Commit)}
+				gitsource.ErrPushRefused, refused.Ref, refused.Message, r.cfg.Branch, refused.Commit)}
 		case errors.Is(err, gitsource.ErrUnknownRevision):
 			return "", fmt.Errorf("%w: the commit of generation %d is not in the repository any more: %w",
 				ErrCannotRollBack, target.Number, err)
@@ -136,15 +158,15 @@ func (l *Loop) revert(ctx context.Context, target raftstore.Generation, msg stri
 // waitForCommit waits until the generation made from res.Commit is no
 // longer STAGED (ACTIVE, INVALID, or superseded by a newer commit), at
 // most wait, and fills in what it saw.
-func (l *Loop) waitForCommit(ctx context.Context, res RollbackResult, wait time.Duration) RollbackResult {
+func (r *Rollbacks) waitForCommit(ctx context.Context, res RollbackResult, wait time.Duration) RollbackResult {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	sub, unsubscribe := l.cfg.Store.Subscribe()
+	sub, unsubscribe := r.cfg.Store.Subscribe()
 	defer unsubscribe()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if g, ok := generationOf(l.cfg.Store.State(), res.Commit); ok {
+		if g, ok := generationOf(r.cfg.Store.State(), res.Commit); ok {
 			res.Generation, res.State, res.Errors = g.Number, g.State, g.LeaderErrors
 			if g.State != raftstore.GenerationStaged {
 				return res
@@ -162,22 +184,22 @@ func (l *Loop) waitForCommit(ctx context.Context, res RollbackResult, wait time.
 // WaitForCommit waits, at most wait, until the generation made from
 // commit is no longer STAGED, and returns it (number 0 when none was
 // recorded in time): the end of an experiment commit.
-func (l *Loop) WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation {
-	res := l.waitForCommit(ctx, RollbackResult{Commit: commit}, wait)
+func (r *Rollbacks) WaitForCommit(ctx context.Context, commit string, wait time.Duration) raftstore.Generation {
+	res := r.waitForCommit(ctx, RollbackResult{Commit: commit}, wait)
 	return raftstore.Generation{Number: res.Generation, State: res.State, LeaderErrors: res.Errors}
 }
 
 // GenerationOf is the newest generation of st made from commit
 // (experiments.Leader).
-func (l *Loop) GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
+func (r *Rollbacks) GenerationOf(st *raftstore.State, commit string) (raftstore.Generation, bool) {
 	return generationOf(st, commit)
 }
 
 // LiveAncestor reports whether commit is in the history of the active
 // generation's commit, checked in the leader's clone (experiments.Leader):
 // a left commit whose generation was superseded still went live.
-func (l *Loop) LiveAncestor(st *raftstore.State, commit string) bool {
-	a, ok := l.cfg.Source.(ancestry)
+func (r *Rollbacks) LiveAncestor(st *raftstore.State, commit string) bool {
+	a, ok := r.cfg.Source.(ancestry)
 	g, active := st.ActiveGeneration()
 	if commit == "" || !ok || !active || g.Commit == "" || IsDirCommit(g.Commit) {
 		return false

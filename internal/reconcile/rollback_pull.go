@@ -32,10 +32,10 @@ func (e *refusedError) Unwrap() error { return e.refused }
 // generation N (<sha>)" into the live branch is opened (or the open one
 // found). ok is false when err is not a refused push or there is no
 // GitHub or no way to push a branch; the caller then returns err.
-func (l *Loop) revertAsPull(ctx context.Context, res RollbackResult, err error) (RollbackResult, bool, error) {
+func (r *Rollbacks) revertAsPull(ctx context.Context, res RollbackResult, err error) (RollbackResult, bool, error) {
 	var refused *refusedError
-	pusher, canPush := l.cfg.Source.(branchPusher)
-	if l.cfg.PullRequests == nil || !canPush || !errors.As(err, &refused) || refused.refused.Commit == "" {
+	pusher, canPush := r.cfg.Source.(branchPusher)
+	if r.cfg.PullRequests == nil || !canPush || !errors.As(err, &refused) || refused.refused.Commit == "" {
 		return res, false, nil
 	}
 	commit := refused.refused.Commit
@@ -44,14 +44,14 @@ func (l *Loop) revertAsPull(ctx context.Context, res RollbackResult, err error) 
 		return res, true, fmt.Errorf("%w; pushing the revert to the branch %s failed too: %w", err, branch, perr)
 	}
 	body := fmt.Sprintf("%s\n\nThe push of this revert to `%s` was refused (%s), so the reconciler opened this pull request instead. Merging it promotes the revert as a new generation.",
-		res.Message, l.cfg.Branch, refused.refused.Message)
-	pr, perr := l.cfg.PullRequests.CreatePullRequest(ctx, branch, l.cfg.Branch, res.Message, body)
+		res.Message, r.cfg.Branch, refused.refused.Message)
+	pr, perr := r.cfg.PullRequests.CreatePullRequest(ctx, branch, r.cfg.Branch, res.Message, body)
 	if perr != nil {
 		return res, true, fmt.Errorf("%w; the revert is on the branch %s but opening its pull request failed: %w", err, branch, perr)
 	}
 	res.Commit, res.Revision = commit, gitsource.Revision{Ref: branch, Hash: commit}.String()
 	res.PullRequestURL = pr.URL
-	l.log.Info("rollback opened as a pull request", "url", pr.URL, "branch", branch, "to_generation", res.Target)
+	r.log.Info("rollback opened as a pull request", "url", pr.URL, "branch", branch, "to_generation", res.Target)
 	return res, true, nil
 }
 

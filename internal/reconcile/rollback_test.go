@@ -27,7 +27,7 @@ func twoGenerations(t *testing.T) (*fakeStore, *fakeRepo, *Loop, string) {
 
 func TestRollbackToPrevious(t *testing.T) {
 	store, repo, l, c1 := twoGenerations(t)
-	res, err := l.Rollback(context.Background(), RollbackRequest{Wait: 10 * time.Second})
+	res, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestRollbackToPrevious(t *testing.T) {
 		t.Errorf("generation 3 = %+v", g3)
 	}
 	// Rolling back again goes to 2, the one active before 3.
-	res, err = l.Rollback(context.Background(), RollbackRequest{Wait: 10 * time.Second})
+	res, err = l.Rollbacks().Rollback(context.Background(), RollbackRequest{Wait: 10 * time.Second})
 	if err != nil || res.Target != 2 || res.Generation != 4 {
 		t.Errorf("second rollback = %+v %v", res, err)
 	}
@@ -63,7 +63,7 @@ func TestRollbackRefusals(t *testing.T) {
 		{"the one served", 2, ErrCannotRollBack},
 	}
 	for _, tc := range cases {
-		if _, err := l.Rollback(context.Background(), RollbackRequest{Generation: tc.gen}); !errors.Is(err, tc.want) {
+		if _, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{Generation: tc.gen}); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -71,7 +71,7 @@ func TestRollbackRefusals(t *testing.T) {
 	if _, err := store.Propose(context.Background(), &raftstore.MarkInvalid{Generation: 3, Commit: "x", Errors: []string{"bad"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Rollback(context.Background(), RollbackRequest{Generation: 3}); !errors.Is(err, ErrCannotRollBack) ||
+	if _, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{Generation: 3}); !errors.Is(err, ErrCannotRollBack) ||
 		!strings.Contains(err.Error(), "INVALID") {
 		t.Errorf("invalid target: %v", err)
 	}
@@ -79,13 +79,13 @@ func TestRollbackRefusals(t *testing.T) {
 		Files: map[string][]byte{"web/policy.toml": []byte(webPolicy("z")["web/policy.toml"])}, Etags: map[string]string{"web": "z"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Rollback(context.Background(), RollbackRequest{Generation: 4}); !errors.Is(err, ErrCannotRollBack) ||
+	if _, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{Generation: 4}); !errors.Is(err, ErrCannotRollBack) ||
 		!strings.Contains(err.Error(), "directory") {
 		t.Errorf("directory target: %v", err)
 	}
 	// A protected main: the push is refused, with what to do instead.
 	repo.PushErr = &gitsource.PushRefusedError{Ref: "refs/heads/main", Commit: "abc", Message: "GH006: Protected branch update failed"}
-	_, err := l.Rollback(context.Background(), RollbackRequest{Generation: 1})
+	_, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{Generation: 1})
 	if !errors.Is(err, gitsource.ErrPushRefused) || !strings.Contains(err.Error(), "GH006") ||
 		!strings.Contains(err.Error(), "pull request") || !strings.Contains(err.Error(), "abc") {
 		t.Errorf("refused push: %v", err)
@@ -93,7 +93,7 @@ func TestRollbackRefusals(t *testing.T) {
 	// A stale push is retried a few times.
 	repo.PushErr = &gitsource.PushRefusedError{Ref: "refs/heads/main", Stale: true}
 	n := len(repo.Reverts)
-	if _, err := l.Rollback(context.Background(), RollbackRequest{Generation: 1}); !errors.Is(err, gitsource.ErrPushRefused) ||
+	if _, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{Generation: 1}); !errors.Is(err, gitsource.ErrPushRefused) ||
 		len(repo.Reverts)-n != staleRetries {
 		t.Errorf("stale push: %v after %d attempts", err, len(repo.Reverts)-n)
 	}
@@ -102,12 +102,12 @@ func TestRollbackRefusals(t *testing.T) {
 func TestRollbackNeedsLeadership(t *testing.T) {
 	store, repo := newFakeStore(), newFakeRepo()
 	l := newLoop(t, store, repo, fixedMembers{})
-	if _, err := l.Rollback(context.Background(), RollbackRequest{}); !errors.Is(err, raftstore.ErrNotLeader) {
+	if _, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{}); !errors.Is(err, raftstore.ErrNotLeader) {
 		t.Errorf("not leading: %v", err)
 	}
 	runLoop(t, l)
 	eventually(t, "leading", l.leading.Load)
-	if _, err := l.Rollback(context.Background(), RollbackRequest{}); !errors.Is(err, ErrCannotRollBack) {
+	if _, err := l.Rollbacks().Rollback(context.Background(), RollbackRequest{}); !errors.Is(err, ErrCannotRollBack) {
 		t.Errorf("no previous generation: %v", err)
 	}
 }
