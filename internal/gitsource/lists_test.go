@@ -44,3 +44,30 @@ func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
 		t.Fatalf("Files = %v, want ErrTooLarge naming MaxListFileBytes", err)
 	}
 }
+
+// A one-line change to a large list is fetched as a delta on the blob the
+// clone has (a thin pack), not as the whole file again.
+func TestFetchOfAOneLineListChangeIsADelta(t *testing.T) {
+	t.Parallel()
+	srv := gittest.NewServer(t, gittest.Options{Token: testToken})
+	var b strings.Builder
+	for i := range 100_000 {
+		fmt.Fprintf(&b, "10.%d.%d.0/24\n", i>>8&255, i&255)
+	}
+	url := srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": b.String()})
+	work := srv.Clone(url)
+	s := newSource(t, Config{URL: url, Token: testToken, Path: "."})
+	mustFetch(t, s)
+	b.WriteString("192.0.2.1/32\n")
+	head := srv.Commit(work, map[string]string{"_lists/blocklist.netset": b.String()}, "one more")
+	srv.Push(work, "main")
+	before := srv.BytesSent()
+	mustFetch(t, s)
+	if sent := srv.BytesSent() - before; sent > 16<<10 {
+		t.Errorf("the fetch of a one-line change to a %d-byte list downloaded %d bytes", b.Len(), sent)
+	}
+	files, err := s.Files(head)
+	if err != nil || string(files["_lists/blocklist.netset"]) != b.String() {
+		t.Fatalf("Files after a thin fetch: %v", err)
+	}
+}
