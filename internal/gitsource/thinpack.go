@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"compress/zlib"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,55 +37,112 @@ func init() {
 type thinStorer struct {
 	storage.Storer
 	objects string // the clone's objects directory
+	// last is the object LazyWriter gave last. go-git's parser closes
+	// them all when the pack ends, so a pack of many objects would hold
+	// as many open files; it writes each whole before asking for the
+	// next, so the next LazyWriter closes the last.
+	last *looseWriter
 }
 
-// fastLooseBytes is the size from which thinStorer writes an object itself:
-// go-git deflates a loose object at zlib's default level, 0.4 s of CPU for
-// a 16 MB list, which would take back most of what a thin pack saves.
-const fastLooseBytes = 1 << 20
-
-// SetEncodedObject stores o loose, deflated at zlib.BestSpeed when large.
-func (t thinStorer) SetEncodedObject(o plumbing.EncodedObject) (plumbing.Hash, error) {
-	if o.Size() < fastLooseBytes || o.Type() == plumbing.OFSDeltaObject || o.Type() == plumbing.REFDeltaObject {
-		return t.Storer.SetEncodedObject(o)
+// SetEncodedObject stores o loose (the objects a thin pack's deltas
+// resolve to).
+func (t *thinStorer) SetEncodedObject(o plumbing.EncodedObject) (plumbing.Hash, error) {
+	if o.Type() == plumbing.OFSDeltaObject || o.Type() == plumbing.REFDeltaObject {
+		return t.Storer.SetEncodedObject(o) // refused there, as go-git refuses it
 	}
-	h := o.Hash()
-	dir := filepath.Join(t.objects, h.String()[:2])
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	f, err := os.CreateTemp(dir, "tmp_obj_")
+	w, header, err := t.LazyWriter()
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	defer os.Remove(f.Name()) // a no-op once renamed
-	if err := writeLoose(f, o); err != nil {
-		_ = f.Close()
-		return plumbing.ZeroHash, fmt.Errorf("gitsource: writing object %s: %w", h, err)
-	}
-	if err := f.Close(); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return h, os.Rename(f.Name(), filepath.Join(dir, h.String()[2:]))
-}
-
-// writeLoose writes o in git's loose format: "<type> <size>\x00<content>",
-// deflated.
-func writeLoose(w io.Writer, o plumbing.EncodedObject) error {
-	zw, err := zlib.NewWriterLevel(w, zlib.BestSpeed)
-	if err != nil {
-		return err
-	}
+	lw := w.(*looseWriter)
+	defer lw.discard()
 	r, err := o.Reader()
 	if err != nil {
-		return err
+		return plumbing.ZeroHash, err
 	}
 	defer r.Close()
-	if _, err := fmt.Fprintf(zw, "%s %d\x00", o.Type(), o.Size()); err != nil {
+	if err := header(o.Type(), o.Size()); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := io.Copy(lw, r); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return lw.hasher.Sum(), lw.Close()
+}
+
+// LazyWriter is what go-git's pack parser streams an object that is not a
+// delta into (an object of any size is never held in memory): a loose
+// object deflated at zlib.BestSpeed. go-git's own writes at the default
+// level, 0.4 s of CPU for a 16 MB list, which would take back most of
+// what a thin pack saves.
+func (t *thinStorer) LazyWriter() (io.WriteCloser, func(plumbing.ObjectType, int64) error, error) {
+	if t.last != nil {
+		if err := t.last.Close(); err != nil {
+			return nil, nil, fmt.Errorf("gitsource: writing an object: %w", err)
+		}
+	}
+	f, err := os.CreateTemp(t.objects, "tmp_obj_")
+	if err != nil {
+		return nil, nil, fmt.Errorf("gitsource: writing an object: %w", err)
+	}
+	t.last = &looseWriter{f: f, objects: t.objects}
+	return t.last, t.last.header, nil
+}
+
+// looseWriter writes one loose object: "<type> <size>\x00<content>",
+// deflated, renamed to its hash when closed.
+type looseWriter struct {
+	f       *os.File
+	objects string
+	zw      *zlib.Writer
+	hasher  plumbing.Hasher
+	closed  bool
+}
+
+func (w *looseWriter) header(typ plumbing.ObjectType, size int64) error {
+	zw, err := zlib.NewWriterLevel(w.f, zlib.BestSpeed)
+	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(zw, r); err != nil {
+	w.zw, w.hasher = zw, plumbing.NewHasher(typ, size)
+	_, err = fmt.Fprintf(zw, "%s %d\x00", typ, size)
+	return err
+}
+
+func (w *looseWriter) Write(p []byte) (int, error) {
+	if w.zw == nil {
+		return 0, errors.New("gitsource: object written before its header")
+	}
+	w.hasher.Write(p)
+	return w.zw.Write(p)
+}
+
+// Close finishes the object and moves it where git looks for it.
+func (w *looseWriter) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	defer w.discard()
+	if w.zw == nil {
+		return errors.New("gitsource: object closed before its header")
+	}
+	if err := w.zw.Close(); err != nil {
 		return err
 	}
-	return zw.Close()
+	if err := w.f.Close(); err != nil {
+		return err
+	}
+	h := w.hasher.Sum().String()
+	dir := filepath.Join(w.objects, h[:2])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(w.f.Name(), filepath.Join(dir, h[2:]))
+}
+
+// discard removes the temporary file unless it became the object.
+func (w *looseWriter) discard() {
+	_ = w.f.Close()
+	_ = os.Remove(w.f.Name()) // a no-op once renamed
 }
