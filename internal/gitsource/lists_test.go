@@ -71,3 +71,29 @@ func TestFetchOfAOneLineListChangeIsADelta(t *testing.T) {
 		t.Fatalf("Files after a thin fetch: %v", err)
 	}
 }
+
+// A fetch into a clone that has refs (thin) brings a commit of many new
+// files and a large one whole: every object is stored and readable.
+func TestThinFetchOfManyNewObjects(t *testing.T) {
+	t.Parallel()
+	srv, url := newRepo(t, gittest.Options{})
+	work := srv.Clone(url)
+	s := newSource(t, Config{URL: url})
+	mustFetch(t, s)
+	files := map[string]string{"policies/_lists/big.txt": strings.Repeat("host.example\n", 200_000)}
+	for i := range 300 {
+		files[fmt.Sprintf("policies/p%d/README", i)] = fmt.Sprintf("h%d.example\n", i)
+	}
+	head := srv.Commit(work, files, "many lists")
+	srv.Push(work, "main")
+	mustFetch(t, s)
+	got, err := s.Files(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
+		if string(got[strings.TrimPrefix(name, "policies/")]) != want {
+			t.Fatalf("%s: %d bytes, want %d", name, len(got[strings.TrimPrefix(name, "policies/")]), len(want))
+		}
+	}
+}
