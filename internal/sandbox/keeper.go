@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"runtime/debug"
+	"runtime/metrics"
 
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -19,6 +20,18 @@ const keptValidations = 4
 // keeper is the child's state between requests.
 type keeper struct {
 	kept []engine.Validation // newest last
+	// keepBytes bounds what the kept trees may hold, measured as the
+	// memory the child holds over start (held): half the memory limit, so
+	// a node's child never holds more than that between validations
+	// (four trees of the largest lists the budgets admit would hold
+	// more than the limit itself).
+	keepBytes, start uint64
+	samples          []metrics.Sample
+}
+
+func newKeeper(limit uint64) *keeper {
+	s := []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
+	return &keeper{keepBytes: limit / 2, start: held(s), samples: s}
 }
 
 // answer is the verdict on req: a policy check or a tree validation.
@@ -41,4 +54,12 @@ func (k *keeper) answer(req request) any {
 // answer is out, so that the next request's growth (the memory budget)
 // is measured from what the child holds, not from the free pages of the
 // one before.
-func (k *keeper) settle() { debug.FreeOSMemory() }
+// When the kept trees hold more than keepBytes, the child forgets them
+// (the next change to a list is then compiled whole, as in a fresh child).
+func (k *keeper) settle() {
+	debug.FreeOSMemory()
+	if h := held(k.samples); h > k.start+k.keepBytes {
+		k.kept = nil
+		debug.FreeOSMemory()
+	}
+}

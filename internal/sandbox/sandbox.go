@@ -159,7 +159,7 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 		return fmt.Errorf("limiting memory: %w", err)
 	}
 	rebase := watchMemory(limit)
-	in, k := bufio.NewReaderSize(stdin, 1<<20), &keeper{}
+	in, k := bufio.NewReaderSize(stdin, 1<<20), newKeeper(limit)
 	for {
 		req, err := readRequest(in)
 		if errors.Is(err, io.EOF) {
