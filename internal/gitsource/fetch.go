@@ -173,7 +173,7 @@ func sameRefs(a, b map[plumbing.ReferenceName]plumbing.Hash) bool {
 func (s *Source) fetchObjects(ctx context.Context, withPulls, thin bool) error {
 	remote := s.remote
 	if thin {
-		remote = git.NewRemote(&thinStorer{Storer: s.repo.Storer, objects: filepath.Join(s.cfg.Dir, "objects")}, s.remote.Config())
+		remote = git.NewRemote(&thinStorer{Storer: s.repo.Storer, objects: filepath.Join(s.cfg.Dir, "objects"), blobs: &s.blobs}, s.remote.Config())
 	}
 	err := remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: remoteName,

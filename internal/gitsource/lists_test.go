@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
@@ -65,6 +67,11 @@ func TestFetchOfAOneLineListChangeIsADelta(t *testing.T) {
 	mustFetch(t, s)
 	if sent := srv.BytesSent() - before; sent > 16<<10 {
 		t.Errorf("the fetch of a one-line change to a %d-byte list downloaded %d bytes", b.Len(), sent)
+	}
+	// The fetch built the new content from the delta: reading the tree
+	// takes it from there, not from the object it wrote.
+	if _, ok := s.blobs.get(plumbing.ComputeHash(plumbing.BlobObject, []byte(b.String()))); !ok {
+		t.Error("the list's new content is not kept after the fetch")
 	}
 	files, err := s.Files(head)
 	if err != nil || string(files["_lists/blocklist.netset"]) != b.String() {

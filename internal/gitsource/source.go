@@ -94,6 +94,8 @@ type Source struct {
 	// own holds the commits this Source wrote (under mu): VerifyCommit
 	// trusts them.
 	own map[plumbing.Hash]bool
+	// blobs keeps the contents of large blobs (blobcache.go), under mu.
+	blobs blobCache
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository

@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"bytes"
 	"compress/zlib"
 	"errors"
 	"fmt"
@@ -36,7 +37,8 @@ func init() {
 // sends no haves, so its pack is never thin and goes whole to disk).
 type thinStorer struct {
 	storage.Storer
-	objects string // the clone's objects directory
+	objects string     // the clone's objects directory
+	blobs   *blobCache // the Source's, which the fetch's caller locked
 	// last is the object LazyWriter gave last. go-git's parser closes
 	// them all when the pack ends, so a pack of many objects would hold
 	// as many open files; it writes each whole before asking for the
@@ -85,7 +87,7 @@ func (t *thinStorer) LazyWriter() (io.WriteCloser, func(plumbing.ObjectType, int
 	if err != nil {
 		return nil, nil, fmt.Errorf("gitsource: writing an object: %w", err)
 	}
-	t.last = &looseWriter{f: f, objects: t.objects}
+	t.last = &looseWriter{f: f, objects: t.objects, blobs: t.blobs}
 	return t.last, t.last.header, nil
 }
 
@@ -97,6 +99,10 @@ type looseWriter struct {
 	zw      *zlib.Writer
 	hasher  plumbing.Hasher
 	closed  bool
+	// keep collects a large blob's content for blobs, so that reading the
+	// tree does not inflate what the fetch has just deflated.
+	blobs *blobCache
+	keep  *bytes.Buffer
 }
 
 func (w *looseWriter) header(typ plumbing.ObjectType, size int64) error {
@@ -104,7 +110,7 @@ func (w *looseWriter) header(typ plumbing.ObjectType, size int64) error {
 	if err != nil {
 		return err
 	}
-	w.zw, w.hasher = zw, plumbing.NewHasher(typ, size)
+	w.zw, w.hasher, w.keep = zw, plumbing.NewHasher(typ, size), keepBuffer(typ, size)
 	_, err = fmt.Fprintf(zw, "%s %d\x00", typ, size)
 	return err
 }
@@ -114,6 +120,9 @@ func (w *looseWriter) Write(p []byte) (int, error) {
 		return 0, errors.New("gitsource: object written before its header")
 	}
 	w.hasher.Write(p)
+	if w.keep != nil {
+		w.keep.Write(p)
+	}
 	return w.zw.Write(p)
 }
 
@@ -138,7 +147,13 @@ func (w *looseWriter) Close() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.Rename(w.f.Name(), filepath.Join(dir, h[2:]))
+	if err := os.Rename(w.f.Name(), filepath.Join(dir, h[2:])); err != nil {
+		return err
+	}
+	if w.keep != nil && w.blobs != nil {
+		w.blobs.put(w.hasher.Sum(), w.keep.Bytes())
+	}
+	return nil
 }
 
 // discard removes the temporary file unless it became the object.
