@@ -160,15 +160,20 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 	}
 	rebase := watchMemory(limit)
 	in, k := bufio.NewReaderSize(stdin, 1<<20), newKeeper(limit)
+	settled := make(chan struct{})
+	close(settled)
 	for {
-		req, err := readRequest(in)
-		if errors.Is(err, io.EOF) {
-			return nil
+		if _, err := in.Peek(1); errors.Is(err, io.EOF) {
+			return nil // a one-off child ends here, without settling
 		}
+		// The request's bytes count against its budget: measured from
+		// here, once the last one has settled.
+		<-settled
+		rebase()
+		req, err := readRequest(in)
 		if err != nil {
 			return fmt.Errorf("reading the request: %w", err)
 		}
-		rebase()
 		answer, err := json.Marshal(k.answer(req))
 		if err != nil {
 			return fmt.Errorf("encoding the verdict: %w", err)
@@ -176,7 +181,13 @@ func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 		if err := writeFrame(stdout, answer); err != nil {
 			return fmt.Errorf("writing the verdict: %w", err)
 		}
-		k.settle()
+		// Off the parent's path: it has its answer, and the next request
+		// waits for this.
+		settled = make(chan struct{})
+		go func(done chan struct{}) {
+			k.settle()
+			close(done)
+		}(settled)
 	}
 }
 
