@@ -18,6 +18,8 @@ import (
 //
 //	RECONCILER_LISTS_BENCH=1 go test -count=1 -v -run TestBenchListPush ./test/lists/
 //
+// An older build logs fewer phases (it has no fetch and validation timings).
+//
 // "push" is the moment the git server has the commit (the harness's push
 // of a 16 MB file is the user's, not the product's), "active" the moment
 // every node answers the new line's address with DENY.
@@ -31,7 +33,9 @@ func TestBenchListPush(t *testing.T) {
 		"_lists/blocklist.netset":  big,
 		"_lists/retired-hosts.txt": retiredHosts,
 	}})
-	c := harness.NewCluster(t, harness.ClusterOptions{Size: 3, Repo: repo})
+	// RECONCILER_LISTS_BENCH_BIN runs another build (an older one, for a
+	// before/after from one sitting).
+	c := harness.NewCluster(t, harness.ClusterOptions{Size: 3, Repo: repo, Bin: os.Getenv("RECONCILER_LISTS_BENCH_BIN")})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	for _, n := range c.Nodes {
