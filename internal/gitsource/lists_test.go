@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 // A list file over the 8 MiB tree budget is read, by Files and FS: lists
 // have budgets of their own; a list over MaxListFileBytes is not.
 func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
-	srv, _ := newRepo(t, gittest.Options{})
+	srv, url := newRepo(t, gittest.Options{})
 	work := srv.Clone(srv.RepoPath("policies"))
 	var b strings.Builder
 	for i := 0; b.Len() <= MaxFilesSize; i++ {
@@ -25,7 +26,7 @@ func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
 	list := b.String()
 	head := srv.Commit(work, map[string]string{"policies/_lists/blocklist.netset": list}, "a big list")
 	srv.Push(work, "main")
-	s := newSource(t, Config{URL: srv.RepoPath("policies")})
+	s := newSource(t, Config{URL: url}) // over HTTP: a fetch stores loose objects (thin packs)
 	mustFetch(t, s)
 	files, err := s.Files(head)
 	if err != nil || len(files["_lists/blocklist.netset"]) != len(list) {
@@ -42,8 +43,16 @@ func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
 	head = srv.Commit(work, map[string]string{"policies/_lists/blocklist.netset": huge}, "too big a list")
 	srv.Push(work, "main")
 	mustFetch(t, s)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	if _, err := s.Files(head); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "MaxListFileBytes") {
 		t.Fatalf("Files = %v, want ErrTooLarge naming MaxListFileBytes", err)
+	}
+	// Refused by the size in its header: the file (a loose object, as a
+	// fetch into a clone with refs stores it) is never read.
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+		t.Errorf("refusing a %d-byte list allocated %d bytes", len(huge), n)
 	}
 }
 
@@ -73,9 +82,17 @@ func TestFetchOfAOneLineListChangeIsADelta(t *testing.T) {
 	if _, ok := s.blobs.get(plumbing.ComputeHash(plumbing.BlobObject, []byte(b.String()))); !ok {
 		t.Error("the list's new content is not kept after the fetch")
 	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	files, err := s.Files(head)
+	runtime.ReadMemStats(&m1)
 	if err != nil || string(files["_lists/blocklist.netset"]) != b.String() {
 		t.Fatalf("Files after a thin fetch: %v", err)
+	}
+	// go-git reads a loose object whole to learn its size unless told
+	// otherwise (largeObjectBytes).
+	if n := m1.TotalAlloc - m0.TotalAlloc; n > uint64(b.Len())/2 {
+		t.Errorf("reading the tree allocated %d bytes for a %d-byte list already built", n, b.Len())
 	}
 }
 
