@@ -66,9 +66,11 @@ func TestChildValidatesLists(t *testing.T) {
 func BenchmarkValidateOneLineListChange(b *testing.B) {
 	bin := harness.Binary(b)
 	big := mixedCIDRs(1_000_000)
+	// Each tree appends one more line to the one before, as commits do.
+	list := append([]byte{}, big...)
 	files := func(i int) map[string][]byte {
-		f := listTree(b, append(append([]byte{}, big...), fmt.Sprintf("192.0.2.%d/32\n", i%250)...))
-		return f
+		list = append(list, fmt.Sprintf("192.0.2.%d/32\n", i%250)...)
+		return listTree(b, append([]byte{}, list...))
 	}
 	w := &sandbox.Worker{Runner: sandbox.Runner{Path: bin}}
 	defer w.Close()
