@@ -48,8 +48,7 @@ func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
 	if _, err := s.Files(head); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "MaxListFileBytes") {
 		t.Fatalf("Files = %v, want ErrTooLarge naming MaxListFileBytes", err)
 	}
-	// Refused by the size in its header: the file (a loose object, as a
-	// fetch into a clone with refs stores it) is never read.
+	// Refused by the size in its object header: the file is never read.
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
 		t.Errorf("refusing a %d-byte list allocated %d bytes", len(huge), n)
