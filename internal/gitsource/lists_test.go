@@ -56,9 +56,9 @@ func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
 }
 
 // A one-line change to a large list is fetched as a delta on the blob the
-// clone has (a thin pack), not as the whole file again.
+// clone has (a thin pack), not as the whole file again. Not parallel: it
+// counts the process's allocations.
 func TestFetchOfAOneLineListChangeIsADelta(t *testing.T) {
-	t.Parallel()
 	srv := gittest.NewServer(t, gittest.Options{Token: testToken})
 	var b strings.Builder
 	for i := range 100_000 {

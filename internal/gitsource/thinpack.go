@@ -103,6 +103,9 @@ type looseWriter struct {
 	// tree does not inflate what the fetch has just deflated.
 	blobs *blobCache
 	keep  *bytes.Buffer
+	// size is the header's, written what came: an object cut short (a
+	// fetch that failed in it) is dropped, never renamed.
+	size, written int64
 }
 
 func (w *looseWriter) header(typ plumbing.ObjectType, size int64) error {
@@ -110,7 +113,7 @@ func (w *looseWriter) header(typ plumbing.ObjectType, size int64) error {
 	if err != nil {
 		return err
 	}
-	w.zw, w.hasher, w.keep = zw, plumbing.NewHasher(typ, size), keepBuffer(typ, size)
+	w.zw, w.hasher, w.keep, w.size = zw, plumbing.NewHasher(typ, size), keepBuffer(typ, size), size
 	_, err = fmt.Fprintf(zw, "%s %d\x00", typ, size)
 	return err
 }
@@ -120,6 +123,7 @@ func (w *looseWriter) Write(p []byte) (int, error) {
 		return 0, errors.New("gitsource: object written before its header")
 	}
 	w.hasher.Write(p)
+	w.written += int64(len(p))
 	if w.keep != nil {
 		w.keep.Write(p)
 	}
@@ -135,6 +139,9 @@ func (w *looseWriter) Close() error {
 	defer w.discard()
 	if w.zw == nil {
 		return errors.New("gitsource: object closed before its header")
+	}
+	if w.written != w.size {
+		return fmt.Errorf("gitsource: object of %d bytes cut short at %d", w.size, w.written)
 	}
 	if err := w.zw.Close(); err != nil {
 		return err
