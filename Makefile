@@ -52,6 +52,7 @@ bench: bench-http
 	RECONCILER_GATEWAY_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchGateway$$' -timeout 10m ./test/gateway/
 	RECONCILER_CONSOLE_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchConsole$$' -timeout 30m ./test/console/
 	RECONCILER_TLS_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchAPITLS$$' ./internal/node/
+	RECONCILER_LISTS_BENCH=1 $(GO) test -count=1 -v -run '^TestBenchListPush$$' -timeout 20m ./test/lists/
 
 ## bench-http: :evaluate side by side with net/http reference handlers under wrk, pinned (scripts/bench-http.sh);
 ## BENCH_LIST=1 adds the node with a 1,000,000-CIDR list, BENCH_OPA=1 OPA on 100,000 CIDRs

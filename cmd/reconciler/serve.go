@@ -110,7 +110,12 @@ func (a *app) serve(args []string) int {
 	if a.self != "" {
 		r := sandbox.Runner{Path: a.self, MemoryLimit: uint64(cfg.Validation.MemoryLimitBytes),
 			Timeout: cfg.Validation.Timeout.Duration}
-		m.Validator, m.CheckPolicy = r.Validate, r.CheckPolicy
+		// Trees go to one long-lived child that derives a changed list
+		// from the last; a policy check is a one-off child, so it never
+		// waits behind a tree.
+		w := &sandbox.Worker{Runner: r}
+		defer w.Close()
+		m.Validator, m.CheckPolicy = w.Validate, r.CheckPolicy
 	}
 	if err := m.Run(ctx); err != nil {
 		logger.Error("node failed to start", "error", err)

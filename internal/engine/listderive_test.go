@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,33 +16,53 @@ func ipList(file, data string) *policy.List {
 	return &policy.List{Name: "x", File: file, Kind: policy.ListIP, Hash: policy.ContentHash([]byte(data)), Entries: n, Data: []byte(data)}
 }
 
+func strList(file, data string) *policy.List {
+	n := 0
+	_ = policy.EachEntry([]byte(data), policy.ListString, func(int, string) error { n++; return nil })
+	return &policy.List{Name: "x", File: file, Kind: policy.ListString, Hash: policy.ContentHash([]byte(data)), Entries: n, Data: []byte(data)}
+}
+
 // TestDeriveListEqualsAFreshCompile: a list derived from its previous
-// content holds exactly the prefixes a fresh compile of the new content
-// does, and only additions are derived (a removed line may be a prefix
-// the list holds twice).
+// content holds exactly what a fresh compile of the new content does,
+// for additions, removals and rewrites, of IP and string lists alike; a
+// removed entry another line still holds stays (a list may hold the same
+// prefix twice, or write it twice differently).
 func TestDeriveListEqualsAFreshCompile(t *testing.T) {
 	t.Parallel()
 	const old = "# blocklist\n10.0.0.0/8\n192.0.2.0/24\n2001:db8::/32\n10.0.0.0/8\n"
+	const hosts = "# retired\nold.example\nlegacy.example\nold.example\n"
 	for _, c := range []struct {
 		name, old, new string
+		kind           policy.ListKind
 		derived        bool
 	}{
-		{"append", old, old + "198.51.100.0/24\n", true},
-		{"insert in the middle", old, "# blocklist\n10.0.0.0/8\n198.51.100.7\n192.0.2.0/24\n2001:db8::/32\n10.0.0.0/8\n", true},
-		{"prepend", old, "203.0.113.0/24\n" + old, true},
-		{"comment added", old, old + "# done\n", true},
-		{"append after a last line without newline", "10.0.0.0/8", "10.0.0.0/8\n11.0.0.0/8\n", false},
-		{"duplicate removed", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/24\n2001:db8::/32\n", false},
-		{"line rewritten", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/25\n2001:db8::/32\n10.0.0.0/8\n", false},
-		{"entry removed", old, "# blocklist\n10.0.0.0/8\n2001:db8::/32\n10.0.0.0/8\n", false},
-		{"malformed addition", old, old + "not-an-ip\n", false},
-		{"identical prefix bytes across lines", "1.1.1.0/24\n1.1.1.1\n", "1.1.1.0/24\n1.1.1.1\n1.1.1.1\n", true},
+		{"append", old, old + "198.51.100.0/24\n", policy.ListIP, true},
+		{"insert in the middle", old, "# blocklist\n10.0.0.0/8\n198.51.100.7\n192.0.2.0/24\n2001:db8::/32\n10.0.0.0/8\n", policy.ListIP, true},
+		{"prepend", old, "203.0.113.0/24\n" + old, policy.ListIP, true},
+		{"comment added", old, old + "# done\n", policy.ListIP, true},
+		{"append after a last line without newline", "10.0.0.0/8", "10.0.0.0/8\n11.0.0.0/8\n", policy.ListIP, true},
+		{"duplicate removed", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/24\n2001:db8::/32\n", policy.ListIP, true},
+		{"line rewritten", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/25\n2001:db8::/32\n10.0.0.0/8\n", policy.ListIP, true},
+		{"entry removed", old, "# blocklist\n10.0.0.0/8\n2001:db8::/32\n10.0.0.0/8\n", policy.ListIP, true},
+		{"removed, written otherwise elsewhere", "10.0.0.1/8\n192.0.2.1\n10.0.0.0/8\n", "10.0.0.1/8\n192.0.2.1\n", policy.ListIP, true},
+		{"removed, mapped elsewhere", "::ffff:192.0.2.1\n192.0.2.1\n", "::ffff:192.0.2.1\n", policy.ListIP, true},
+		{"all removed", old, "# nothing left\n", policy.ListIP, true},
+		{"malformed addition", old, old + "not-an-ip\n", policy.ListIP, false},
+		{"identical prefix bytes across lines", "1.1.1.0/24\n1.1.1.1\n", "1.1.1.0/24\n1.1.1.1\n1.1.1.1\n", policy.ListIP, true},
+		{"host appended", hosts, hosts + "gone.example\n", policy.ListString, true},
+		{"host removed", hosts, "# retired\nold.example\nold.example\n", policy.ListString, true},
+		{"duplicate host removed", hosts, "# retired\nold.example\nlegacy.example\n", policy.ListString, true},
+		{"host rewritten", hosts, "# retired\nold.example\nLegacy.example\nold.example\n", policy.ListString, true},
 	} {
-		base, err := compileList(ipList("_lists/x.netset", c.old))
+		list := ipList
+		if c.kind == policy.ListString {
+			list = strList
+		}
+		base, err := compileList(list("_lists/x.netset", c.old))
 		if err != nil {
 			t.Fatal(err)
 		}
-		next := ipList("_lists/x.netset", c.new)
+		next := list("_lists/x.netset", c.new)
 		d := deriveList(base, next)
 		if (d != nil) != c.derived {
 			t.Errorf("%s: derived %v, want %v", c.name, d != nil, c.derived)
@@ -53,13 +74,24 @@ func TestDeriveListEqualsAFreshCompile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !d.ips.Equal(fresh.ips) || d.entries != fresh.entries {
-			t.Errorf("%s: derived table differs from a fresh compile", c.name)
+		if !sameCompiled(d, fresh) {
+			t.Errorf("%s: derived list differs from a fresh compile", c.name)
 		}
-		if b2, _ := compileList(ipList("_lists/x.netset", c.old)); !base.ips.Equal(b2.ips) {
-			t.Errorf("%s: deriving changed the base table", c.name)
+		if b2, _ := compileList(list("_lists/x.netset", c.old)); !sameCompiled(base, b2) {
+			t.Errorf("%s: deriving changed the base", c.name)
 		}
 	}
+}
+
+// sameCompiled reports whether two compiled lists hold the same entries.
+func sameCompiled(a, b *compiledList) bool {
+	if a.kind != b.kind || a.entries != b.entries {
+		return false
+	}
+	if a.kind == policy.ListIP {
+		return a.ips.Equal(b.ips)
+	}
+	return maps.Equal(a.strs, b.strs)
 }
 
 // TestListCacheDerivesAnAppendedLine: the cache compiles a new content of
@@ -108,6 +140,25 @@ func BenchmarkOneLineChangeMillionEntryList(b *testing.B) {
 	b.Run("derived", func(b *testing.B) {
 		for b.Loop() {
 			if deriveList(base, next) == nil {
+				b.Fatal("not derived")
+			}
+		}
+	})
+	// A removed line: the new content is scanned once for another line
+	// holding the removed entry.
+	_, rest, _ := strings.Cut(string(old), "\n")
+	_, rest, _ = strings.Cut(rest, "\n") // bigList's first line may be a comment: drop two
+	removed := ipList("_lists/abuse.netset", rest)
+	b.Run("fresh-removal", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := compileList(removed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("derived-removal", func(b *testing.B) {
+		for b.Loop() {
+			if deriveList(base, removed) == nil {
 				b.Fatal("not derived")
 			}
 		}

@@ -95,6 +95,9 @@ type listCache struct {
 	// recent are the lists last shared for each kind and file, the bases
 	// the next content of that file derives from (deriveList).
 	recent policy.Recent[compiledList]
+	// measured is the heap each list measureLists measured holds
+	// (listremeasure.go).
+	measured map[weak.Pointer[compiledList]]int64
 }
 
 var lists = &listCache{m: map[string]weak.Pointer[compiledList]{}}

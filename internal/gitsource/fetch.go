@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -95,7 +96,7 @@ func (s *Source) fetchLocked(ctx context.Context) (*Refs, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.fetchObjects(ctx, withPulls); err != nil {
+	if err := s.fetchObjects(ctx, withPulls, len(have) > 0); err != nil {
 		return nil, err
 	}
 	if err := s.prune(want); err != nil {
@@ -167,9 +168,14 @@ func sameRefs(a, b map[plumbing.ReferenceName]plumbing.Hash) bool {
 
 // fetchObjects runs the fetch proper. Pruning is done by prune instead of
 // go-git: when the remote has no pull heads left, the pull refspec is not
-// sent and go-git would never prune the old ones.
-func (s *Source) fetchObjects(ctx context.Context, withPulls bool) error {
-	err := s.remote.FetchContext(ctx, &git.FetchOptions{
+// sent and go-git would never prune the old ones. A clone that has refs
+// fetches through thinStorer, so the remote may send deltas on what it has.
+func (s *Source) fetchObjects(ctx context.Context, withPulls, thin bool) error {
+	remote := s.remote
+	if thin {
+		remote = git.NewRemote(&thinStorer{Storer: s.repo.Storer, objects: filepath.Join(s.cfg.Dir, "objects"), blobs: &s.blobs}, s.remote.Config())
+	}
+	err := remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: remoteName,
 		RefSpecs:   fetchSpecs(withPulls),
 		Auth:       s.auth,

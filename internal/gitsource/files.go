@@ -83,7 +83,7 @@ func (r *filesReader) read(name string, e object.TreeEntry) error {
 		return fmt.Errorf("%w: the policies root %q at %s: %v; keep large data such as traffic samples outside git.path",
 			ErrTooLarge, r.src.cfg.Path, r.rev, err)
 	}
-	data, err := readAll(blob)
+	data, err := r.src.blobData(blob)
 	if err != nil {
 		return fmt.Errorf("gitsource: reading %s at %s: %w", name, r.rev, err)
 	}

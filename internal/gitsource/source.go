@@ -20,11 +20,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/policy"
@@ -94,6 +97,8 @@ type Source struct {
 	// own holds the commits this Source wrote (under mu): VerifyCommit
 	// trusts them.
 	own map[plumbing.Hash]bool
+	// blobs keeps the contents of large blobs (blobcache.go), under mu.
+	blobs blobCache
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository
@@ -171,7 +176,7 @@ func isLocalPath(url string) bool {
 
 // openOrInit opens the bare repository at dir or creates it.
 func openOrInit(dir string) (*git.Repository, error) {
-	repo, err := git.PlainOpen(dir)
+	repo, err := openBare(dir)
 	if err == nil {
 		return repo, nil
 	}
@@ -181,11 +186,30 @@ func openOrInit(dir string) (*git.Repository, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("gitsource: creating clone dir: %w", err)
 	}
-	repo, err = git.PlainInit(dir, true)
-	if err != nil {
+	if _, err := git.PlainInit(dir, true); err != nil {
 		return nil, fmt.Errorf("gitsource: creating clone %s: %w", dir, err)
 	}
+	repo, err = openBare(dir)
+	if err != nil {
+		return nil, fmt.Errorf("gitsource: opening clone %s: %w", dir, err)
+	}
 	return repo, nil
+}
+
+// largeObjectBytes is the size from which go-git reads an object only
+// when its content is asked for. Without it a loose object (what a thin
+// fetch stores) is read whole, into go-git's object cache, just to learn
+// its size: a 16 MB list inflated at every read of a tree, and a 1 GB file
+// pushed to any branch held in memory before the budgets could refuse it
+// by its size.
+const largeObjectBytes = 256 << 10
+
+// openBare opens the bare clone in dir as git.PlainOpen does, with
+// largeObjectBytes set.
+func openBare(dir string) (*git.Repository, error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
+		filesystem.Options{LargeObjectThreshold: largeObjectBytes})
+	return git.Open(st, nil)
 }
 
 // ensureRemote points origin at url, replacing it when the configured URL

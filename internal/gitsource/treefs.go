@@ -211,7 +211,7 @@ func (t *treeFS) readBlob(name string, h plumbing.Hash) ([]byte, error) {
 	if blob.Size > limit {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: %d bytes", ErrTooLarge, blob.Size)}
 	}
-	data, err := readAll(blob)
+	data, err := t.src.blobData(blob)
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}

@@ -49,6 +49,7 @@ type Server struct {
 
 	slow     atomic.Int64 // nanoseconds each request waits before it is served
 	requests atomic.Int64
+	sent     atomic.Int64 // response body bytes, all requests
 
 	mu   sync.Mutex
 	addr string
@@ -114,8 +115,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
 	}
-	s.handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(countingWriter{w, &s.sent}, r)
 }
+
+// countingWriter counts what a response writes (BytesSent).
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// BytesSent is how many response body bytes the server has written: what
+// a fetch downloaded, measured on the wire side.
+func (s *Server) BytesSent() int64 { return s.sent.Load() }
 
 func (s *Server) authorized(r *http.Request) bool {
 	_, pass, ok := r.BasicAuth()

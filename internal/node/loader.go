@@ -226,7 +226,7 @@ func (l *loader) compiled(g raftstore.Generation) compiled {
 	c := compiled{bundle: b, problems: problems}
 	l.cache[g.Number] = c
 	l.metrics.compiled(b != nil)
-	l.log.Debug("compiled generation", "generation", g.Number, "ok", b != nil, "took", time.Since(start))
+	l.log.Info("compiled generation", "generation", g.Number, "ok", b != nil, "took", time.Since(start))
 	return c
 }
 

@@ -22,11 +22,24 @@ func (l *Loop) fetch(ctx context.Context) (*gitsource.Refs, bool, error) {
 	}
 	start := l.cfg.Now()
 	refs, err := l.cfg.Source.Fetch(ctx)
-	l.metrics.fetched(err, l.cfg.Now().Sub(start))
+	took := l.cfg.Now().Sub(start)
+	l.metrics.fetched(err, took)
+	if err == nil && l.movedMain(refs) {
+		l.log.Info("fetched a new live commit", "revision", refs.Main.String(), "took", took)
+	}
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err() // leadership ended mid-fetch: not the source's fault
 	}
 	return refs, l.noteFetch(ctx, refs, err), err
+}
+
+// movedMain reports whether refs' live branch differs from the last
+// fetch's: the fetch time of a new commit is the first phase of
+// push→Active (docs/performance.md).
+func (l *Loop) movedMain(refs *gitsource.Refs) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status.Commit != refs.Main.Hash
 }
 
 // noteFetch records the outcome of a fetch and reports whether a failure

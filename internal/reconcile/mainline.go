@@ -69,6 +69,7 @@ func (l *Loop) plan(st *raftstore.State, commits []string) ([]step, error) {
 	var steps []step
 	lastValid := -1
 	for _, c := range commits {
+		began := l.cfg.Now()
 		files, problems, err := l.trees.read(gitsource.Revision{Ref: l.cfg.Branch, Hash: c})
 		if err != nil {
 			return nil, err
@@ -85,8 +86,13 @@ func (l *Loop) plan(st *raftstore.State, commits []string) ([]step, error) {
 		}
 		s := step{commit: c, problems: problems}
 		if problems == nil {
+			read := l.cfg.Now()
 			v := l.trees.validate(files)
 			s.problems, s.etags = v.Problems, v.Etags
+			// The phases of push→Active, for the list measurements
+			// (docs/performance.md): reading the tree, then validating it.
+			l.log.Info("commit validated", "revision", l.revision(c), "valid", len(v.Problems) == 0,
+				"read_took", read.Sub(began), "validate_took", l.cfg.Now().Sub(read))
 		}
 		if s.valid() {
 			if lastValid >= 0 {
@@ -173,6 +179,7 @@ func (l *Loop) apply(ctx context.Context, highest uint64, steps []step) error {
 
 // stage proposes a valid tree as generation n.
 func (l *Loop) stage(ctx context.Context, n uint64, s step) error {
+	began := l.cfg.Now()
 	_, stats, err := raftstore.ProposeGeneration(ctx, l.cfg.Store, &raftstore.StageGeneration{Generation: n,
 		Commit: s.commit, Files: s.files, Etags: s.etags, History: l.history(l.cfg.Store.State(), s.commit)})
 	if errors.Is(err, raftstore.ErrTooLarge) {
@@ -183,7 +190,8 @@ func (l *Loop) stage(ctx context.Context, n uint64, s step) error {
 	}
 	l.metrics.result("staged")
 	l.log.Info("generation staged", "generation", n, "revision", l.revision(s.commit), "policies", len(s.etags),
-		"chunked", stats.Chunked, "chunks_sent", stats.Chunks, "chunk_bytes_sent", stats.ChunkBytes)
+		"chunked", stats.Chunked, "chunks_sent", stats.Chunks, "chunk_bytes_sent", stats.ChunkBytes,
+		"took", l.cfg.Now().Sub(began))
 	return nil
 }
 

@@ -42,7 +42,12 @@ type Validator func(files map[string][]byte, lopts policy.LoadOptions, eopts eng
 // calls: a tree is valid only if it is within every budget and every
 // policy loads, compiles and passes all its tests.
 func Validate(files map[string][]byte, lopts policy.LoadOptions, eopts engine.Options) Validation {
-	v := engine.ValidateTree(files, lopts, eopts)
+	return ValidationOf(engine.ValidateTree(files, lopts, eopts))
+}
+
+// ValidationOf is the verdict of an engine validation (Validate), for a
+// caller that keeps the compiled tree (the sandbox's worker).
+func ValidationOf(v engine.Validation) Validation {
 	var tests map[string]preview.TestCounts // nil when empty, as JSON from a sandbox child gives it
 	if len(v.Policies) > 0 {
 		tests = make(map[string]preview.TestCounts, len(v.Policies))

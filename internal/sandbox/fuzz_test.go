@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bytes"
-	"encoding/json"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/engine"
@@ -14,23 +13,28 @@ import (
 // a panic, and a request it returns encodes back to one that decodes the
 // same.
 func FuzzReadRequest(f *testing.F) {
-	ok, _ := json.Marshal(request{Files: map[string][]byte{"p/policy.toml": []byte("default_action = \"allow\"\n")},
+	var ok bytes.Buffer
+	_ = writeRequest(&ok, request{Files: map[string][]byte{"p/policy.toml": []byte("default_action = \"allow\"\n")},
 		Load: policy.LoadOptions{MergeDefault: policy.StrategyFail}, Engine: engine.DefaultOptions()})
-	f.Add(ok)
-	f.Add([]byte(`{"Files":{"a":"!!"}}`))
-	f.Add([]byte(`{"Files":null,"Engine":{"MaxRuleCost":-1}}`))
-	f.Add([]byte(`{"Policy":{"name":"web","default_action":"deny","rules":[{"name":"a","priority":1,"action":"allow","match":"true"}],` +
-		`"tests":[{"name":"t","request":{"path":"/","attributes":{"n":[1,{"x":null}]}},"expect":"allow"}]}}`))
+	f.Add(ok.Bytes())
+	for _, h := range []string{`{"Files":["a"]}`, `{"Files":null,"Engine":{"MaxRuleCost":-1}}`,
+		`{"Policy":{"name":"web","default_action":"deny","rules":[{"name":"a","priority":1,"action":"allow","match":"true"}],` +
+			`"tests":[{"name":"t","request":{"path":"/","attributes":{"n":[1,{"x":null}]}},"expect":"allow"}]}}`} {
+		var b bytes.Buffer
+		_ = writeFrame(&b, []byte(h))
+		_ = writeFrame(&b, []byte("!!"))
+		f.Add(b.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		req, err := readRequest(bytes.NewReader(in))
 		if err != nil {
 			return
 		}
-		again, err := json.Marshal(req)
-		if err != nil {
+		var again bytes.Buffer
+		if err := writeRequest(&again, req); err != nil {
 			t.Fatal(err)
 		}
-		back, err := readRequest(bytes.NewReader(again))
+		back, err := readRequest(&again)
 		if err != nil || len(back.Files) != len(req.Files) || back.Load != req.Load || back.Engine != req.Engine ||
 			(back.Policy == nil) != (req.Policy == nil) {
 			t.Fatalf("round trip: %+v, %v; want %+v", back, err, req)

@@ -7,12 +7,13 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
+	"github.com/policyrollout/reconciler/internal/reconcile"
 	"github.com/policyrollout/reconciler/internal/sandbox"
 	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // listTree is the example tree with a list of n entries used by a policy.
-func listTree(t *testing.T, list []byte) map[string][]byte {
+func listTree(t testing.TB, list []byte) map[string][]byte {
 	files := exampleTree(t)
 	files["blocked/policy.toml"] = []byte("default_action = \"allow\"\n[[rules]]\nname = \"block\"\npriority = 1\naction = \"deny\"\nmatch = \"inIpList(request.source_ip, 'blocklist')\"\n")
 	files["_lists/blocklist.netset"] = list
@@ -55,5 +56,37 @@ func TestChildValidatesLists(t *testing.T) {
 		if len(v.Problems) == 0 || !strings.Contains(strings.Join(v.Problems, "\n"), c.want) {
 			t.Errorf("%s: problems %.400q, want %q", name, v.Problems, c.want)
 		}
+	}
+}
+
+// BenchmarkValidateOneLineListChange is the leader's validation of a
+// commit adding one line to a 1,000,000-entry list: in a fresh child
+// (Runner, as every validation was) and in a worker's child, which
+// derives the list from the content it validated before.
+func BenchmarkValidateOneLineListChange(b *testing.B) {
+	bin := harness.Binary(b)
+	big := mixedCIDRs(1_000_000)
+	// Each tree appends one more line to the one before, as commits do.
+	list := append([]byte{}, big...)
+	files := func(i int) map[string][]byte {
+		list = append(list, fmt.Sprintf("192.0.2.%d/32\n", i%250)...)
+		return listTree(b, append([]byte{}, list...))
+	}
+	w := &sandbox.Worker{Runner: sandbox.Runner{Path: bin}}
+	defer w.Close()
+	for _, bc := range []struct {
+		name     string
+		validate func(map[string][]byte, policy.LoadOptions, engine.Options) reconcile.Validation
+	}{{"fresh-child", sandbox.Runner{Path: bin}.Validate}, {"worker", w.Validate}} {
+		b.Run(bc.name, func(b *testing.B) {
+			bc.validate(files(0), policy.LoadOptions{}, engine.DefaultOptions()) // the worker's first tree
+			i := 0
+			for b.Loop() {
+				i++
+				if v := bc.validate(files(i), policy.LoadOptions{}, engine.DefaultOptions()); len(v.Problems) > 0 {
+					b.Fatal(v.Problems)
+				}
+			}
+		})
 	}
 }

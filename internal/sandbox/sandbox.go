@@ -7,6 +7,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/policy"
-	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
 
@@ -32,10 +32,10 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// WorkerCommand is the hidden subcommand that runs Serve.
 	WorkerCommand = "validate-worker"
-	// maxRequestBytes bounds what the child reads: a tree within
-	// policy.MaxTreeBytes and its lists within policy.MaxTreeListBytes,
-	// in base64 JSON, with room for the options.
-	maxRequestBytes = (policy.MaxTreeBytes+policy.MaxTreeListBytes)*4/3 + 1<<20
+	// maxRequestBytes bounds what the child reads of one request: a
+	// tree within policy.MaxTreeBytes and its lists within
+	// policy.MaxTreeListBytes, raw (wire.go), with room for the header.
+	maxRequestBytes = policy.MaxTreeBytes + policy.MaxTreeListBytes + maxHeaderBytes
 	// maxResponseBytes bounds what the parent reads back.
 	maxResponseBytes = 16 << 20
 )
@@ -87,20 +87,16 @@ func (e *killedError) Error() string { return e.msg }
 // that ran and did not finish is a *killedError; one that could not start
 // or answered nonsense is another error.
 func (r Runner) call(req request, out any) error {
-	in, err := json.Marshal(req)
-	if err != nil {
+	var in bytes.Buffer
+	if err := writeRequest(&in, req); err != nil {
 		return fmt.Errorf("encoding the request: %w", err)
 	}
 	limit, timeout := r.limits()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.Path, WorkerCommand, strconv.FormatUint(limit, 10))
-	// The child needs nothing of the node's environment (which may hold
-	// credentials): one core, and no goroutine dump of the tree's data.
-	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}
-	cmd.WaitDelay = time.Second
-	cmd.Stdin = bytes.NewReader(in)
-	stdout, stderr := &capped{max: maxResponseBytes}, &capped{max: 4 << 10}
+	cmd := r.command(ctx, limit)
+	cmd.Stdin = &in
+	stdout, stderr := &capped{max: maxResponseBytes + 4}, &capped{max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
@@ -115,7 +111,26 @@ func (r Runner) call(req request, out any) error {
 	if stdout.over {
 		return errors.New("verdict too large")
 	}
-	if err := json.Unmarshal(stdout.b.Bytes(), out); err != nil {
+	return decodeAnswer(&stdout.b, out)
+}
+
+// command is the child process: the same binary's worker command.
+func (r Runner) command(ctx context.Context, limit uint64) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, r.Path, WorkerCommand, strconv.FormatUint(limit, 10))
+	// The child needs nothing of the node's environment (which may hold
+	// credentials): one core, and no goroutine dump of the tree's data.
+	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+// decodeAnswer reads the child's one-frame answer into out.
+func decodeAnswer(r io.Reader, out any) error {
+	b, err := readFrame(r, maxResponseBytes)
+	if err != nil {
+		return fmt.Errorf("reading the verdict: %w", err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("reading the verdict: %w", err)
 	}
 	return nil
@@ -134,33 +149,46 @@ func (r Runner) limits() (uint64, time.Duration) {
 }
 
 // Serve is the child: it limits its own memory to limit bytes more than
-// it holds now, reads one request from stdin, validates the tree (or
-// checks the policy) and writes the verdict as JSON to stdout.
+// it holds now, then answers requests from stdin until the parent closes
+// it, one at a time: a tree to validate (its verdict as JSON) or a policy
+// to check. A one-off child (Runner) gets one request; a Worker's child
+// many, and keeps what it compiled for the next (keeper). Each request may
+// grow the child by limit over what it held when the request came.
 func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
 	if err := limitMemory(limit); err != nil {
 		return fmt.Errorf("limiting memory: %w", err)
 	}
-	watchMemory(limit)
-	req, err := readRequest(stdin)
-	if err != nil {
-		return err
-	}
-	if req.Policy != nil {
-		for _, l := range req.Policy.Lists {
-			l.Data = req.ListData[l.Hash]
+	rebase := watchMemory(limit)
+	in, k := bufio.NewReaderSize(stdin, 1<<20), newKeeper(limit)
+	settled := make(chan struct{})
+	close(settled)
+	for {
+		if _, err := in.Peek(1); errors.Is(err, io.EOF) {
+			return nil // a one-off child ends here, without settling
 		}
-		return json.NewEncoder(stdout).Encode(verdictOf(preview.CheckPolicy(req.Policy, req.Engine)))
+		// The request's bytes count against its budget: measured from
+		// here, once the last one has settled.
+		<-settled
+		rebase()
+		req, err := readRequest(in)
+		if err != nil {
+			return fmt.Errorf("reading the request: %w", err)
+		}
+		answer, err := json.Marshal(k.answer(req))
+		if err != nil {
+			return fmt.Errorf("encoding the verdict: %w", err)
+		}
+		if err := writeFrame(stdout, answer); err != nil {
+			return fmt.Errorf("writing the verdict: %w", err)
+		}
+		// Off the parent's path: it has its answer, and the next request
+		// waits for this.
+		settled = make(chan struct{})
+		go func(done chan struct{}) {
+			k.settle()
+			close(done)
+		}(settled)
 	}
-	return json.NewEncoder(stdout).Encode(reconcile.Validate(req.Files, req.Load, req.Engine))
-}
-
-// readRequest decodes one request of at most maxRequestBytes.
-func readRequest(r io.Reader) (request, error) {
-	var req request
-	if err := json.NewDecoder(io.LimitReader(r, maxRequestBytes)).Decode(&req); err != nil {
-		return req, fmt.Errorf("reading the tree: %w", err)
-	}
-	return req, nil
 }
 
 // capped is a buffer that keeps at most max bytes and notes the rest.

@@ -17,7 +17,7 @@ import (
 )
 
 // exampleTree is the repository's example policies root.
-func exampleTree(t *testing.T) map[string][]byte {
+func exampleTree(t testing.TB) map[string][]byte {
 	t.Helper()
 	files, err := policy.ReadTree(os.DirFS("../../policies.example"))
 	if err != nil {

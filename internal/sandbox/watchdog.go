@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,7 +25,8 @@ func held(s []metrics.Sample) uint64 {
 }
 
 // watchMemory ends the process when the memory it holds grows by more
-// than limit over what it holds now. RLIMIT_AS alone cannot be the
+// than limit over what it held at the last call of the rebase function it
+// returns (at start, then at each request). RLIMIT_AS alone cannot be the
 // measure: the runtime maps its heap in 64 MiB arenas that VmSize counts
 // once reserved, so a tree needing 70 MiB could fit a 16 MiB limit in
 // one run and not in the next. With the Go memory limit set to limit the
@@ -32,17 +34,20 @@ func held(s []metrics.Sample) uint64 {
 // this watches is the tree's live data, the same in every run. A period
 // of 2 ms lets the heap overshoot by what it allocates in that time;
 // RLIMIT_AS stays as the backstop.
-func watchMemory(limit uint64) {
+func watchMemory(limit uint64) (rebase func()) {
 	s := []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
-	base := held(s)
+	var base atomic.Uint64
+	base.Store(held(s))
 	go func() {
+		s := []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
 		t := time.NewTicker(watchdogPeriod)
 		defer t.Stop()
 		for range t.C {
-			if h := held(s); h > base+limit {
-				fmt.Fprintf(os.Stderr, "out of memory: grew by %d MiB, over its limit of %d MiB\n", (h-base)>>20, limit>>20)
+			if h, b := held(s), base.Load(); h > b+limit {
+				fmt.Fprintf(os.Stderr, "out of memory: grew by %d MiB, over its limit of %d MiB\n", (h-b)>>20, limit>>20)
 				os.Exit(3)
 			}
 		}
 	}()
+	return func() { base.Store(held(s)) }
 }

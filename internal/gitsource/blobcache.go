@@ -1,0 +1,82 @@
+package gitsource
+
+import (
+	"bytes"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Reading a tree inflates every blob in it, and a 16 MB list takes a
+// tenth of a second to inflate (more on a loaded machine), at every
+// commit that touches any file, and again for every branch that has it.
+// The clone keeps the contents of its large blobs by hash, so a commit
+// reads only the blobs it changed, and a blob a thin fetch has just
+// built from a delta (the new content of a changed list) is not even
+// read back (looseWriter).
+const (
+	// cachedBlobMin is the size from which a blob is kept: small files
+	// inflate faster than they would be worth keeping.
+	cachedBlobMin = 64 << 10
+	// blobCacheBytes bounds the contents kept: a tree's lists at their
+	// largest (policy.MaxTreeListBytes) and then some. The oldest go first.
+	blobCacheBytes = 128 << 20
+)
+
+// blobCache is the kept contents, by blob hash; the Source's mu guards it.
+// The contents are shared with every caller of Files and FS, which never
+// write them (git objects do not change).
+type blobCache struct {
+	m     map[plumbing.Hash][]byte
+	order []plumbing.Hash // oldest first
+	size  int
+}
+
+func (c *blobCache) get(h plumbing.Hash) ([]byte, bool) {
+	data, ok := c.m[h]
+	return data, ok
+}
+
+// put keeps data as the content of h when it is large enough.
+func (c *blobCache) put(h plumbing.Hash, data []byte) {
+	if len(data) < cachedBlobMin || len(data) > blobCacheBytes/2 {
+		return
+	}
+	if _, ok := c.m[h]; ok {
+		return
+	}
+	if c.m == nil {
+		c.m = map[plumbing.Hash][]byte{}
+	}
+	for c.size+len(data) > blobCacheBytes && len(c.order) > 0 {
+		c.size -= len(c.m[c.order[0]])
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[h], c.size = data, c.size+len(data)
+	c.order = append(c.order, h)
+}
+
+// blobData is a blob's content, from the cache or read (and kept). The
+// caller holds mu.
+func (s *Source) blobData(blob *object.Blob) ([]byte, error) {
+	if data, ok := s.blobs.get(blob.Hash); ok {
+		return data, nil
+	}
+	data, err := readAll(blob)
+	if err == nil {
+		s.blobs.put(blob.Hash, data)
+	}
+	return data, err
+}
+
+// keepBuffer collects a blob's content as a fetch writes it, when the
+// cache would keep it.
+func keepBuffer(typ plumbing.ObjectType, size int64) *bytes.Buffer {
+	if typ != plumbing.BlobObject || size < cachedBlobMin || size > blobCacheBytes/2 {
+		return nil
+	}
+	b := new(bytes.Buffer)
+	b.Grow(int(size))
+	return b
+}
