@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"net/http"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -173,15 +172,12 @@ const pooledBufferMax = 64 << 10
 
 // Server is the node's HTTP handler. It is safe for concurrent use.
 type Server struct {
+	*core
 	gens    Generations
 	mirror  Mirror
-	log     hclog.Logger
 	trusted []netip.Prefix
 	slashes engine.EscapedSlashes
-	maxBody int64
 	now     func() time.Time
-	metrics *metrics
-	bufs    sync.Pool
 	promH   http.Handler
 	cluster Cluster
 
@@ -208,7 +204,6 @@ type Server struct {
 
 	failure        FailureModes
 	undecidedTotal *prometheus.CounterVec
-	peerTLS        bool
 	states         NodeState
 	// unenforcedLog bounds the TEST decisions logged (nodes_state.go).
 	unenforcedLog *logging.Limiter
@@ -226,13 +221,13 @@ type Server struct {
 
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
+	c := &core{log: cfg.Logger, maxBody: cfg.MaxBodyBytes, leader: cfg.Cluster, peerTLS: cfg.PeerTLS}
 	s := &Server{
+		core:    c,
 		gens:    cfg.Generations,
 		mirror:  cfg.Mirror,
-		log:     cfg.Logger,
 		trusted: cfg.TrustedProxies,
 		slashes: cfg.PathEscapedSlashes,
-		maxBody: cfg.MaxBodyBytes,
 		now:     cfg.Now,
 		cluster: cfg.Cluster,
 
@@ -253,7 +248,6 @@ func New(cfg Config) *Server {
 		parts:         cfg.Parts,
 		records:       cfg.Records,
 		failure:       cfg.FailureModes,
-		peerTLS:       cfg.PeerTLS,
 		states:        cfg.States,
 		unenforcedLog: logging.NewLimiter(unenforcedLines, time.Second),
 		stats:         &decisionStats{},
@@ -294,15 +288,3 @@ func New(cfg Config) *Server {
 
 // Registry returns the registry that /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
-
-func (s *Server) getBuf() *bytes.Buffer {
-	b := s.bufs.Get().(*bytes.Buffer)
-	b.Reset()
-	return b
-}
-
-func (s *Server) putBuf(b *bytes.Buffer) {
-	if b.Cap() <= pooledBufferMax {
-		s.bufs.Put(b)
-	}
-}

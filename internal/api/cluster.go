@@ -1,15 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -68,14 +63,10 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	need := auth.RoleAdmin
-	if verb == "reconcile" {
-		need = auth.RoleWriter
-	}
 	if (verb == "propose" || verb == "heartbeat") && !s.fromPeer(w, r) {
 		return
 	}
-	if !s.admit(w, r, need) {
+	if !s.admit(w, r) {
 		return
 	}
 	ctx := r.Context()
@@ -156,44 +147,4 @@ func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	s.writeValue(w, r, v)
-}
-
-// decodeJSON reads a bounded JSON body strictly: an unknown field or
-// trailing data is a 400. An empty body decodes as {}.
-func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	data, err := s.readBody(w, r)
-	if err != nil {
-		return err
-	}
-	return decodeStrict(data, v)
-}
-
-// readBody reads a request body up to the configured limit.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, err
-		}
-		return nil, errorf(errs.InvalidArgument, "reading the request body: %v", err)
-	}
-	return data, nil
-}
-
-// decodeStrict decodes one JSON object with no unknown fields and nothing
-// after it; empty data decodes as {}.
-func decodeStrict(data []byte, v any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
-		data = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errorf(errs.InvalidArgument, "request body: %v", err)
-	}
-	if dec.More() {
-		return errorf(errs.InvalidArgument, "request body: data after the JSON object")
-	}
-	return nil
 }

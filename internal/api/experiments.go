@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -238,7 +237,7 @@ func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
-	raw, ok := s.admitBody(w, r, auth.RoleWriter)
+	raw, ok := s.admitBody(w, r)
 	if !ok {
 		return
 	}

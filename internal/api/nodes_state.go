@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/errs"
@@ -141,7 +140,7 @@ func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb str
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 		return
 	}
-	if !s.allow(w, r, http.MethodPost) || !s.admit(w, r, auth.RoleAdmin) {
+	if !s.allow(w, r, http.MethodPost) || !s.admit(w, r) {
 		return
 	}
 	ctx := r.Context()

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
@@ -193,7 +192,7 @@ func (s *Server) writeOperation(w http.ResponseWriter, r *http.Request, run func
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
-	raw, ok := s.admitBody(w, r, auth.RoleWriter)
+	raw, ok := s.admitBody(w, r)
 	if !ok {
 		return
 	}
@@ -220,7 +219,7 @@ type waitRequest struct {
 // once: a forwarded read is bounded by the cluster's forward timeout, so
 // the wait itself is never forwarded.
 func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name string) {
-	raw, admitted := s.admitBody(w, r, auth.RoleReader)
+	raw, admitted := s.admitBody(w, r)
 	if !admitted {
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/errs"
 )
@@ -42,7 +41,7 @@ func (s *Server) routeRaft(w http.ResponseWriter, r *http.Request, p string) {
 	if p == raftPeersPath {
 		method = http.MethodGet
 	}
-	if !s.allow(w, r, method) || !s.admit(w, r, auth.RoleAdmin) {
+	if !s.allow(w, r, method) || !s.admit(w, r) {
 		return
 	}
 	ctx := cluster.WithCredential(r.Context(), r.Header.Get("Authorization"))

@@ -196,16 +196,6 @@ func (s *Server) routeClusterResource(w http.ResponseWriter, r *http.Request, p 
 	}
 }
 
-// allow answers 405 unless r uses method (or HEAD for GET).
-func (s *Server) allow(w http.ResponseWriter, r *http.Request, method string) bool {
-	if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
-		return true
-	}
-	w.Header().Set("Allow", method)
-	s.fail(w, r, errMethod("method %s is not allowed here; use %s", r.Method, method))
-	return false
-}
-
 // validPolicyName reports whether name can be a policy: [a-z][a-z0-9-]{0,62}.
 func validPolicyName(name string) bool {
 	if name == "" || len(name) > 63 || name[0] < 'a' || name[0] > 'z' {

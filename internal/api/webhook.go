@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
@@ -53,7 +52,7 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if !s.fromPeer(w, r) {
 		return
 	}
-	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
+	raw, ok := s.admitBody(w, r)
 	if !ok {
 		return
 	}
