@@ -28,7 +28,6 @@ import (
 	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/lifecycle"
-	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -174,9 +173,6 @@ const pooledBufferMax = 64 << 10
 type Server struct {
 	*core
 	gens    Generations
-	mirror  Mirror
-	trusted []netip.Prefix
-	slashes engine.EscapedSlashes
 	now     func() time.Time
 	promH   http.Handler
 	cluster Cluster
@@ -202,19 +198,8 @@ type Server struct {
 	parts       func() map[string]lifecycle.Status
 	records     LeaderRecords
 
-	failure        FailureModes
-	undecidedTotal *prometheus.CounterVec
-	states         NodeState
-	// unenforcedLog bounds the TEST decisions logged (nodes_state.go).
-	unenforcedLog *logging.Limiter
-	stats         *decisionStats
-	group         string
+	dec *decisions
 
-	// maxHeaders, inflight and bodies bound decision requests (limits.go,
-	// bodies.go).
-	maxHeaders int
-	inflight   *inFlight
-	bodies     *bodyGate
 	// waiters counts the :wait calls open (operations.go).
 	waiters atomic.Int32
 }
@@ -225,9 +210,6 @@ func New(cfg Config) *Server {
 	s := &Server{
 		core:    c,
 		gens:    cfg.Generations,
-		mirror:  cfg.Mirror,
-		trusted: cfg.TrustedProxies,
-		slashes: cfg.PathEscapedSlashes,
 		now:     cfg.Now,
 		cluster: cfg.Cluster,
 
@@ -239,19 +221,14 @@ func New(cfg Config) *Server {
 		rollbacker: cfg.Rollback,
 		snapshots:  cfg.Snapshots,
 
-		experiments:   cfg.Experiments,
-		preview:       cfg.Preview,
-		thresholds:    cfg.Thresholds,
-		ruleCap:       cfg.PreviewRuleCap,
-		webhook:       cfg.Webhook,
-		commands:      cfg.Commands,
-		parts:         cfg.Parts,
-		records:       cfg.Records,
-		failure:       cfg.FailureModes,
-		states:        cfg.States,
-		unenforcedLog: logging.NewLimiter(unenforcedLines, time.Second),
-		stats:         &decisionStats{},
-		group:         cfg.Group,
+		experiments: cfg.Experiments,
+		preview:     cfg.Preview,
+		thresholds:  cfg.Thresholds,
+		ruleCap:     cfg.PreviewRuleCap,
+		webhook:     cfg.Webhook,
+		commands:    cfg.Commands,
+		parts:       cfg.Parts,
+		records:     cfg.Records,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -274,13 +251,7 @@ func New(cfg Config) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg, s.gens)
-	s.undecidedTotal = newUndecidedCounter(reg)
-	s.inflight = newInFlight(reg, cfg.MaxDecisionsInFlight)
-	s.bodies = newBodyGate(reg, cfg, s.maxBody)
-	s.maxHeaders = cfg.MaxRequestHeaders
-	if s.maxHeaders <= 0 {
-		s.maxHeaders = engine.DefaultMaxHeaders
-	}
+	s.dec = newDecisions(c, cfg, reg, s.now)
 	s.promH = s.metrics.handler()
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	return s
@@ -288,3 +259,34 @@ func New(cfg Config) *Server {
 
 // Registry returns the registry that /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// The data plane's exported methods, for the gRPC gateway form
+// (internal/extauthz) and the node's status; decisions.go serves them.
+
+// Authorize decides a gateway check (authorize.go).
+func (s *Server) Authorize(check *GatewayCheck, policy string, gen uint64) GatewayAnswer {
+	return s.dec.Authorize(check, policy, gen)
+}
+
+// AdmitDecision takes a place among the decisions in flight (limits.go).
+func (s *Server) AdmitDecision(form string) bool { return s.dec.AdmitDecision(form) }
+
+// DoneDecision gives back the place AdmitDecision took.
+func (s *Server) DoneDecision() { s.dec.DoneDecision() }
+
+// MaxDecisionsInFlight is the bound AdmitDecision enforces.
+func (s *Server) MaxDecisionsInFlight() int { return s.dec.MaxDecisionsInFlight() }
+
+// ReceivingDecision admits one decision body from src (bodies.go).
+func (s *Server) ReceivingDecision(form string, src netip.Addr) bool {
+	return s.dec.ReceivingDecision(form, src)
+}
+
+// ReceivedDecision gives back what ReceivingDecision took.
+func (s *Server) ReceivedDecision(src netip.Addr) { s.dec.ReceivedDecision(src) }
+
+// MaxDecisionBodiesPerSource is the bound ReceivingDecision enforces.
+func (s *Server) MaxDecisionBodiesPerSource() int { return s.dec.MaxDecisionBodiesPerSource() }
+
+// DecisionStats counts the decisions answered and failed (stats.go).
+func (s *Server) DecisionStats() (ok, failed uint64) { return s.dec.DecisionStats() }

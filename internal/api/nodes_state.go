@@ -22,14 +22,6 @@ type NodeState interface {
 	NodeState() raftstore.NodeState
 }
 
-// mode is the state decisions follow: ACTIVE without a NodeState.
-func (s *Server) mode() raftstore.NodeState {
-	if s.states == nil {
-		return raftstore.NodeActive
-	}
-	return s.states.NodeState()
-}
-
 // refuses reports whether a node in state m answers no decisions: PASSIVE,
 // or TERMINATED by an admin and about to exit.
 func refuses(m raftstore.NodeState) bool {
@@ -40,21 +32,6 @@ func refuses(m raftstore.NodeState) bool {
 // so that a load balancer drains it.
 func errPassive() error {
 	return errorf(errs.Unavailable, "this node is PASSIVE (or TERMINATED): it serves no decisions until an admin sets it ACTIVE or TEST")
-}
-
-// lookupServed is lookup for a decision: a policy of another node group
-// is not served here (ONAP: a PDP group's policies are deployed to its
-// PDPs only), and answers as unknown, with the group that serves it.
-func (s *Server) lookupServed(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
-	cp, err := lookup(snap, name)
-	if err != nil || s.group == "" {
-		return cp, err
-	}
-	if g := cp.Source().Group; g != s.group && (g != "" || s.group != defaultGroup) {
-		return nil, errorf(errs.NotFound, "policy %q is served by the nodes of group %q; this node is in group %q",
-			"policies/"+name, g, s.group)
-	}
-	return cp, nil
 }
 
 // defaultGroup is the group of a policy without a group key.
@@ -69,7 +46,7 @@ const defaultGroup = "default"
 // as soon as it has applied what it was missing and serves the active
 // generation.
 func (s *Server) outOfRotation(snap *Snapshot) error {
-	mode := s.mode()
+	mode := s.dec.mode()
 	if refuses(mode) {
 		return errPassive()
 	}
@@ -203,7 +180,7 @@ func (s *Server) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.R
 // counted as usual, but always ALLOW, with "enforced":false and the
 // decision the node would have enforced (AWS WAF's count mode for a whole
 // node), so a new node or region is observed on real traffic first.
-func (s *Server) writeUnenforced(w http.ResponseWriter, name string, d *engine.Decision, generation uint64) {
+func (s *decisions) writeUnenforced(w http.ResponseWriter, name string, d *engine.Decision, generation uint64) {
 	s.logUnenforced(name, d, generation)
 	shown := *d
 	shown.Verdict = engine.Allow
@@ -224,7 +201,7 @@ const unenforcedLines = 200
 // logUnenforced logs one TEST decision (no request content, only its
 // outcome; a match error without the values it quotes), at most unenforcedLines a second; the next line let through
 // counts the ones held back.
-func (s *Server) logUnenforced(name string, d *engine.Decision, generation uint64) {
+func (s *decisions) logUnenforced(name string, d *engine.Decision, generation uint64) {
 	ok, held := s.unenforcedLog.Allow()
 	if !ok {
 		return

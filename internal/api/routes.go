@@ -90,13 +90,13 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 		}
 	case verb == "evaluate" && tail == "":
 		if s.allow(w, r, http.MethodPost) {
-			s.evaluate(w, r, snap, name)
+			s.dec.evaluate(w, r, snap, name)
 		}
 	case verb == "authorize" && !pinned:
 		// Gateways send any method (Envoy forwards the original one).
-		s.authorize(w, r, name, tail, 0, false)
+		s.dec.authorize(w, r, name, tail, 0, false)
 	case verb == "mirror" && !pinned:
-		s.mirrorRequest(w, r, snap, name, tail)
+		s.dec.mirrorRequest(w, r, snap, name, tail)
 	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
 		s.routeExperiments(w, r, name, tail)
 	default:
@@ -146,7 +146,7 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 		return
 	}
 	if name, verb, tail := splitPolicyPath(rest[len("policies/"):]); verb == "authorize" {
-		s.authorize(w, r, name, tail, n, true) // answers allow or deny even for a generation not kept
+		s.dec.authorize(w, r, name, tail, n, true) // answers allow or deny even for a generation not kept
 		return
 	}
 	cur := s.gens.Current()
@@ -156,22 +156,10 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 	}
 	snap := s.gens.Get(n)
 	if snap == nil {
-		s.fail(w, r, s.errNotKept(n, cur))
+		s.fail(w, r, s.dec.errNotKept(n, cur))
 		return
 	}
 	s.routePolicy(w, r, snap, rest[len("policies/"):], true)
-}
-
-// errNotKept says which generations a pinned request can use instead.
-func (s *Server) errNotKept(n uint64, cur *Snapshot) error {
-	kept := "the active generation " + strconv.FormatUint(cur.Generation, 10)
-	if s.cluster != nil {
-		if p := s.cluster.State().Previous; p != 0 && s.gens.Get(p) != nil {
-			kept += " and the one before it, " + strconv.FormatUint(p, 10)
-		}
-	}
-	return errorf(errs.NotFound, "generation %d is not kept on this node: a node keeps only the active generation and the one before it; use %s",
-		n, kept)
 }
 
 // routeClusterResource handles the read-only cluster resources: status,
