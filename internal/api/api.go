@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"net/http"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -189,19 +188,15 @@ type Server struct {
 	// snapshotGate lets one snapshot be taken at a time (snapshot.go).
 	snapshotGate snapshotGate
 
-	experiments Experiments
-	preview     Preview
-	thresholds  preview.ThresholdSet
-	ruleCap     int
-	webhook     WebhookReceiver
-	commands    CommandQueue
-	parts       func() map[string]lifecycle.Status
-	records     LeaderRecords
+	preview  Preview
+	webhook  WebhookReceiver
+	commands CommandQueue
+	parts    func() map[string]lifecycle.Status
+	records  LeaderRecords
 
 	dec *decisions
-
-	// waiters counts the :wait calls open (operations.go).
-	waiters atomic.Int32
+	pol *policies
+	ops *operations
 }
 
 // New returns a Server for cfg.
@@ -221,14 +216,11 @@ func New(cfg Config) *Server {
 		rollbacker: cfg.Rollback,
 		snapshots:  cfg.Snapshots,
 
-		experiments: cfg.Experiments,
-		preview:     cfg.Preview,
-		thresholds:  cfg.Thresholds,
-		ruleCap:     cfg.PreviewRuleCap,
-		webhook:     cfg.Webhook,
-		commands:    cfg.Commands,
-		parts:       cfg.Parts,
-		records:     cfg.Records,
+		preview:  cfg.Preview,
+		webhook:  cfg.Webhook,
+		commands: cfg.Commands,
+		parts:    cfg.Parts,
+		records:  cfg.Records,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -252,6 +244,8 @@ func New(cfg Config) *Server {
 	}
 	s.metrics = newMetrics(reg, s.gens)
 	s.dec = newDecisions(c, cfg, reg, s.now)
+	s.pol = newPolicies(c, cfg)
+	s.ops = newOperations(c, cfg)
 	s.promH = s.metrics.handler()
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	return s

@@ -48,7 +48,7 @@ const experimentWriteTimeout = 2 * time.Minute
 
 // routeExperiments handles "/experiments", "/experiments/{id}" and
 // "/experiments/{id}:{verb}" under /v1/policies/{policy}.
-func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, tail string) {
+func (s *policies) routeExperiments(w http.ResponseWriter, r *http.Request, pol, tail string) {
 	if s.cluster == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
@@ -171,19 +171,19 @@ func decodeEmpty(raw []byte) error {
 }
 
 // readExperiments decodes the experiments of the replicated state.
-func (s *Server) readExperiments() []*preview.Experiment {
+func (s *policies) readExperiments() []*preview.Experiment {
 	exps, _ := preview.FromState(s.cluster.State())
 	return exps
 }
 
-func (s *Server) mergedStats() []preview.Stats {
+func (s *policies) mergedStats() []preview.Stats {
 	if s.preview == nil {
 		return nil
 	}
 	return s.preview.Stats()
 }
 
-func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request, name string) {
+func (s *policies) getExperiment(w http.ResponseWriter, r *http.Request, name string) {
 	samples, err := withSamples(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -203,7 +203,7 @@ type experimentList struct {
 	NextPageToken string         `json:"nextPageToken,omitempty"`
 }
 
-func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
+func (s *policies) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
 	samples, err := withSamples(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -231,7 +231,7 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 // writeExperiment runs a mutating experiment method: on the leader here,
 // elsewhere forwarded (once) to the leader, as rollback is. The answer is
 // the Operation.
-func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
+func (s *policies) writeExperiment(w http.ResponseWriter, r *http.Request,
 	run func(ctx context.Context, raw []byte) (*preview.Operation, error)) {
 	if s.experiments == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))

@@ -81,7 +81,7 @@ func newPolicyResource(snap *Snapshot, name string) (policyResource, bool) {
 
 // listPolicies answers GET /v1/policies with every policy of the active
 // generation, in name order.
-func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) {
+func (s *policies) listPolicies(w http.ResponseWriter, r *http.Request) {
 	snap := s.gens.Current()
 	if snap == nil || snap.Bundle == nil {
 		s.fail(w, r, errNoGeneration())
@@ -100,7 +100,7 @@ func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) {
 }
 
 // getPolicy answers GET /v1/policies/{policy}.
-func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, name string) {
+func (s *policies) getPolicy(w http.ResponseWriter, r *http.Request, name string) {
 	snap := s.gens.Current()
 	if _, err := lookup(snap, name); err != nil {
 		s.fail(w, r, err)
@@ -118,7 +118,7 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, name string) 
 
 // previewStats are the cluster's preview stats, nil without a preview
 // runtime.
-func (s *Server) previewStats() []preview.Stats {
+func (s *policies) previewStats() []preview.Stats {
 	if s.preview == nil {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (s *Server) previewStats() []preview.Stats {
 }
 
 // allPreviewRules lists the rules in preview of every policy snap serves.
-func (s *Server) allPreviewRules(snap *Snapshot) []preview.RuleView {
+func (s *policies) allPreviewRules(snap *Snapshot) []preview.RuleView {
 	if snap.Bundle == nil {
 		return nil
 	}
@@ -141,7 +141,7 @@ func (s *Server) allPreviewRules(snap *Snapshot) []preview.RuleView {
 }
 
 // addPreviewRules shows the policy's rules in preview with their counts.
-func (s *Server) addPreviewRules(res *policyResource, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
+func (s *policies) addPreviewRules(res *policyResource, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
 	if cp, ok := snap.Bundle.Policy(name); ok {
 		res.PreviewRules = preview.RuleViews(cp.Source(), stats, s.ruleCap, samples)
 	}

@@ -34,7 +34,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.routePolicy(w, r, s.gens.Current(), p[len(policiesPrefix):], false)
 	case p == policiesPath:
 		if s.allow(w, r, http.MethodGet) {
-			s.listPolicies(w, r)
+			s.pol.listPolicies(w, r)
 		}
 	case p == rollbackPath:
 		s.rollback(w, r)
@@ -43,7 +43,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case p == acceptHistoryPath:
 		s.acceptHistory(w, r)
 	case p == operationsList || strings.HasPrefix(p, operationsPrefix):
-		s.routeOperations(w, r, p)
+		s.ops.routeOperations(w, r, p)
 	case p == webhook.Path:
 		s.serveWebhook(w, r)
 	case p == WebhookCommandsPath:
@@ -86,7 +86,7 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 	switch {
 	case verb == "" && tail == "" && !pinned:
 		if s.allow(w, r, http.MethodGet) {
-			s.getPolicy(w, r, name)
+			s.pol.getPolicy(w, r, name)
 		}
 	case verb == "evaluate" && tail == "":
 		if s.allow(w, r, http.MethodPost) {
@@ -98,7 +98,7 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 	case verb == "mirror" && !pinned:
 		s.dec.mirrorRequest(w, r, snap, name, tail)
 	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
-		s.routeExperiments(w, r, name, tail)
+		s.pol.routeExperiments(w, r, name, tail)
 	default:
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 	}

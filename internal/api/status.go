@@ -114,7 +114,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	s.versionStatus(&res)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
-		res.PreviewRules = s.allPreviewRules(cur)
+		res.PreviewRules = s.pol.allPreviewRules(cur)
 	}
 	s.writeValue(w, r, res)
 }
