@@ -168,13 +168,19 @@ const defaultMaxBodyBytes = 1 << 20
 // big request does not pin memory for the life of the process.
 const pooledBufferMax = 64 << 10
 
-// Server is the node's HTTP handler. It is safe for concurrent use.
+// Server is the node's HTTP handler: the guard (auth.go, origin.go,
+// peer.go) and the router (routes.go) over one handler per resource
+// family, each with only the parts of the node it needs. The route table
+// (roles.go) is the one list of routes and the role each needs; the
+// table in docs/architecture.md names the handler of each. It is safe for
+// concurrent use.
 type Server struct {
 	*core
-	gens    Generations
-	now     func() time.Time
-	promH   http.Handler
-	cluster Cluster
+	gens  Generations
+	promH http.Handler
+	// cluster is nil without a cluster (routes.go); the node port asks it
+	// who is a member and who leads (peer.go).
+	cluster peerCluster
 
 	creds        *auth.Set
 	authErr      error // credentials that did not load: guarded routes answer 500
@@ -183,20 +189,19 @@ type Server struct {
 	loopbackOnly bool
 	audit        hclog.Logger
 
-	rollbacker Rollbacker
-	snapshots  Snapshotter
-	// snapshotGate lets one snapshot be taken at a time (snapshot.go).
-	snapshotGate snapshotGate
+	dec   *decisions   // decisions.go
+	pol   *policies    // policies.go
+	ops   *operations  // operations_handler.go
+	nod   *nodes       // nodes.go
+	cl    *clusterAPI  // clusterapi.go
+	hooks *webhooks    // webhook.go
+	ui    consolePages // console.go
+}
 
-	preview  Preview
-	webhook  WebhookReceiver
-	commands CommandQueue
-	parts    func() map[string]lifecycle.Status
-	records  LeaderRecords
-
-	dec *decisions
-	pol *policies
-	ops *operations
+// peerCluster is the cluster as the guard and the router see it.
+type peerCluster interface {
+	IsMember(id string) bool
+	Leader() string
 }
 
 // New returns a Server for cfg.
@@ -205,22 +210,12 @@ func New(cfg Config) *Server {
 	s := &Server{
 		core:    c,
 		gens:    cfg.Generations,
-		now:     cfg.Now,
 		cluster: cfg.Cluster,
 
 		decisionRole: cfg.DecisionRole,
 		origins:      originSet(cfg.AllowedOrigins),
 		loopbackOnly: cfg.LoopbackOnly,
 		audit:        cfg.Audit,
-
-		rollbacker: cfg.Rollback,
-		snapshots:  cfg.Snapshots,
-
-		preview:  cfg.Preview,
-		webhook:  cfg.Webhook,
-		commands: cfg.Commands,
-		parts:    cfg.Parts,
-		records:  cfg.Records,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -235,17 +230,21 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = defaultMaxBodyBytes
 	}
-	if s.now == nil {
-		s.now = time.Now
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
 	}
 	reg := cfg.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg, s.gens)
-	s.dec = newDecisions(c, cfg, reg, s.now)
+	s.dec = newDecisions(c, cfg, reg, now)
 	s.pol = newPolicies(c, cfg)
 	s.ops = newOperations(c, cfg)
+	s.nod = newNodes(c, cfg, s.dec)
+	s.cl = newClusterAPI(c, cfg, s.audit, s.nod, s.pol)
+	s.hooks = &webhooks{core: c, webhook: cfg.Webhook, commands: cfg.Commands, cluster: cfg.Cluster}
 	s.promH = s.metrics.handler()
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	return s

@@ -46,7 +46,7 @@ const clusterPrefix = "/v1/cluster:"
 
 // routeCluster handles POST /v1/cluster:{verb}. Every verb changes the
 // cluster: reconcile needs a writer, the others an admin.
-func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb string) {
+func (s *clusterAPI) routeCluster(w http.ResponseWriter, r *http.Request, verb string) {
 	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
 		"join":      s.join,
 		"leave":     s.leave,
@@ -77,7 +77,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	h(ctx, w, r)
 }
 
-func (s *Server) join(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) join(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.JoinRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -91,7 +91,7 @@ func (s *Server) join(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	s.writeValue(w, r, s.nodeResource(n, s.cluster.State(), s.cluster.View()))
 }
 
-func (s *Server) leave(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) leave(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.LeaveRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -106,7 +106,7 @@ func (s *Server) leave(ctx context.Context, w http.ResponseWriter, r *http.Reque
 
 // reconcile answers 202: the leader loop reads the source soon; the
 // outcome shows in GET /v1/status and /v1/generations.
-func (s *Server) reconcile(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) reconcile(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req struct{}
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -120,7 +120,7 @@ func (s *Server) reconcile(ctx context.Context, w http.ResponseWriter, r *http.R
 }
 
 // propose is internal: a node's report forwarded to the leader.
-func (s *Server) propose(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) propose(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var cmd raftstore.Command
 	if err := s.decodeJSON(w, r, &cmd); err != nil {
 		s.fail(w, r, err)
@@ -135,7 +135,7 @@ func (s *Server) propose(ctx context.Context, w http.ResponseWriter, r *http.Req
 }
 
 // heartbeat is internal: a node tells the leader it is alive.
-func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var hb cluster.Heartbeat
 	if err := s.decodeJSON(w, r, &hb); err != nil {
 		s.fail(w, r, err)
@@ -147,4 +147,19 @@ func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	s.writeValue(w, r, v)
+}
+
+// selfCheck is internal: the leader asks this node to check itself.
+func (s *clusterAPI) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.SelfCheckRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.SelfCheck(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
 }

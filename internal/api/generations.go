@@ -50,7 +50,7 @@ func contractState(s raftstore.GenerationState) string {
 	return string(s)
 }
 
-func (s *Server) generationResource(g raftstore.Generation) generationResource {
+func (s *clusterAPI) generationResource(g raftstore.Generation) generationResource {
 	ready := slices.Sorted(maps.Keys(g.ReadyNodes))
 	if ready == nil {
 		ready = []string{}
@@ -81,7 +81,7 @@ func generationErrors(g raftstore.Generation) []string {
 }
 
 // listGenerations answers GET /v1/generations, newest first.
-func (s *Server) listGenerations(w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) listGenerations(w http.ResponseWriter, r *http.Request) {
 	st := s.cluster.State()
 	nums := st.GenerationNumbers()
 	resp := listGenerationsResponse{Generations: make([]generationResource, 0, len(nums))}
@@ -92,7 +92,7 @@ func (s *Server) listGenerations(w http.ResponseWriter, r *http.Request) {
 }
 
 // getGeneration answers GET /v1/generations/{n}.
-func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, n uint64) {
+func (s *clusterAPI) getGeneration(w http.ResponseWriter, r *http.Request, n uint64) {
 	st := s.cluster.State()
 	g, ok := st.Generation(n)
 	if !ok {
@@ -150,7 +150,7 @@ type listNodesResponse struct {
 	Nodes []nodeResource `json:"nodes"`
 }
 
-func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) nodeResource {
+func (s *nodes) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) nodeResource {
 	hb := v.Nodes[n.ID]
 	res := nodeResource{
 		ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Group: n.Group, Subgroup: n.Subgroup,
@@ -175,7 +175,7 @@ func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.V
 	return res
 }
 
-func (s *Server) nodeResources(st *raftstore.State, v cluster.View) []nodeResource {
+func (s *nodes) nodeResources(st *raftstore.State, v cluster.View) []nodeResource {
 	out := make([]nodeResource, 0, len(st.Nodes))
 	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		out = append(out, s.nodeResource(st.Nodes[id], st, v))
@@ -184,13 +184,13 @@ func (s *Server) nodeResources(st *raftstore.State, v cluster.View) []nodeResour
 }
 
 // listNodes answers GET /v1/nodes, by id.
-func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+func (s *nodes) listNodes(w http.ResponseWriter, r *http.Request) {
 	st := s.cluster.State()
 	s.writeValue(w, r, listNodesResponse{Nodes: s.nodeResources(st, s.cluster.View())})
 }
 
 // getNode answers GET /v1/nodes/{id}.
-func (s *Server) getNode(w http.ResponseWriter, r *http.Request, id string) {
+func (s *nodes) getNode(w http.ResponseWriter, r *http.Request, id string) {
 	st := s.cluster.State()
 	n, ok := st.Nodes[id]
 	if !ok {

@@ -45,8 +45,8 @@ const defaultGroup = "default"
 // finding comes with the answers to its heartbeats). It rejoins rotation
 // as soon as it has applied what it was missing and serves the active
 // generation.
-func (s *Server) outOfRotation(snap *Snapshot) error {
-	mode := s.dec.mode()
+func (s *nodes) outOfRotation(snap *Snapshot) error {
+	mode := s.mode()
 	if refuses(mode) {
 		return errPassive()
 	}
@@ -107,7 +107,7 @@ func sumStatistics(st *raftstore.State, v cluster.View) cluster.Statistics {
 
 // routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
 // operations (ONAP's PAP calls them), as the route table says too.
-func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb string) {
+func (s *nodes) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb string) {
 	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
 		"changeState": s.changeState,
 		"healthCheck": s.healthCheck,
@@ -131,7 +131,7 @@ func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb str
 }
 
 // changeState answers POST /v1/nodes:changeState with the nodes it changed.
-func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *nodes) changeState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.ChangeStateRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -147,28 +147,13 @@ func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http
 
 // healthCheck answers POST /v1/nodes:healthCheck: HEALTHY, NOT_HEALTHY
 // (with reasons) or UNREACHABLE for each node in scope.
-func (s *Server) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *nodes) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.HealthCheckRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	res, err := s.cluster.HealthCheck(ctx, req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.writeValue(w, r, res)
-}
-
-// selfCheck is internal: the leader asks this node to check itself.
-func (s *Server) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	var req cluster.SelfCheckRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := s.cluster.SelfCheck(ctx, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -148,13 +148,13 @@ func (s *policies) addPreviewRules(res *policyResource, snap *Snapshot, name str
 }
 
 // healthz answers GET /healthz: the process is up and serving HTTP.
-func (s *Server) healthz(w http.ResponseWriter) {
+func (s *nodes) healthz(w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"SERVING"}`+"\n"))
 }
 
 // readyz answers GET /readyz: 200 once a generation is loaded, else 503,
 // so that load balancers send decisions only to nodes that can answer.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *nodes) readyz(w http.ResponseWriter, r *http.Request) {
 	snap := s.gens.Current()
 	if snap == nil {
 		s.fail(w, r, errNoGeneration())

@@ -37,36 +37,36 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 			s.pol.listPolicies(w, r)
 		}
 	case p == rollbackPath:
-		s.rollback(w, r)
+		s.cl.rollback(w, r)
 	case p == snapshotPath:
-		s.getSnapshot(w, r)
+		s.cl.getSnapshot(w, r)
 	case p == acceptHistoryPath:
-		s.acceptHistory(w, r)
+		s.cl.acceptHistory(w, r)
 	case p == operationsList || strings.HasPrefix(p, operationsPrefix):
 		s.ops.routeOperations(w, r, p)
 	case p == webhook.Path:
-		s.serveWebhook(w, r)
+		s.hooks.serveWebhook(w, r)
 	case p == WebhookCommandsPath:
-		s.enqueueCommand(w, r)
+		s.hooks.enqueueCommand(w, r)
 	case strings.HasPrefix(p, generationsPath):
 		s.routeGeneration(w, r, p[len(generationsPath):])
 	case strings.HasPrefix(p, nodesVerbPrefix):
-		s.routeNodesVerb(w, r, p[len(nodesVerbPrefix):])
+		s.nod.routeNodesVerb(w, r, p[len(nodesVerbPrefix):])
 	case strings.HasPrefix(p, clusterPrefix):
-		s.routeCluster(w, r, p[len(clusterPrefix):])
+		s.cl.routeCluster(w, r, p[len(clusterPrefix):])
 	case p == raftPeersPath || strings.HasPrefix(p, raftVerbPrefix):
-		s.routeRaft(w, r, p)
+		s.nod.routeRaft(w, r, p)
 	case p == statusPath || p == generationsList || p == nodesList || strings.HasPrefix(p, nodesPrefix):
 		s.routeClusterResource(w, r, p)
 	case isConsolePath(p):
-		s.serveConsole(w, r)
+		s.ui.serveConsole(w, r)
 	case p == "/healthz":
 		if s.allow(w, r, http.MethodGet) {
-			s.healthz(w)
+			s.nod.healthz(w)
 		}
 	case p == "/readyz":
 		if s.allow(w, r, http.MethodGet) {
-			s.readyz(w, r)
+			s.nod.readyz(w, r)
 		}
 	case p == "/metrics":
 		if s.allow(w, r, http.MethodGet) {
@@ -137,7 +137,7 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 		if s.cluster == nil {
 			s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		} else if s.allow(w, r, http.MethodGet) {
-			s.getGeneration(w, r, n)
+			s.cl.getGeneration(w, r, n)
 		}
 		return
 	}
@@ -174,13 +174,13 @@ func (s *Server) routeClusterResource(w http.ResponseWriter, r *http.Request, p 
 	}
 	switch {
 	case p == statusPath:
-		s.status(w, r)
+		s.cl.status(w, r)
 	case p == generationsList:
-		s.listGenerations(w, r)
+		s.cl.listGenerations(w, r)
 	case p == nodesList:
-		s.listNodes(w, r)
+		s.nod.listNodes(w, r)
 	default:
-		s.getNode(w, r, p[len(nodesPrefix):])
+		s.nod.getNode(w, r, p[len(nodesPrefix):])
 	}
 }
 

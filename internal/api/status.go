@@ -54,7 +54,7 @@ type featureStatus struct {
 }
 
 // versionStatus fills the cluster version and the features it enables.
-func (s *Server) versionStatus(res *statusResource) {
+func (s *clusterAPI) versionStatus(res *statusResource) {
 	v := s.cluster.Version()
 	res.ClusterVersion = v.String()
 	res.Features = []featureStatus{}
@@ -96,7 +96,7 @@ const (
 )
 
 // status answers GET /v1/status.
-func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) status(w http.ResponseWriter, r *http.Request) {
 	st, v := s.cluster.State(), s.cluster.View()
 	v.Source = s.sourceStatus(st, v.Source)
 	res := statusResource{
@@ -114,7 +114,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	s.versionStatus(&res)
 	if cur := s.gens.Current(); cur != nil {
 		res.ServedGeneration = cur.Generation
-		res.PreviewRules = s.pol.allPreviewRules(cur)
+		res.PreviewRules = s.allPreviewRules(cur)
 	}
 	s.writeValue(w, r, res)
 }
@@ -133,7 +133,7 @@ type LeaderRecords interface {
 // view), with the replicated PullError record winning: it reaches every
 // node through the log, survives a change of leader, and is there before
 // the first heartbeat answer.
-func (s *Server) sourceStatus(st *raftstore.State, v cluster.SourceStatus) cluster.SourceStatus {
+func (s *clusterAPI) sourceStatus(st *raftstore.State, v cluster.SourceStatus) cluster.SourceStatus {
 	if s.records == nil {
 		return v
 	}
@@ -144,7 +144,7 @@ func (s *Server) sourceStatus(st *raftstore.State, v cluster.SourceStatus) clust
 }
 
 // branchExperiments renders the leader's branch records, by name.
-func (s *Server) branchExperiments(st *raftstore.State) []json.RawMessage {
+func (s *clusterAPI) branchExperiments(st *raftstore.State) []json.RawMessage {
 	if s.records == nil {
 		return []json.RawMessage{}
 	}
