@@ -10,9 +10,16 @@
 //
 // Every request passes the guard first (auth.go): the browser checks
 // (origin.go) and the caller's role against the route table (roles.go),
-// with an audit line for every write. Every error answer is an AIP-193
-// JSON body; error kinds map to HTTP codes in one place (errors.go). The decision path logs nothing at info level and
-// avoids reflection when it writes its answer.
+// with an audit line for every write. The router (routes.go) then hands it
+// to the handler of its resource family: decisions (decisions.go),
+// policies and experiments (policies.go), operations
+// (operations_handler.go), nodes (nodes.go), the cluster and its
+// generations (clusterapi.go), webhooks (webhook.go) and the console
+// (console.go). Each embeds the shared core (core.go) and holds only small
+// interfaces to the parts of the node it uses. Every error answer is an
+// AIP-193 JSON body; error kinds map to HTTP codes in one place
+// (errors.go). The decision path logs nothing at info level and avoids
+// reflection when it writes its answer.
 package api
 
 import (
