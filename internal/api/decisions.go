@@ -5,11 +5,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/raftstore"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // decisions serves the data plane: :evaluate, the gateway forms
