@@ -2,12 +2,9 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -131,6 +128,13 @@ type Config struct {
 // Cluster is one node's view of and access to the cluster: writes that
 // only the leader can do (tried here first, forwarded otherwise),
 // membership, heartbeats and leadership. It is safe for concurrent use.
+//
+// Cluster is the API the rest of the node calls; each part of the work is
+// a type of its own, built once in New: forwarding (forwarder), joins and
+// leaves (members), who joins PASSIVE (admission), heartbeat views
+// (viewBuilder), failed and lagging nodes (failureWatch), health checks
+// (healthChecks), releases (versions) and which nodes a staged generation
+// waits for (staging).
 type Cluster struct {
 	cfg   Config
 	store Store
@@ -138,13 +142,14 @@ type Cluster struct {
 	fwd   *forwarder
 	hb    *heartbeats
 	view  viewHolder
-	pb    atomic.Pointer[Piggyback]
 
-	mergeMu  sync.Mutex // guards the cached piggyback merge
-	mergeAt  time.Time
-	mergeVal json.RawMessage
-
-	behindKey string // guarded by mergeMu: the last nodes left behind, logged once
+	members  *members
+	admit    *admission
+	views    *viewBuilder
+	failures *failureWatch
+	health   *healthChecks
+	versions *versions
+	staging  *staging
 }
 
 // New returns a Cluster for cfg.
@@ -180,7 +185,22 @@ func New(cfg Config) (*Cluster, error) {
 		joinAddrs: cfg.JoinAddrs, timeout: cfg.ForwardTimeout, peerTLS: cfg.PeerTLS}
 	c.hb = newHeartbeats(cfg.Now, orDefault(cfg.HeartbeatTimeout, ReachableIntervals*cfg.HeartbeatInterval))
 	c.hb.followTimeout = min(orDefault(cfg.FollowTimeout, DefaultFollowTimeout), cfg.StagingTimeout)
+	c.wire()
 	return c, nil
+}
+
+// wire builds the parts of c, each with only what it needs.
+func (c *Cluster) wire() {
+	cfg := c.cfg
+	c.admit = &admission{self: cfg.NodeID, settings: cfg.Settings, groups: cfg.Groups, knownGroups: cfg.KnownGroups,
+		store: c.store, log: c.log}
+	c.members = &members{store: c.store, probe: cfg.Probe, peerTLS: cfg.PeerTLS, admit: c.admit, log: c.log}
+	c.views = &viewBuilder{self: cfg.NodeID, now: cfg.Now, interval: cfg.HeartbeatInterval, source: cfg.Source,
+		statusFn: cfg.Status, hb: c.hb}
+	c.failures = &failureWatch{store: c.store, hb: c.hb, log: c.log, nodeFailed: cfg.NodeFailed}
+	c.health = &healthChecks{self: cfg.NodeID, store: c.store, selfCheck: cfg.SelfCheck, fwd: c.fwd, peerTLS: cfg.PeerTLS}
+	c.versions = &versions{self: cfg.NodeID, store: c.store, hb: c.hb, view: &c.view, status: c.views.status}
+	c.staging = &staging{self: cfg.NodeID, now: cfg.Now, timeout: cfg.StagingTimeout, hb: c.hb, log: c.log}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -205,30 +225,6 @@ func (c *Cluster) Leader() string {
 // RaftState returns raft's state name: Leader, Follower, Candidate or
 // Shutdown.
 func (c *Cluster) RaftState() string { return c.store.Stats()["state"] }
-
-// viaLeader runs local when this node leads, and otherwise (or when local
-// finds it no longer leads) forwards in to path on the leader and decodes
-// the answer into out. A forwarded request is never forwarded again, and
-// another node's own call (WithPeer) is not forwarded at all: the node is
-// pointed to the leader (LeaderElsewhere), so that its own certificate
-// speaks for it there.
-func (c *Cluster) viaLeader(ctx context.Context, path string, in, out any, local func() error) error {
-	if c.store.IsLeader() {
-		err := local()
-		if !errors.Is(err, raftstore.ErrNotLeader) {
-			return err
-		}
-	}
-	if IsForwarded(ctx) {
-		id, _ := c.store.Leader()
-		return fmt.Errorf("%w: %s received a forwarded request but the leader is %q", raftstore.ErrNotLeader,
-			c.cfg.NodeID, id)
-	}
-	if peer, ok := PeerFrom(ctx); ok && peer != c.cfg.NodeID {
-		return c.leaderElsewhere() // a node's own call is never relayed under this node's certificate
-	}
-	return c.fwd.call(ctx, path, in, out)
-}
 
 // Propose applies p through the leader: locally when this node leads,
 // else forwarded as a command with its time stamped here. Only the
@@ -262,7 +258,7 @@ func (c *Cluster) ProposeCommand(ctx context.Context, cmd raftstore.Command) (ra
 	if err != nil {
 		return raftstore.Result{}, err
 	}
-	if err := c.checkSpeaker(ctx, id, "report"); err != nil {
+	if err := checkSpeaker(ctx, c.cfg.PeerTLS, id, "report"); err != nil {
 		return raftstore.Result{}, err
 	}
 	if cmd.Type == raftstore.TypeReportFailed && cmd.Version < raftstore.ReportFailedVersion {
@@ -274,7 +270,7 @@ func (c *Cluster) ProposeCommand(ctx context.Context, cmd raftstore.Command) (ra
 	}
 	var res raftstore.Result
 	var answer ProposeResponse
-	err = c.viaLeader(ctx, PathPropose, cmd, &answer, func() error {
+	err = c.fwd.viaLeader(ctx, PathPropose, cmd, &answer, func() error {
 		var err error
 		res, err = c.store.Apply(ctx, cmd)
 		return err
@@ -287,7 +283,7 @@ func (c *Cluster) ProposeCommand(ctx context.Context, cmd raftstore.Command) (ra
 
 // Reconcile asks the leader loop to read the policy source now.
 func (c *Cluster) Reconcile(ctx context.Context) error {
-	return c.viaLeader(ctx, PathReconcile, struct{}{}, nil, func() error {
+	return c.fwd.viaLeader(ctx, PathReconcile, struct{}{}, nil, func() error {
 		if c.cfg.Reconciler == nil {
 			return errors.New("this node has no reconcile loop")
 		}

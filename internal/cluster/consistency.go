@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -42,18 +44,36 @@ func (s Settings) Diff(ref Settings) []string {
 	return out
 }
 
+// nodeRegistry is what admission needs of the store: the registry, and
+// proposing a node's record and state.
+type nodeRegistry interface {
+	State() *raftstore.State
+	Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error)
+}
+
+// admission decides, on the leader, whether a joining node starts PASSIVE
+// (its settings, group or subgroup do not fit), and holds it so.
+type admission struct {
+	self        string
+	settings    Settings
+	groups      map[string][]string
+	knownGroups func() []string
+	store       nodeRegistry
+	log         hclog.Logger
+}
+
 // holdReasons says why a joining node must start PASSIVE: settings that
 // differ from the leader's, or a group or subgroup the cluster does not
 // know.
-func (c *Cluster) holdReasons(req JoinRequest) []string {
-	if req.ID == c.cfg.NodeID {
+func (a *admission) holdReasons(req JoinRequest) []string {
+	if req.ID == a.self {
 		return nil // the leader is the reference
 	}
 	var out []string
-	if req.Settings != nil && c.cfg.Settings != nil {
-		out = Settings(req.Settings).Diff(c.cfg.Settings)
+	if req.Settings != nil && a.settings != nil {
+		out = Settings(req.Settings).Diff(a.settings)
 	}
-	return append(out, c.groupReasons(req.Group, req.Subgroup)...)
+	return append(out, a.groupReasons(req.Group, req.Subgroup)...)
 }
 
 // groupReasons names what this node's configuration does not know of a
@@ -61,13 +81,13 @@ func (c *Cluster) holdReasons(req JoinRequest) []string {
 // names and [groups] does not declare, a subgroup [groups] does not
 // declare for its group (ONAP locks a PDP of an unknown group or subgroup
 // until the PAP knows it). "default" needs no declaration.
-func (c *Cluster) groupReasons(group, subgroup string) []string {
-	if c.cfg.KnownGroups == nil {
+func (a *admission) groupReasons(group, subgroup string) []string {
+	if a.knownGroups == nil {
 		return nil
 	}
 	var out []string
-	subgroups, declared := c.cfg.Groups[group]
-	if groups := c.cfg.KnownGroups(); groups != nil && !declared && !slices.Contains(groups, group) {
+	subgroups, declared := a.groups[group]
+	if groups := a.knownGroups(); groups != nil && !declared && !slices.Contains(groups, group) {
 		out = append(out, fmt.Sprintf("group %q serves no policy of the active generation and [groups] does not declare it", group))
 	}
 	if subgroup != defaultSubgroup && !slices.Contains(subgroups, subgroup) {
@@ -94,7 +114,7 @@ func (c *Cluster) HeldReasons(n raftstore.Node, v View) []string {
 	if skew := c.VersionSkew(n.ID, v.Nodes); skew != "" {
 		out = append(out, skew)
 	}
-	return append(out, c.groupReasons(n.Group, n.Subgroup)...)
+	return append(out, c.admit.groupReasons(n.Group, n.Subgroup)...)
 }
 
 // quoted lists ss quoted, or says there are none.
@@ -113,22 +133,22 @@ func quoted(ss []string) string {
 // before it enters the raft configuration, so it never applies a log in
 // which it is ACTIVE (and never fails a generation for the others). It
 // reports whether it held the node.
-func (c *Cluster) holdNewNode(ctx context.Context, req JoinRequest) (bool, error) {
-	if _, known := c.store.State().Nodes[req.ID]; known {
+func (a *admission) holdNewNode(ctx context.Context, req JoinRequest) (bool, error) {
+	if _, known := a.store.State().Nodes[req.ID]; known {
 		return false, nil
 	}
-	reasons := c.holdReasons(req)
+	reasons := a.holdReasons(req)
 	if len(reasons) == 0 {
 		return false, nil
 	}
-	if _, err := c.store.Propose(ctx, &raftstore.UpsertNode{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr,
+	if _, err := a.store.Propose(ctx, &raftstore.UpsertNode{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr,
 		Group: req.Group, Subgroup: req.Subgroup, Voter: req.Voter}); err != nil {
 		return false, err
 	}
-	if _, err := c.store.Propose(ctx, &raftstore.SetNodeState{ID: req.ID, State: raftstore.NodePassive}); err != nil {
+	if _, err := a.store.Propose(ctx, &raftstore.SetNodeState{ID: req.ID, State: raftstore.NodePassive}); err != nil {
 		return false, err
 	}
-	c.log.Warn("node joins PASSIVE: set it ACTIVE once this is resolved", "node", req.ID, "reasons", reasons)
+	a.log.Warn("node joins PASSIVE: set it ACTIVE once this is resolved", "node", req.ID, "reasons", reasons)
 	return true, nil
 }
 

@@ -1,6 +1,10 @@
 package cluster
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/hashicorp/go-hclog"
+)
 
 // sweep marks failed the nodes whose last heartbeat is older than the
 // window and returns those newly failed, and those heard from again since
@@ -27,22 +31,36 @@ func (h *heartbeats) sweep() (failed, back []string) {
 	return failed, back
 }
 
+// leaderCheck is what the leader-only parts need of the store.
+type leaderCheck interface {
+	IsLeader() bool
+}
+
+// failureWatch, on the leader, logs and reports the nodes that stop
+// heartbeating or stop following the raft log, once each.
+type failureWatch struct {
+	store      leaderCheck
+	hb         *heartbeats
+	log        hclog.Logger
+	nodeFailed func(id string) // Config.NodeFailed, optional
+}
+
 // checkFailures runs on the leader at every heartbeat tick: it logs each
 // node that went past the heartbeat timeout once, and tells NodeFailed.
-func (c *Cluster) checkFailures() {
-	if !c.store.IsLeader() {
+func (w *failureWatch) checkFailures() {
+	if !w.store.IsLeader() {
 		return
 	}
-	failed, back := c.hb.sweep()
+	failed, back := w.hb.sweep()
 	for _, id := range failed {
-		c.log.Warn("node missed its heartbeats: marked failed, not waited for", "node", id,
-			"heartbeat_timeout", c.hb.window)
-		if c.cfg.NodeFailed != nil {
-			c.cfg.NodeFailed(id)
+		w.log.Warn("node missed its heartbeats: marked failed, not waited for", "node", id,
+			"heartbeat_timeout", w.hb.window)
+		if w.nodeFailed != nil {
+			w.nodeFailed(id)
 		}
 	}
 	for _, id := range back {
-		c.log.Info("node heard from again", "node", id)
+		w.log.Info("node heard from again", "node", id)
 	}
-	c.checkFollowing() // follow.go
+	w.checkFollowing() // follow.go
 }

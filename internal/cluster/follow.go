@@ -112,16 +112,16 @@ func (h *heartbeats) sweepLags() (lagging map[string]Lag, back []string) {
 
 // checkFollowing runs with checkFailures on the leader: it logs once each
 // node that stopped following the log, and once when it follows again.
-func (c *Cluster) checkFollowing() {
-	lagging, back := c.hb.sweepLags()
+func (w *failureWatch) checkFollowing() {
+	lagging, back := w.hb.sweepLags()
 	for _, id := range slices.Sorted(maps.Keys(lagging)) {
 		l := lagging[id]
-		c.log.Warn("node does not follow the raft log: promotions no longer wait for it, and it is out of rotation "+
+		w.log.Warn("node does not follow the raft log: promotions no longer wait for it, and it is out of rotation "+
 			"until it catches up (a full disk, a stalled apply, or its raft port unreachable)", "node", id,
 			"since", l.Since, "applied_index", l.AppliedIndex, "leader_index", l.LeaderIndex,
-			"follow_timeout", c.hb.followTimeout)
+			"follow_timeout", w.hb.followTimeout)
 	}
 	for _, id := range back {
-		c.log.Info("node follows the raft log again", "node", id)
+		w.log.Info("node follows the raft log again", "node", id)
 	}
 }

@@ -149,6 +149,30 @@ func (f *forwarder) baseURL(addr string) string {
 	return "http://" + addr
 }
 
+// viaLeader runs local when this node leads, and otherwise (or when local
+// finds it no longer leads) forwards in to path on the leader and decodes
+// the answer into out. A forwarded request is never forwarded again, and
+// another node's own call (WithPeer) is not forwarded at all: the node is
+// pointed to the leader (LeaderElsewhere), so that its own certificate
+// speaks for it there.
+func (f *forwarder) viaLeader(ctx context.Context, path string, in, out any, local func() error) error {
+	if f.store.IsLeader() {
+		err := local()
+		if !errors.Is(err, raftstore.ErrNotLeader) {
+			return err
+		}
+	}
+	if IsForwarded(ctx) {
+		id, _ := f.store.Leader()
+		return fmt.Errorf("%w: %s received a forwarded request but the leader is %q", raftstore.ErrNotLeader,
+			f.self, id)
+	}
+	if peer, ok := PeerFrom(ctx); ok && peer != f.self {
+		return f.leaderElsewhere() // a node's own call is never relayed under this node's certificate
+	}
+	return f.call(ctx, path, in, out)
+}
+
 // LeaderURL is the base URL ("https://host:port") of the leader for
 // node-to-node calls when it is another node, for the API's forwarding
 // of user requests; false when this node leads or no leader is known.

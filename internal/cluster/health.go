@@ -61,6 +61,21 @@ type HealthCheckResponse struct {
 // the git source on the leader); the node provides it.
 type SelfChecker func(ctx context.Context, leaderIndex uint64) HealthReport
 
+// stateReader is what the health checks need of the store.
+type stateReader interface {
+	State() *raftstore.State
+}
+
+// healthChecks fans a health check out, from the leader, to the nodes in
+// scope, and this node's own check runs locally.
+type healthChecks struct {
+	self      string
+	store     stateReader
+	selfCheck SelfChecker
+	fwd       *forwarder
+	peerTLS   bool
+}
+
 // HealthCheck asks every node in scope, through the leader, to check
 // itself, in parallel within DefaultHealthDeadline.
 func (c *Cluster) HealthCheck(ctx context.Context, req HealthCheckRequest) (HealthCheckResponse, error) {
@@ -69,12 +84,12 @@ func (c *Cluster) HealthCheck(ctx context.Context, req HealthCheckRequest) (Heal
 		return HealthCheckResponse{}, err
 	}
 	var res HealthCheckResponse
-	err := c.viaLeader(ctx, PathHealthCheck, req, &res, func() error {
+	err := c.fwd.viaLeader(ctx, PathHealthCheck, req, &res, func() error {
 		ids, err := scope.inScope(c.store.State())
 		if err != nil {
 			return err
 		}
-		res = c.checkNodes(ctx, ids)
+		res = c.health.checkNodes(ctx, ids)
 		return nil
 	})
 	return res, err
@@ -82,17 +97,17 @@ func (c *Cluster) HealthCheck(ctx context.Context, req HealthCheckRequest) (Heal
 
 // checkNodes asks each node (itself locally) and waits for every answer or
 // the deadline.
-func (c *Cluster) checkNodes(ctx context.Context, ids []string) HealthCheckResponse {
+func (hc *healthChecks) checkNodes(ctx context.Context, ids []string) HealthCheckResponse {
 	ctx, cancel := context.WithTimeout(ctx, DefaultHealthDeadline)
 	defer cancel()
-	index := c.store.State().LastIndex
+	index := hc.store.State().LastIndex
 	res := HealthCheckResponse{Nodes: make([]HealthReport, len(ids))}
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.Nodes[i] = c.checkNode(ctx, id, index)
+			res.Nodes[i] = hc.checkNode(ctx, id, index)
 			res.Nodes[i].ID = id
 		}()
 	}
@@ -100,14 +115,14 @@ func (c *Cluster) checkNodes(ctx context.Context, ids []string) HealthCheckRespo
 	return res
 }
 
-func (c *Cluster) checkNode(ctx context.Context, id string, index uint64) HealthReport {
-	if id == c.cfg.NodeID {
-		if c.cfg.SelfCheck == nil {
+func (hc *healthChecks) checkNode(ctx context.Context, id string, index uint64) HealthReport {
+	if id == hc.self {
+		if hc.selfCheck == nil {
 			return HealthReport{Healthy: NotHealthy, Reasons: []string{"this node has no health check"}}
 		}
-		return c.cfg.SelfCheck(ctx, index)
+		return hc.selfCheck(ctx, index)
 	}
-	addr, err := c.selfCheckAddr(id)
+	addr, err := hc.selfCheckAddr(id)
 	if err != nil {
 		return HealthReport{Healthy: Unreachable, Reasons: []string{err.Error()}}
 	}
@@ -118,7 +133,7 @@ func (c *Cluster) checkNode(ctx context.Context, id string, index uint64) Health
 	var r HealthReport
 	// The leader asks on its own authority (its certificate with [tls],
 	// else the node token), never with the admin's credential.
-	if err := c.fwd.post(withoutCredential(ctx), addr, true, PathSelfCheck, body, &r); err != nil {
+	if err := hc.fwd.post(withoutCredential(ctx), addr, true, PathSelfCheck, body, &r); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", DefaultHealthDeadline)
 		}
@@ -133,10 +148,10 @@ func (c *Cluster) checkNode(ctx context.Context, id string, index uint64) Health
 // selfCheckAddr is where the leader asks node id for its health: its
 // node-to-node port with [tls] (its raft address, where the leader's
 // certificate is verified), else its registered HTTP address.
-func (c *Cluster) selfCheckAddr(id string) (string, error) {
-	n, ok := c.store.State().Nodes[id]
+func (hc *healthChecks) selfCheckAddr(id string) (string, error) {
+	n, ok := hc.store.State().Nodes[id]
 	addr := n.HTTPAddr
-	if c.cfg.PeerTLS {
+	if hc.peerTLS {
 		addr = n.RaftAddr
 	}
 	if !ok || addr == "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,15 +113,32 @@ func (v *viewHolder) load() View {
 	return View{}
 }
 
+// viewBuilder makes what a heartbeat carries: the leader's view (its
+// heartbeat table, the source's status and the piggyback merge) and this
+// node's own PDP_STATUS and piggyback payload.
+type viewBuilder struct {
+	self     string
+	now      func() time.Time
+	interval time.Duration // Config.HeartbeatInterval
+	source   func() SourceStatus
+	statusFn func() NodeStatus
+	hb       *heartbeats
+	pb       atomic.Pointer[Piggyback]
+
+	mergeMu  sync.Mutex // guards the cached piggyback merge
+	mergeAt  time.Time
+	mergeVal json.RawMessage
+}
+
 // Heartbeat records that a node is alive and answers with the leader's
 // view; on a follower it forwards to the leader. Only registered nodes are
 // recorded, which keeps the table as small as the registry.
 func (c *Cluster) Heartbeat(ctx context.Context, hb Heartbeat) (View, error) {
-	if err := c.checkSpeaker(ctx, hb.ID, "heartbeat"); err != nil {
+	if err := checkSpeaker(ctx, c.cfg.PeerTLS, hb.ID, "heartbeat"); err != nil {
 		return View{}, err
 	}
 	var v View
-	err := c.viaLeader(ctx, PathHeartbeat, hb, &v, func() error {
+	err := c.fwd.viaLeader(ctx, PathHeartbeat, hb, &v, func() error {
 		st := c.store.State()
 		if _, ok := st.Nodes[hb.ID]; !ok && hb.ID != c.cfg.NodeID {
 			return fmt.Errorf("%w: %s sent a heartbeat but is not registered: join it first",
@@ -130,20 +146,20 @@ func (c *Cluster) Heartbeat(ctx context.Context, hb Heartbeat) (View, error) {
 		}
 		c.hb.record(hb)
 		c.hb.observeApplied(hb.ID, hb.AppliedIndex, st.LastIndex) // follow.go
-		v = c.leaderView()
+		v = c.views.leaderView()
 		return nil
 	})
 	return v, err
 }
 
 // leaderView builds the view this node holds as leader.
-func (c *Cluster) leaderView() View {
-	v := View{Leader: c.cfg.NodeID, Time: c.cfg.Now(), Nodes: c.hb.snapshot()}
-	if c.cfg.Source != nil {
-		v.Source = c.cfg.Source()
+func (vb *viewBuilder) leaderView() View {
+	v := View{Leader: vb.self, Time: vb.now(), Nodes: vb.hb.snapshot()}
+	if vb.source != nil {
+		v.Source = vb.source()
 	}
-	if pb := c.piggyback(); pb != nil {
-		v.Payload = c.merged(pb)
+	if pb := vb.piggyback(); pb != nil {
+		v.Payload = vb.merged(pb)
 	}
 	return v
 }
@@ -152,21 +168,21 @@ func (c *Cluster) leaderView() View {
 // heartbeat interval: the leader answers one heartbeat per node per
 // interval, and merging all payloads for each would grow with the square
 // of the cluster size.
-func (c *Cluster) merged(pb Piggyback) json.RawMessage {
-	c.mergeMu.Lock()
-	defer c.mergeMu.Unlock()
-	now := c.cfg.Now()
-	if c.mergeAt.IsZero() || now.Sub(c.mergeAt) >= c.cfg.HeartbeatInterval/2 || now.Before(c.mergeAt) {
-		c.mergeVal, c.mergeAt = pb.Merge(c.hb.payloadsWithin(PayloadTTL)), now
+func (vb *viewBuilder) merged(pb Piggyback) json.RawMessage {
+	vb.mergeMu.Lock()
+	defer vb.mergeMu.Unlock()
+	now := vb.now()
+	if vb.mergeAt.IsZero() || now.Sub(vb.mergeAt) >= vb.interval/2 || now.Before(vb.mergeAt) {
+		vb.mergeVal, vb.mergeAt = pb.Merge(vb.hb.payloadsWithin(PayloadTTL)), now
 	}
-	return c.mergeVal
+	return vb.mergeVal
 }
 
 // View returns the leader's view: built now on the leader, the last one
 // received with a heartbeat answer elsewhere (empty before the first).
 func (c *Cluster) View() View {
 	if c.store.IsLeader() {
-		return c.leaderView()
+		return c.views.leaderView()
 	}
 	return c.view.load()
 }
@@ -177,30 +193,7 @@ func (c *Cluster) View() View {
 // ones that do not follow the raft log (follow.go), and, past the staging
 // timeout, the ones that have not reported Ready while most others have.
 func (c *Cluster) Required(st *raftstore.State) []string {
-	return c.dropLeftBehind(st, c.serving(st)) // staging.go
-}
-
-// serving returns the nodes whose loading of a staged generation counts:
-// itself, every registered node it heard from within the reachability
-// window, and every node registered (joined or rejoined) within the
-// window, which may not have sent a heartbeat yet. Until this leader has
-// led for one window every registered node counts, since a live node may
-// not have found the new leader yet. SAFE and PASSIVE nodes, and nodes
-// whose last heartbeat said TERMINATED, never count (states.go).
-func (c *Cluster) serving(st *raftstore.State) []string {
-	settled := c.hb.settled()
-	now := c.cfg.Now()
-	ids := []string{c.cfg.NodeID}
-	for id, n := range st.Nodes {
-		if id == c.cfg.NodeID || !waitsFor(n.State) || c.hb.terminated(id) {
-			continue
-		}
-		if !settled || c.hb.fresh(id) || now.Sub(n.UpdateTime) < c.hb.window {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+	return c.staging.dropLeftBehind(st, c.staging.serving(st)) // staging.go
 }
 
 // RunHeartbeats sends a heartbeat every interval until ctx ends. served
@@ -211,7 +204,7 @@ func (c *Cluster) RunHeartbeats(ctx context.Context, served func() uint64) {
 	defer t.Stop()
 	for {
 		c.beat(ctx, served())
-		c.checkFailures()
+		c.failures.checkFailures()
 		c.holdSkewed(ctx) // version.go
 		select {
 		case <-ctx.Done():
@@ -225,8 +218,8 @@ func (c *Cluster) beat(ctx context.Context, served uint64) {
 	ctx, cancel := context.WithTimeout(withLocal(ctx), 2*c.cfg.HeartbeatInterval)
 	defer cancel()
 	applied := c.store.State().LastIndex
-	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served, Status: c.status(), AppliedIndex: &applied}
-	pb := c.piggyback()
+	hb := Heartbeat{ID: c.cfg.NodeID, Generation: served, Status: c.views.status(), AppliedIndex: &applied}
+	pb := c.views.piggyback()
 	if pb != nil {
 		hb.Payload = pb.Outgoing()
 	}

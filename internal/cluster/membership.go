@@ -6,10 +6,21 @@ import (
 	"net"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
+
+// members changes the raft configuration and the node registry together,
+// on the leader: joins, leaves, and the checks they need.
+type members struct {
+	store   Store
+	probe   func(ctx context.Context, id, addr string) error // Config.Probe
+	peerTLS bool
+	admit   *admission
+	log     hclog.Logger
+}
 
 // Join adds a node to the cluster through the leader: it checks the
 // request, checks that the leader can reach the node's raft address, adds
@@ -21,15 +32,15 @@ import (
 // nothing changes.
 func (c *Cluster) Join(ctx context.Context, req JoinRequest) (raftstore.Node, error) {
 	var n raftstore.Node
-	err := c.viaLeader(ctx, PathJoin, req, &n, func() error {
+	err := c.fwd.viaLeader(ctx, PathJoin, req, &n, func() error {
 		var err error
-		n, err = c.joinLocal(ctx, req)
+		n, err = c.members.joinLocal(ctx, req)
 		return err
 	})
 	return n, err
 }
 
-func (c *Cluster) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Node, error) {
+func (m *members) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Node, error) {
 	req = withDefaultGroups(req)
 	if err := checkJoin(req); err != nil {
 		return raftstore.Node{}, err
@@ -37,51 +48,51 @@ func (c *Cluster) joinLocal(ctx context.Context, req JoinRequest) (raftstore.Nod
 	if err := checkOwn(ctx, req.ID, "join"); err != nil {
 		return raftstore.Node{}, err
 	}
-	if err := c.checkAddressChange(ctx, req); err != nil {
+	if err := m.checkAddressChange(ctx, req); err != nil {
 		return raftstore.Node{}, err
 	}
 	if err := checkSettings(req.Settings); err != nil {
 		return raftstore.Node{}, err
 	}
-	if old, ok := c.store.State().Nodes[req.ID]; ok && old.State != raftstore.NodeTerminated &&
+	if old, ok := m.store.State().Nodes[req.ID]; ok && old.State != raftstore.NodeTerminated &&
 		old.State != raftstore.NodePassive && (old.Group != req.Group || old.Subgroup != req.Subgroup) {
 		// Refused before raft is touched; UpsertNode would refuse it too.
 		return raftstore.Node{}, fmt.Errorf("%w: node %s is %s: set it PASSIVE before moving it from %s/%s to %s/%s",
 			raftstore.ErrNodeState, req.ID, old.State, old.Group, old.Subgroup, req.Group, req.Subgroup)
 	}
-	servers, err := c.store.Servers()
+	servers, err := m.store.Servers()
 	if err != nil {
 		return raftstore.Node{}, err
 	}
 	exact, conflict := lookupServer(servers, req.ID, req.RaftAddr)
 	if !exact && !conflict {
-		if err := c.cfg.Probe(ctx, req.ID, req.RaftAddr); err != nil {
+		if err := m.probe(ctx, req.ID, req.RaftAddr); err != nil {
 			return raftstore.Node{}, fmt.Errorf("%w: %s at %s: %v: check node.raft_addr (and its advertised address) and the firewall",
 				ErrRaftUnreachable, req.ID, req.RaftAddr, err)
 		}
 	}
-	if _, err := c.holdNewNode(ctx, req); err != nil { // consistency.go
+	if _, err := m.admit.holdNewNode(ctx, req); err != nil { // consistency.go
 		return raftstore.Node{}, err
 	}
 	if req.Voter {
-		err = c.store.AddVoter(req.ID, req.RaftAddr)
+		err = m.store.AddVoter(req.ID, req.RaftAddr)
 	} else {
-		err = c.store.AddNonvoter(req.ID, req.RaftAddr)
+		err = m.store.AddNonvoter(req.ID, req.RaftAddr)
 	}
 	if err != nil {
 		return raftstore.Node{}, err
 	}
-	voter, err := c.isVoter(req.ID)
+	voter, err := m.isVoter(req.ID)
 	if err != nil {
 		return raftstore.Node{}, err
 	}
-	_, err = c.store.Propose(ctx, &raftstore.UpsertNode{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr,
+	_, err = m.store.Propose(ctx, &raftstore.UpsertNode{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr,
 		Group: req.Group, Subgroup: req.Subgroup, Voter: voter})
 	if err != nil {
 		return raftstore.Node{}, err
 	}
-	c.log.Info("node joined", "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, "voter", voter)
-	return c.store.State().Nodes[req.ID], nil
+	m.log.Info("node joined", "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, "voter", voter)
+	return m.store.State().Nodes[req.ID], nil
 }
 
 func withDefaultGroups(req JoinRequest) JoinRequest {
@@ -121,8 +132,8 @@ func lookupServer(servers []raft.Server, id, addr string) (exact, conflict bool)
 	return false, conflict
 }
 
-func (c *Cluster) isVoter(id string) (bool, error) {
-	servers, err := c.store.Servers()
+func (m *members) isVoter(id string) (bool, error) {
+	servers, err := m.store.Servers()
 	if err != nil {
 		return false, err
 	}
@@ -138,17 +149,17 @@ func (c *Cluster) isVoter(id string) (bool, error) {
 // through the leader. Stopping a node (SIGTERM) never does this: a
 // restarted node is the same member. Removing the last voter is refused.
 func (c *Cluster) Leave(ctx context.Context, req LeaveRequest) error {
-	return c.viaLeader(ctx, PathLeave, req, nil, func() error { return c.leaveLocal(ctx, req.ID) })
+	return c.fwd.viaLeader(ctx, PathLeave, req, nil, func() error { return c.members.leaveLocal(ctx, req.ID) })
 }
 
-func (c *Cluster) leaveLocal(ctx context.Context, id string) error {
+func (m *members) leaveLocal(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: id is required", ErrBadRequest)
 	}
 	if err := checkOwn(ctx, id, "leave"); err != nil {
 		return err
 	}
-	servers, err := c.store.Servers()
+	servers, err := m.store.Servers()
 	if err != nil {
 		return err
 	}
@@ -162,23 +173,23 @@ func (c *Cluster) leaveLocal(ctx context.Context, id string) error {
 			return fmt.Errorf("%w: %s is the only voter; add another voter first", ErrLastVoter, id)
 		}
 	}
-	_, registered := c.store.State().Nodes[id]
+	_, registered := m.store.State().Nodes[id]
 	if !registered && !member {
 		return fmt.Errorf("%w: %s is not a member", raftstore.ErrUnknownNode, id)
 	}
 	// The registry first: the leader may be removing itself, and after
 	// RemoveServer it can no longer propose.
 	if registered {
-		if _, err := c.store.Propose(ctx, &raftstore.RemoveNode{ID: id}); err != nil {
+		if _, err := m.store.Propose(ctx, &raftstore.RemoveNode{ID: id}); err != nil {
 			return err
 		}
 	}
 	if member {
-		if err := c.store.RemoveServer(id); err != nil {
+		if err := m.store.RemoveServer(id); err != nil {
 			return err
 		}
 	}
-	c.log.Info("node left", "id", id)
+	m.log.Info("node left", "id", id)
 	return nil
 }
 
@@ -202,7 +213,7 @@ func (c *Cluster) Register(ctx context.Context, self JoinRequest) error {
 	ctx = withLocal(ctx)
 	self = withDefaultGroups(self)
 	delay, waited := 100*time.Millisecond, time.Duration(0)
-	for !c.registered(self) {
+	for !c.members.registered(self) {
 		if !c.store.IsLeader() {
 			_, err := c.Join(ctx, self)
 			switch {
@@ -230,13 +241,13 @@ func (c *Cluster) Register(ctx context.Context, self JoinRequest) error {
 
 // registered reports whether the registry and the raft configuration
 // already hold this node as it is now.
-func (c *Cluster) registered(self JoinRequest) bool {
-	n, ok := c.store.State().Nodes[self.ID]
+func (m *members) registered(self JoinRequest) bool {
+	n, ok := m.store.State().Nodes[self.ID]
 	if !ok || n.RaftAddr != self.RaftAddr || n.HTTPAddr != self.HTTPAddr || n.Group != self.Group ||
 		n.Subgroup != self.Subgroup || n.State == raftstore.NodeTerminated {
 		return false
 	}
-	servers, err := c.store.Servers()
+	servers, err := m.store.Servers()
 	if err != nil {
 		return false
 	}
@@ -250,6 +261,6 @@ func (c *Cluster) registered(self JoinRequest) bool {
 // of earlier terms is applied too and the leader loop reads a current
 // state.
 func (c *Cluster) RegisterSelf(ctx context.Context, self JoinRequest) error {
-	_, err := c.joinLocal(withLocal(ctx), self)
+	_, err := c.members.joinLocal(withLocal(ctx), self)
 	return err
 }

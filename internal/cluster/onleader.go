@@ -56,7 +56,7 @@ const leaderPoll = 100 * time.Millisecond
 // leader's answer, or the error of reaching it.
 func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error,
 	call Call) (*Answer, error) {
-	deadline := c.now().Add(wait)
+	deadline := c.cfg.Now().Add(wait)
 	for {
 		err := local(ctx)
 		if !errors.Is(err, raftstore.ErrNotLeader) || IsForwarded(ctx) {
@@ -69,7 +69,7 @@ func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(c
 			}
 			return &a, nil
 		}
-		if !c.now().Before(deadline) {
+		if !c.cfg.Now().Before(deadline) {
 			return nil, err
 		}
 		select {
@@ -90,13 +90,6 @@ func (c *Cluster) ForwardRead(ctx context.Context, call Call) (a Answer, ok bool
 	}
 	a, err = c.fwd.send(ctx, base, call)
 	return a, true, err
-}
-
-func (c *Cluster) now() time.Time {
-	if c.cfg.Now != nil {
-		return c.cfg.Now()
-	}
-	return time.Now()
 }
 
 // send sends call once to the leader at base (Sender.Send).

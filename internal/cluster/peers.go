@@ -59,13 +59,13 @@ func credential(ctx context.Context, nodeToken string) string {
 	return ""
 }
 
-// checkSpeaker refuses, with PeerTLS, a request that speaks for node id
-// but did not come from it: the node's own certificate is the only thing
-// that names it (no header a peer sends does). This node acting for
-// itself is always allowed. Without mutual TLS there is no identity to
+// checkSpeaker refuses, with peerTLS (Config.PeerTLS), a request that
+// speaks for node id but did not come from it: the node's own certificate
+// is the only thing that names it (no header a peer sends does). This node
+// acting for itself is always allowed. Without mutual TLS there is no identity to
 // check: such a cluster binds loopback only (config.CheckExposure).
-func (c *Cluster) checkSpeaker(ctx context.Context, id, what string) error {
-	if c.cfg.PeerTLS && !IsLocal(ctx) {
+func checkSpeaker(ctx context.Context, peerTLS bool, id, what string) error {
+	if peerTLS && !IsLocal(ctx) {
 		peer, ok := PeerFrom(ctx)
 		if !ok {
 			return fmt.Errorf("%w: a %s is accepted only from a node, on the node-to-node port with its certificate",
@@ -156,12 +156,12 @@ func reportNode(cmd raftstore.Command) (string, error) {
 // checkAddressChange refuses a join that would move a registered node to
 // another HTTP address unless the node itself asks (with PeerTLS). Its
 // raft address cannot change at all (MEMBERSHIP_CONFLICT).
-func (c *Cluster) checkAddressChange(ctx context.Context, req JoinRequest) error {
-	old, ok := c.store.State().Nodes[req.ID]
+func (m *members) checkAddressChange(ctx context.Context, req JoinRequest) error {
+	old, ok := m.store.State().Nodes[req.ID]
 	if !ok || old.State == raftstore.NodeTerminated || old.HTTPAddr == req.HTTPAddr {
 		return nil
 	}
-	if err := c.checkSpeaker(ctx, req.ID, "change of its addresses"); err != nil {
+	if err := checkSpeaker(ctx, m.peerTLS, req.ID, "change of its addresses"); err != nil {
 		return fmt.Errorf("%w: node %s is registered at %s; only the node itself may move (or leave and join again)",
 			err, req.ID, old.HTTPAddr)
 	}

@@ -25,10 +25,10 @@ type Piggyback interface {
 }
 
 // SetPiggyback installs p; call it before RunHeartbeats.
-func (c *Cluster) SetPiggyback(p Piggyback) { c.pb.Store(&p) }
+func (c *Cluster) SetPiggyback(p Piggyback) { c.views.pb.Store(&p) }
 
-func (c *Cluster) piggyback() Piggyback {
-	if p := c.pb.Load(); p != nil {
+func (vb *viewBuilder) piggyback() Piggyback {
+	if p := vb.pb.Load(); p != nil {
 		return *p
 	}
 	return nil

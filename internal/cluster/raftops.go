@@ -102,7 +102,7 @@ func (c *Cluster) TransferLeadership(ctx context.Context, req TransferRequest) (
 		return TransferResponse{}, fmt.Errorf("%w: %s leads already", ErrBadRequest, req.ID)
 	}
 	if req.ID != "" {
-		if err := c.checkVoter(req.ID); err != nil {
+		if err := c.members.checkVoter(req.ID); err != nil {
 			return TransferResponse{}, err
 		}
 	}
@@ -127,8 +127,8 @@ func (c *Cluster) TransferLeadership(ctx context.Context, req TransferRequest) (
 }
 
 // checkVoter refuses an id that is not a voter of the configuration.
-func (c *Cluster) checkVoter(id string) error {
-	servers, err := c.store.Servers()
+func (m *members) checkVoter(id string) error {
+	servers, err := m.store.Servers()
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func (c *Cluster) RemovePeer(ctx context.Context, req RemovePeerRequest) error {
 			return err
 		}
 	}
-	return c.leaveLocal(ctx, req.ID)
+	return c.members.leaveLocal(ctx, req.ID)
 }
 
 // checkDead refuses a member the leader hears from or reaches.

@@ -30,10 +30,10 @@ func (e *LeaderElsewhere) Unwrap() error { return raftstore.ErrNotLeader }
 
 // leaderElsewhere is the answer to another node's own call on a node that
 // does not lead: where the leader is, or ErrNoLeader when it is not known.
-func (c *Cluster) leaderElsewhere() error {
-	id, addr := c.store.Leader()
-	if id == "" || id == c.cfg.NodeID || addr == "" {
-		return fmt.Errorf("%w (asked by another node on %s)", ErrNoLeader, c.cfg.NodeID)
+func (f *forwarder) leaderElsewhere() error {
+	id, addr := f.store.Leader()
+	if id == "" || id == f.self || addr == "" {
+		return fmt.Errorf("%w (asked by another node on %s)", ErrNoLeader, f.self)
 	}
 	return &LeaderElsewhere{ID: id, Addr: addr}
 }

@@ -5,7 +5,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -35,6 +38,20 @@ type verdict struct {
 	unloadable bool
 }
 
+// staging decides, on the leader, which nodes a staged generation waits
+// for: the serving nodes less those left behind (judge). It logs each set
+// of nodes left behind once.
+type staging struct {
+	self    string
+	now     func() time.Time
+	timeout time.Duration // Config.StagingTimeout
+	hb      *heartbeats
+	log     hclog.Logger
+
+	mu        sync.Mutex
+	behindKey string // the last nodes left behind, logged once
+}
+
 // judge applies the rules of a node that cannot follow, as Kubewarden
 // takes a replica out of rotation instead of stopping the rollout:
 //
@@ -55,7 +72,7 @@ type verdict struct {
 //     reachable) is left behind when the Ready nodes are a majority;
 //     otherwise the generation is in doubt and waits (or is superseded).
 //     The leader itself is always waited for.
-func (c *Cluster) judge(g raftstore.Generation, ids []string) verdict {
+func (sg *staging) judge(g raftstore.Generation, ids []string) verdict {
 	var v verdict
 	var pending []string
 	for _, id := range ids {
@@ -73,7 +90,7 @@ func (c *Cluster) judge(g raftstore.Generation, ids []string) verdict {
 	if 2*(len(ids)-len(v.failed)) <= len(ids) {
 		return verdict{wait: ids, failed: v.failed, unloadable: true}
 	}
-	c.judgePending(&v, g, pending, len(ids))
+	sg.judgePending(&v, g, pending, len(ids))
 	slices.Sort(v.wait)
 	return v
 }
@@ -81,15 +98,15 @@ func (c *Cluster) judge(g raftstore.Generation, ids []string) verdict {
 // judgePending sorts the nodes that have not reported into those still
 // waited for and those left behind. v.wait holds the Ready nodes so far;
 // serving is how many nodes count.
-func (c *Cluster) judgePending(v *verdict, g raftstore.Generation, pending []string, serving int) {
+func (sg *staging) judgePending(v *verdict, g raftstore.Generation, pending []string, serving int) {
 	majority := 2*len(v.wait) > serving
-	timedOut := c.cfg.Now().Sub(g.CreateTime) >= c.cfg.StagingTimeout
+	timedOut := sg.now().Sub(g.CreateTime) >= sg.timeout
 	for _, id := range pending {
-		if id == c.cfg.NodeID || !majority {
+		if id == sg.self || !majority {
 			v.wait = append(v.wait, id)
 			continue
 		}
-		if lag := c.hb.lag(id); lag != nil {
+		if lag := sg.hb.lag(id); lag != nil {
 			if v.lagging == nil {
 				v.lagging = map[string]Lag{}
 			}
@@ -106,16 +123,39 @@ func (c *Cluster) judgePending(v *verdict, g raftstore.Generation, pending []str
 
 // dropLeftBehind removes from ids (the serving nodes) those the staged
 // generation does not wait for (judge), and logs them once.
-func (c *Cluster) dropLeftBehind(st *raftstore.State, ids []string) []string {
+func (sg *staging) dropLeftBehind(st *raftstore.State, ids []string) []string {
 	g, ok := st.StagedGeneration()
 	if !ok {
 		return ids
 	}
-	v := c.judge(g, ids)
+	v := sg.judge(g, ids)
 	if !v.unloadable {
-		c.logLeftBehind(g, v)
+		sg.logLeftBehind(g, v)
 	}
 	return v.wait
+}
+
+// serving returns the nodes whose loading of a staged generation counts:
+// itself, every registered node it heard from within the reachability
+// window, and every node registered (joined or rejoined) within the
+// window, which may not have sent a heartbeat yet. Until this leader has
+// led for one window every registered node counts, since a live node may
+// not have found the new leader yet. SAFE and PASSIVE nodes, and nodes
+// whose last heartbeat said TERMINATED, never count (states.go).
+func (sg *staging) serving(st *raftstore.State) []string {
+	settled := sg.hb.settled()
+	now := sg.now()
+	ids := []string{sg.self}
+	for id, n := range st.Nodes {
+		if id == sg.self || !waitsFor(n.State) || sg.hb.terminated(id) {
+			continue
+		}
+		if !settled || sg.hb.fresh(id) || now.Sub(n.UpdateTime) < sg.hb.window {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Unloadable returns why the staged generation must be marked INVALID:
@@ -128,8 +168,8 @@ func (c *Cluster) Unloadable(st *raftstore.State) []string {
 	if !ok {
 		return nil
 	}
-	ids := c.serving(st)
-	v := c.judge(g, ids)
+	ids := c.staging.serving(st)
+	v := c.staging.judge(g, ids)
 	if !v.unloadable {
 		return nil
 	}
@@ -154,16 +194,16 @@ func firstError(errs []string) string {
 
 // logLeftBehind logs once per generation and set of nodes which nodes
 // the leader promotes without, and why.
-func (c *Cluster) logLeftBehind(g raftstore.Generation, v verdict) {
+func (sg *staging) logLeftBehind(g raftstore.Generation, v verdict) {
 	if len(v.failed) == 0 && len(v.late) == 0 && len(v.lagging) == 0 {
 		return
 	}
 	lagging := slices.Sorted(maps.Keys(v.lagging))
 	key := fmt.Sprint(g.Number, v.failed, v.late, lagging)
-	c.mergeMu.Lock()
-	seen := c.behindKey == key
-	c.behindKey = key
-	c.mergeMu.Unlock()
+	sg.mu.Lock()
+	seen := sg.behindKey == key
+	sg.behindKey = key
+	sg.mu.Unlock()
 	if seen {
 		return
 	}
@@ -172,17 +212,17 @@ func (c *Cluster) logLeftBehind(g raftstore.Generation, v verdict) {
 		for _, id := range v.failed {
 			errs[id] = clip(firstError(g.NodeErrors[id]), maxLoggedErrorBytes)
 		}
-		c.log.Warn("nodes cannot load the staged generation: promoting without them; they leave rotation until they load a later one",
+		sg.log.Warn("nodes cannot load the staged generation: promoting without them; they leave rotation until they load a later one",
 			"generation", g.Number, "nodes", v.failed, "errors", errs)
 	}
 	if len(v.late) > 0 {
-		c.log.Warn("nodes not Ready within the staging timeout: promoting without them; they leave rotation until they catch up",
-			"generation", g.Number, "nodes", v.late, "staging_timeout", c.cfg.StagingTimeout)
+		sg.log.Warn("nodes not Ready within the staging timeout: promoting without them; they leave rotation until they catch up",
+			"generation", g.Number, "nodes", v.late, "staging_timeout", sg.timeout)
 	}
 	if len(lagging) > 0 {
 		// Warned once per node when it stopped following (follow.go); this
 		// repeats for every generation while it does not follow.
-		c.log.Info("promoting without the nodes that do not follow the raft log", "generation", g.Number,
+		sg.log.Info("promoting without the nodes that do not follow the raft log", "generation", g.Number,
 			"nodes", lagging)
 	}
 }

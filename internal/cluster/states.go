@@ -92,7 +92,7 @@ func (c *Cluster) ChangeState(ctx context.Context, req ChangeStateRequest) (Chan
 		return ChangeStateResponse{}, err
 	}
 	var res ChangeStateResponse
-	err := c.viaLeader(ctx, PathChangeState, req, &res, func() error {
+	err := c.fwd.viaLeader(ctx, PathChangeState, req, &res, func() error {
 		var err error
 		res, err = c.changeState(ctx, req)
 		return err

@@ -66,11 +66,11 @@ func (s Statistics) Add(o Statistics) Statistics {
 
 // status is this node's PDP_STATUS for the next heartbeat, nil when the
 // node gave no Status function.
-func (c *Cluster) status() *NodeStatus {
-	if c.cfg.Status == nil {
+func (vb *viewBuilder) status() *NodeStatus {
+	if vb.statusFn == nil {
 		return nil
 	}
-	s := c.cfg.Status()
+	s := vb.statusFn()
 	return &s
 }
 
@@ -83,7 +83,7 @@ func (c *Cluster) Farewell(ctx context.Context, served uint64) {
 	// that is neither local nor from the node's certificate is refused.
 	ctx, cancel := context.WithTimeout(withLocal(ctx), farewellTimeout)
 	defer cancel()
-	st := c.status()
+	st := c.views.status()
 	if st == nil {
 		st = &NodeStatus{}
 	}

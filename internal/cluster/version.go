@@ -11,6 +11,16 @@ import (
 	"github.com/policyrollout/reconciler/internal/version"
 )
 
+// versions knows the release each member reported: from the leader's
+// heartbeat table, or the leader's view on a follower.
+type versions struct {
+	self   string
+	store  leaderCheck
+	hb     *heartbeats
+	view   *viewHolder
+	status func() *NodeStatus // this node's own PDP_STATUS
+}
+
 // Version is the cluster version: the lowest release among the raft
 // members, voters and read replicas alike (both apply the log), from the
 // version in each one's last PDP_STATUS (this node's own now). A voter not heard from yet, or that reports no semantic version
@@ -23,26 +33,26 @@ func (c *Cluster) Version() version.V {
 	if err != nil {
 		return version.Must(version.Oldest)
 	}
-	return version.Lowest(c.memberVersions(servers, c.heard()))
+	return version.Lowest(c.versions.memberVersions(servers, c.versions.heard()))
 }
 
 // heard is the last PDP_STATUS of every node: the leader's own table, else
 // the leader's view as the last heartbeat answer brought it.
-func (c *Cluster) heard() map[string]NodeView {
-	if c.store.IsLeader() {
-		return c.hb.snapshot()
+func (vs *versions) heard() map[string]NodeView {
+	if vs.store.IsLeader() {
+		return vs.hb.snapshot()
 	}
-	return c.view.load().Nodes
+	return vs.view.load().Nodes
 }
 
 // memberVersions is the version each member reported, "" for none.
-func (c *Cluster) memberVersions(servers []raft.Server, heard map[string]NodeView) []string {
+func (vs *versions) memberVersions(servers []raft.Server, heard map[string]NodeView) []string {
 	var out []string
 	for _, s := range servers {
 		id := string(s.ID)
 		switch st := heard[id].Status; {
-		case id == c.cfg.NodeID:
-			out = append(out, c.ownVersion())
+		case id == vs.self:
+			out = append(out, vs.ownVersion())
 		case st == nil:
 			out = append(out, "")
 		default:
@@ -53,8 +63,8 @@ func (c *Cluster) memberVersions(servers []raft.Server, heard map[string]NodeVie
 }
 
 // ownVersion is the release this node reports in its PDP_STATUS.
-func (c *Cluster) ownVersion() string {
-	if s := c.status(); s != nil && s.Version != "" {
+func (vs *versions) ownVersion() string {
+	if s := vs.status(); s != nil && s.Version != "" {
 		return s.Version
 	}
 	return version.Current
@@ -75,7 +85,7 @@ func (c *Cluster) VersionSkew(id string, heard map[string]NodeView) string {
 	// not too new: a 2.0.0 voter would otherwise make the cluster 2.0.0
 	// in its own eyes. Compare with the others.
 	others := slices.DeleteFunc(slices.Clone(servers), func(s raft.Server) bool { return string(s.ID) == id })
-	cluster := version.Lowest(c.memberVersions(others, heard))
+	cluster := version.Lowest(c.versions.memberVersions(others, heard))
 	if reason := version.Skew(version.Of(st.Version), cluster); reason != "" {
 		return "version: " + reason
 	}

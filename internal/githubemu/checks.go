@@ -25,11 +25,17 @@ type checkRunBody struct {
 	} `json:"output"`
 }
 
+// checksAPI serves check runs: create and update.
+type checksAPI struct {
+	*store
+	*renderer
+}
+
 // conclusions GitHub accepts.
 var conclusions = []string{"action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale", "timed_out"}
 
 // createCheckRun serves checks/create.
-func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *checksAPI) createCheckRun(w http.ResponseWriter, r *http.Request, rp *repo) {
 	var b checkRunBody
 	if !decodeBody(w, r, &b) || !required(w, "CheckRun", map[string]*string{"name": b.Name, "head_sha": b.HeadSHA}) {
 		return
@@ -47,7 +53,7 @@ func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, rp *repo
 }
 
 // updateCheckRun serves checks/update.
-func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *checksAPI) updateCheckRun(w http.ResponseWriter, r *http.Request, rp *repo) {
 	id, ok := intPath(w, r, "id")
 	if !ok {
 		return
@@ -73,7 +79,7 @@ func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request, rp *repo
 
 // applyCheckRun copies the optional fields onto c with GitHub's rules: a
 // conclusion completes the run; "completed" needs a conclusion.
-func (s *Server) applyCheckRun(w http.ResponseWriter, c *CheckRun, b checkRunBody) bool {
+func (s *checksAPI) applyCheckRun(w http.ResponseWriter, c *CheckRun, b checkRunBody) bool {
 	if b.Status != nil && !oneOf(*b.Status, "queued", "in_progress", "completed", "waiting", "requested", "pending") {
 		writeInvalid(w, fieldError{Resource: "CheckRun", Field: "status", Code: "invalid"})
 		return false
@@ -118,7 +124,7 @@ func setStr(dst *string, v *string) {
 }
 
 // checkRunObject renders c from the check-run example.
-func (s *Server) checkRunObject(c *CheckRun, rp *repo) obj {
+func (s *renderer) checkRunObject(c *CheckRun, rp *repo) obj {
 	o := s.shape("rest", "check-run", rp)
 	api := strings.TrimSuffix(s.APIURL(), "/") + "/repos/" + rp.full()
 	id := strconv.FormatInt(c.ID, 10)
@@ -135,7 +141,7 @@ func (s *Server) checkRunObject(c *CheckRun, rp *repo) obj {
 
 // checkRunPulls lists the open pull requests whose head is the run's SHA,
 // in the minimal form check runs carry.
-func (s *Server) checkRunPulls(c *CheckRun, rp *repo) []any {
+func (s *renderer) checkRunPulls(c *CheckRun, rp *repo) []any {
 	api := strings.TrimSuffix(s.APIURL(), "/") + "/repos/" + rp.full()
 	out := []any{}
 	for _, p := range rp.pulls {

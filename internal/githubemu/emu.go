@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -54,22 +53,21 @@ type Options struct {
 
 // Server is the emulator. Create it with New, set state up through Repo
 // handles, point the client at APIURL, and Close it at the end.
+//
+// Server itself is the request pipeline (prefix, recording, faults,
+// authentication, headers) and the test-facing API; the state lives in the
+// store, the answers' shapes in the renderer, and each resource family has
+// its own handler type (pulls.go, issues.go, repos.go, checks.go).
 type Server struct {
-	opts    Options
-	prefix  string
-	srv     *httptest.Server
-	mux     *http.ServeMux
-	mergeMu sync.Mutex // serializes merges, whose hook runs unlocked
+	*store    // the repositories and the emulator's one lock
+	*renderer // GitHub's example shapes, pointed at this server
+	prefix    string
+	srv       *httptest.Server
+	mux       *http.ServeMux
 
-	shapeMu sync.Mutex
-	shapes  map[string]obj // decoded, rewritten templates by kind/name@repo
-
-	mu       sync.Mutex
-	repos    map[string]*repo // by lower-cased "owner/name"
-	nextID   int64
+	// Guarded by store.mu.
 	faults   []*Fault
 	requests []Request
-	onMerge  func(MergeRequest) (string, error)
 	used     int // requests counted against the rate limit
 }
 
@@ -91,7 +89,8 @@ func New(opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, prefix: normPrefix(opts.Prefix), repos: map[string]*repo{}, nextID: 1000, shapes: map[string]obj{}}
+	s := &Server{store: newStore(opts), prefix: normPrefix(opts.Prefix)}
+	s.renderer = newRenderer(s)
 	s.mux = http.NewServeMux()
 	s.routes()
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))

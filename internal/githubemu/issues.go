@@ -16,9 +16,16 @@ type commentBody struct {
 	Body *string `json:"body"`
 }
 
+// issuesAPI serves the issue-comments family: list, get, create, update.
+type issuesAPI struct {
+	*store
+	*renderer
+	pager
+}
+
 // listComments serves issues/list-comments: oldest first, paginated,
 // optionally only those updated at or after since.
-func (s *Server) listComments(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *issuesAPI) listComments(w http.ResponseWriter, r *http.Request, rp *repo) {
 	n, ok := s.issueFor(w, r, rp)
 	if !ok {
 		return
@@ -48,7 +55,7 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request, rp *repo) 
 
 // issueFor finds the issue named in the path. Only pull requests exist as
 // issues here; others answer 404.
-func (s *Server) issueFor(w http.ResponseWriter, r *http.Request, rp *repo) (int, bool) {
+func (s *issuesAPI) issueFor(w http.ResponseWriter, r *http.Request, rp *repo) (int, bool) {
 	n, ok := intPath(w, r, "number")
 	if !ok {
 		return 0, false
@@ -61,7 +68,7 @@ func (s *Server) issueFor(w http.ResponseWriter, r *http.Request, rp *repo) (int
 }
 
 // createComment serves issues/create-comment, authored by the bot.
-func (s *Server) createComment(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *issuesAPI) createComment(w http.ResponseWriter, r *http.Request, rp *repo) {
 	n, ok := s.issueFor(w, r, rp)
 	if !ok {
 		return
@@ -78,7 +85,7 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, rp *repo)
 
 // issueGet serves issues/list-comments (".../issues/{number}/comments")
 // and issues/get-comment (".../issues/comments/{id}").
-func (s *Server) issueGet(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *issuesAPI) issueGet(w http.ResponseWriter, r *http.Request, rp *repo) {
 	switch {
 	case r.PathValue("number") == "comments":
 		r.SetPathValue("id", r.PathValue("sub"))
@@ -91,7 +98,7 @@ func (s *Server) issueGet(w http.ResponseWriter, r *http.Request, rp *repo) {
 }
 
 // getComment serves issues/get-comment: a deleted or unknown id is 404.
-func (s *Server) getComment(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *issuesAPI) getComment(w http.ResponseWriter, r *http.Request, rp *repo) {
 	if c, ok := commentFor(w, r, rp); ok {
 		writeJSON(w, http.StatusOK, s.commentObject(c, rp))
 	}
@@ -113,7 +120,7 @@ func commentFor(w http.ResponseWriter, r *http.Request, rp *repo) (*Comment, boo
 }
 
 // updateComment serves issues/update-comment.
-func (s *Server) updateComment(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *issuesAPI) updateComment(w http.ResponseWriter, r *http.Request, rp *repo) {
 	c, ok := commentFor(w, r, rp)
 	if !ok {
 		return
@@ -144,7 +151,7 @@ func validCommentBody(w http.ResponseWriter, body *string) bool {
 }
 
 // commentObject renders c from the issue-comment example.
-func (s *Server) commentObject(c *Comment, rp *repo) obj {
+func (s *renderer) commentObject(c *Comment, rp *repo) obj {
 	o := s.shape("rest", "issue-comment", rp)
 	api := strings.TrimSuffix(s.APIURL(), "/") + "/repos/" + rp.full()
 	id, num := strconv.FormatInt(c.ID, 10), strconv.Itoa(c.Issue)

@@ -17,7 +17,7 @@ type mergeBody struct {
 // an unknown merge_method, else 200 {sha, merged, message}. The OnMerge
 // hook runs without the state lock (it may push to a git server), so merges
 // are serialized by their own mutex.
-func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
+func (s *pullsAPI) mergePull(w http.ResponseWriter, r *http.Request) {
 	s.mergeMu.Lock()
 	defer s.mergeMu.Unlock()
 	req, hook, ok := s.checkMerge(w, r)
@@ -53,7 +53,7 @@ func (s *Server) mergePull(w http.ResponseWriter, r *http.Request) {
 
 // checkMerge validates a merge under the state lock and returns what the
 // hook needs; it has answered when ok is false.
-func (s *Server) checkMerge(w http.ResponseWriter, r *http.Request) (MergeRequest, func(MergeRequest) (string, error), bool) {
+func (s *pullsAPI) checkMerge(w http.ResponseWriter, r *http.Request) (MergeRequest, func(MergeRequest) (string, error), bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rp := s.repoFor(w, r)

@@ -6,11 +6,17 @@ import (
 	"strings"
 )
 
+// pager writes GitHub's pagination: the slice a request asks for and the
+// Link header. Links are absolute, so it knows the API prefix.
+type pager struct {
+	prefix string
+}
+
 // paginate picks the slice [lo, hi) of n items the request's page and
 // per_page ask for (GitHub's defaults: page 1, 30 per page, at most 100)
 // and sets the Link header with first/prev/next/last, which go-github
 // reads the page numbers from.
-func (s *Server) paginate(w http.ResponseWriter, r *http.Request, n int) (lo, hi int) {
+func (s pager) paginate(w http.ResponseWriter, r *http.Request, n int) (lo, hi int) {
 	q := r.URL.Query()
 	per := atoiOr(q.Get("per_page"), 30)
 	if per <= 0 {
@@ -41,7 +47,7 @@ func (s *Server) paginate(w http.ResponseWriter, r *http.Request, n int) (lo, hi
 }
 
 // pageURL is the request's absolute URL at another page.
-func (s *Server) pageURL(r *http.Request, page, per int) string {
+func (s pager) pageURL(r *http.Request, page, per int) string {
 	q := r.URL.Query()
 	q.Set("page", strconv.Itoa(page))
 	q.Set("per_page", strconv.Itoa(per))

@@ -5,44 +5,49 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
-// routes registers every REST operation the emulator serves.
+// routes registers every REST operation the emulator serves, each with the
+// handler type of its resource family.
 func (s *Server) routes() {
+	pg := pager{prefix: s.prefix}
+	pulls := &pullsAPI{store: s.store, renderer: s.renderer, pager: pg}
+	issues := &issuesAPI{store: s.store, renderer: s.renderer, pager: pg}
+	statuses := &statusesAPI{store: s.store, renderer: s.renderer}
+	repos := &reposAPI{renderer: s.renderer}
+	checks := &checksAPI{store: s.store, renderer: s.renderer}
 	m := s.mux
-	m.HandleFunc("GET /repos/{owner}/{repo}/pulls", s.locked(s.listPulls))
-	m.HandleFunc("POST /repos/{owner}/{repo}/pulls", s.locked(s.createPull))
-	m.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.locked(s.getPull))
-	m.HandleFunc("PUT /repos/{owner}/{repo}/pulls/{number}/merge", s.mergePull) // locks itself
-	m.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.locked(s.listFiles))
+	m.HandleFunc("GET /repos/{owner}/{repo}/pulls", s.locked(pulls.listPulls))
+	m.HandleFunc("POST /repos/{owner}/{repo}/pulls", s.locked(pulls.createPull))
+	m.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.locked(pulls.getPull))
+	m.HandleFunc("PUT /repos/{owner}/{repo}/pulls/{number}/merge", pulls.mergePull) // locks itself
+	m.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.locked(pulls.listFiles))
 	// One pattern for both GETs: ServeMux cannot order ".../issues/{number}/comments"
 	// against ".../issues/comments/{id}".
-	m.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/{sub}", s.locked(s.issueGet))
-	m.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.locked(s.createComment))
-	m.HandleFunc("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.locked(s.updateComment))
-	m.HandleFunc("POST /repos/{owner}/{repo}/statuses/{sha}", s.locked(s.createStatus))
-	m.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref...}", s.locked(s.combinedStatus))
-	m.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.locked(s.permission))
-	m.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch}", s.locked(s.getBranch))
-	m.HandleFunc("GET /repos/{owner}/{repo}/git/ref/{ref...}", s.locked(s.getRef))
-	m.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.locked(s.createCheckRun))
-	m.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.locked(s.updateCheckRun))
+	m.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/{sub}", s.locked(issues.issueGet))
+	m.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.locked(issues.createComment))
+	m.HandleFunc("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.locked(issues.updateComment))
+	m.HandleFunc("POST /repos/{owner}/{repo}/statuses/{sha}", s.locked(statuses.createStatus))
+	m.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref...}", s.locked(statuses.combinedStatus))
+	m.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.locked(repos.permission))
+	m.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch}", s.locked(repos.getBranch))
+	m.HandleFunc("GET /repos/{owner}/{repo}/git/ref/{ref...}", s.locked(repos.getRef))
+	m.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.locked(checks.createCheckRun))
+	m.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.locked(checks.updateCheckRun))
 }
 
-// locked runs a handler under the server's lock with its repository.
-func (s *Server) locked(h func(w http.ResponseWriter, r *http.Request, rp *repo)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if rp := s.repoFor(w, r); rp != nil {
-			h(w, r, rp)
-		}
-	}
+// pullsAPI serves the pulls family: list, get, create, files and merge.
+type pullsAPI struct {
+	*store
+	*renderer
+	pager
+	mergeMu sync.Mutex // serializes merges, whose hook runs unlocked
 }
 
 // listPulls serves pulls/list: state, head ("owner:branch") and base
 // filters, newest first, paginated.
-func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *pullsAPI) listPulls(w http.ResponseWriter, r *http.Request, rp *repo) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	if state == "" {
@@ -93,7 +98,7 @@ func headOwner(p *Pull, rp *repo) string {
 }
 
 // getPull serves pulls/get.
-func (s *Server) getPull(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *pullsAPI) getPull(w http.ResponseWriter, r *http.Request, rp *repo) {
 	p := s.pullFor(w, r, rp)
 	if p != nil {
 		writeJSON(w, http.StatusOK, s.pullObject("pull-request", p, rp))
@@ -101,7 +106,7 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request, rp *repo) {
 }
 
 // pullFor finds the pull request named in the path, or answers 404.
-func (s *Server) pullFor(w http.ResponseWriter, r *http.Request, rp *repo) *Pull {
+func (s *pullsAPI) pullFor(w http.ResponseWriter, r *http.Request, rp *repo) *Pull {
 	n, ok := intPath(w, r, "number")
 	if !ok {
 		return nil
@@ -115,7 +120,7 @@ func (s *Server) pullFor(w http.ResponseWriter, r *http.Request, rp *repo) *Pull
 
 // pullObject renders p from the named example ("pull-request" or
 // "pull-request-simple").
-func (s *Server) pullObject(shape string, p *Pull, rp *repo) obj {
+func (s *renderer) pullObject(shape string, p *Pull, rp *repo) obj {
 	o := s.shape("rest", shape, rp)
 	s.fillPull(o, p, rp)
 	return o
@@ -123,7 +128,7 @@ func (s *Server) pullObject(shape string, p *Pull, rp *repo) obj {
 
 // fillPull overwrites a pull request object (REST or webhook example) with
 // p's state.
-func (s *Server) fillPull(o obj, p *Pull, rp *repo) {
+func (s *renderer) fillPull(o obj, p *Pull, rp *repo) {
 	num := strconv.Itoa(p.Number)
 	api := strings.TrimSuffix(s.APIURL(), "/") + "/repos/" + rp.full()
 	o["id"], o["number"], o["node_id"] = p.ID, p.Number, nodeID("011:PullRequest", p.ID)
@@ -151,7 +156,7 @@ func (s *Server) fillPull(o obj, p *Pull, rp *repo) {
 }
 
 // setMergeState fills the fields only pulls/get returns.
-func (s *Server) setMergeState(o obj, p *Pull, rp *repo) {
+func (s *renderer) setMergeState(o obj, p *Pull, rp *repo) {
 	o["merged"], o["mergeable"], o["rebaseable"] = p.Merged, nil, nil
 	o["mergeable_state"] = "unknown"
 	if p.Mergeable != nil {
@@ -167,7 +172,7 @@ func (s *Server) setMergeState(o obj, p *Pull, rp *repo) {
 }
 
 // setBranch fills a head/base object.
-func (s *Server) setBranch(b obj, ref, sha, owner string, rp *repo) {
+func (s *renderer) setBranch(b obj, ref, sha, owner string, rp *repo) {
 	if b == nil {
 		return
 	}
@@ -210,7 +215,7 @@ type newPullBody struct {
 }
 
 // createPull serves pulls/create (from a branch of this repository).
-func (s *Server) createPull(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *pullsAPI) createPull(w http.ResponseWriter, r *http.Request, rp *repo) {
 	var b newPullBody
 	if !decodeBody(w, r, &b) || !required(w, "PullRequest", map[string]*string{"head": b.Head, "base": b.Base, "title": b.Title}) {
 		return
@@ -266,7 +271,7 @@ func required(w http.ResponseWriter, resource string, fields map[string]*string)
 }
 
 // listFiles serves pulls/list-files.
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *pullsAPI) listFiles(w http.ResponseWriter, r *http.Request, rp *repo) {
 	p := s.pullFor(w, r, rp)
 	if p == nil {
 		return

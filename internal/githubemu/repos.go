@@ -18,8 +18,14 @@ type statusBody struct {
 	Context     string  `json:"context"`
 }
 
+// statusesAPI serves commit statuses: create and the combined status.
+type statusesAPI struct {
+	*store
+	*renderer
+}
+
 // createStatus serves repos/create-commit-status.
-func (s *Server) createStatus(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *statusesAPI) createStatus(w http.ResponseWriter, r *http.Request, rp *repo) {
 	var b statusBody
 	if !decodeBody(w, r, &b) || !required(w, "Status", map[string]*string{"state": b.State}) {
 		return
@@ -46,7 +52,7 @@ func (s *Server) createStatus(w http.ResponseWriter, r *http.Request, rp *repo) 
 }
 
 // statusObject renders st from the status example.
-func (s *Server) statusObject(st *Status, rp *repo) obj {
+func (s *renderer) statusObject(st *Status, rp *repo) obj {
 	o := s.shape("rest", "status", rp)
 	o["url"] = strings.TrimSuffix(s.APIURL(), "/") + "/repos/" + rp.full() + "/statuses/" + st.SHA
 	o["id"], o["node_id"], o["state"], o["context"] = st.ID, nodeID("06:Status", st.ID), st.State, st.Context
@@ -57,7 +63,7 @@ func (s *Server) statusObject(st *Status, rp *repo) obj {
 
 // combinedStatus serves repos/get-combined-status-for-ref at
 // commits/{ref}/status; ref is a SHA or a branch.
-func (s *Server) combinedStatus(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *statusesAPI) combinedStatus(w http.ResponseWriter, r *http.Request, rp *repo) {
 	ref, ok := strings.CutSuffix(r.PathValue("ref"), "/status")
 	if !ok {
 		writeError(w, http.StatusNotFound, "Not Found")
@@ -119,6 +125,12 @@ func combine(sts []*Status) string {
 	return state
 }
 
+// reposAPI serves what the emulator reads of a repository itself:
+// collaborator permissions, branches and refs.
+type reposAPI struct {
+	*renderer
+}
+
 // legacyPermission is the "permission" field GitHub derives from a role:
 // maintain reads as write and triage as read. role_name keeps the role.
 var legacyPermission = map[string]string{
@@ -126,7 +138,7 @@ var legacyPermission = map[string]string{
 }
 
 // permission serves repos/get-collaborator-permission-level.
-func (s *Server) permission(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *reposAPI) permission(w http.ResponseWriter, r *http.Request, rp *repo) {
 	login := r.PathValue("user")
 	role, ok := rp.perms[strings.ToLower(login)]
 	if !ok {
@@ -145,7 +157,7 @@ func (s *Server) permission(w http.ResponseWriter, r *http.Request, rp *repo) {
 
 // getBranch serves repos/get-branch. go-github reads it without
 // CheckResponse, so errors here are plain status codes to it.
-func (s *Server) getBranch(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *reposAPI) getBranch(w http.ResponseWriter, r *http.Request, rp *repo) {
 	name := r.PathValue("branch")
 	sha, ok := rp.refs["heads/"+name]
 	if !ok {
@@ -166,7 +178,7 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request, rp *repo) {
 }
 
 // getRef serves git/get-ref for "heads/x" and "tags/x".
-func (s *Server) getRef(w http.ResponseWriter, r *http.Request, rp *repo) {
+func (s *reposAPI) getRef(w http.ResponseWriter, r *http.Request, rp *repo) {
 	ref := r.PathValue("ref")
 	sha, ok := rp.refs[ref]
 	if !ok || !(strings.HasPrefix(ref, "heads/") || strings.HasPrefix(ref, "tags/")) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 )
 
 // shapesFS holds GitHub's own response and webhook examples (provenance in
@@ -37,9 +38,29 @@ func WebhookExample(name string) ([]byte, error) {
 // obj is a decoded JSON object.
 type obj = map[string]any
 
+// endpoint is what the renderer needs of the server: where it answers.
+type endpoint interface {
+	URL() string
+	APIURL() string
+}
+
+// renderer turns the emulator's state into GitHub's JSON: each answer is a
+// copy of one of GitHub's examples with the fields the state decides
+// overwritten and its URLs pointed at this server.
+type renderer struct {
+	endpoint
+	shapeMu sync.Mutex
+	shapes  map[string]obj // decoded, rewritten templates by kind/name@repo
+}
+
+// newRenderer makes a renderer for the server at e.
+func newRenderer(e endpoint) *renderer {
+	return &renderer{endpoint: e, shapes: map[string]obj{}}
+}
+
 // shape returns a fresh copy of the named example, its URLs rewritten to
 // point at this server and repository rp.
-func (s *Server) shape(kind, name string, rp *repo) obj {
+func (s *renderer) shape(kind, name string, rp *repo) obj {
 	key := kind + "/" + name + "@" + rp.full()
 	s.shapeMu.Lock()
 	defer s.shapeMu.Unlock()
@@ -79,7 +100,7 @@ func deepCopy(v any) any {
 // rewrite points the examples' URLs (octocat/Hello-World on github.com in
 // the REST examples, Codertocat/Hello-World in the webhooks) at this server
 // and repository.
-func (s *Server) rewrite(text string, rp *repo) string {
+func (s *renderer) rewrite(text string, rp *repo) string {
 	api := strings.TrimSuffix(s.APIURL(), "/")
 	full := rp.full()
 	r := strings.NewReplacer(
@@ -97,7 +118,7 @@ func (s *Server) rewrite(text string, rp *repo) string {
 
 // setUser makes the user object u describe login: its login, ids and the
 // URLs that name it.
-func (s *Server) setUser(u obj, login string) {
+func (s *renderer) setUser(u obj, login string) {
 	if u == nil {
 		return
 	}
@@ -119,14 +140,14 @@ func (s *Server) setUser(u obj, login string) {
 
 // user returns a user object for login, built from the issue-comment
 // example's author.
-func (s *Server) user(login string, rp *repo) obj {
+func (s *renderer) user(login string, rp *repo) obj {
 	u, _ := s.shape("rest", "issue-comment", rp)["user"].(obj)
 	s.setUser(u, login)
 	return u
 }
 
 // setRepo makes the repository object o describe rp.
-func (s *Server) setRepo(o obj, rp *repo) {
+func (s *renderer) setRepo(o obj, rp *repo) {
 	if o == nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -95,7 +96,23 @@ type MergeRequest struct {
 	CommitMsg   string
 }
 
-// repo is one repository's state. Guarded by Server.mu.
+// store is the emulator's state: the repositories, the id counter and the
+// merge hook, under the one lock every handler runs with (see locked). Its
+// clock and bot login come from the Options.
+type store struct {
+	opts    Options
+	mu      sync.Mutex
+	repos   map[string]*repo // by lower-cased "owner/name"
+	nextID  int64
+	onMerge func(MergeRequest) (string, error)
+}
+
+// newStore makes an empty store.
+func newStore(opts Options) *store {
+	return &store{opts: opts, repos: map[string]*repo{}, nextID: 1000}
+}
+
+// repo is one repository's state. Guarded by store.mu.
 type repo struct {
 	owner, name   string
 	id            int64
@@ -139,7 +156,7 @@ func (s *Server) AddRepo(full, defaultBranch string) *Repo {
 }
 
 // newID hands out the next object id. Caller holds s.mu.
-func (s *Server) newID() int64 {
+func (s *store) newID() int64 {
 	s.nextID++
 	return s.nextID
 }
@@ -255,7 +272,7 @@ func (r *Repo) AddComment(n int, user, body string) int64 {
 }
 
 // addComment stores a new comment. Caller holds s.mu.
-func (s *Server) addComment(rp *repo, n int, user, body string) *Comment {
+func (s *store) addComment(rp *repo, n int, user, body string) *Comment {
 	now := s.commentTime()
 	c := &Comment{ID: s.newID(), Issue: n, User: user, Body: body, CreatedAt: now, UpdatedAt: now}
 	rp.comments = append(rp.comments, c)
@@ -265,7 +282,7 @@ func (s *Server) addComment(rp *repo, n int, user, body string) *Comment {
 // commentTime is now as GitHub dates a comment: in whole seconds, as its
 // REST API shows created_at and updated_at, so Comment's times are the
 // ones a client reads.
-func (s *Server) commentTime() time.Time {
+func (s *store) commentTime() time.Time {
 	return s.opts.Now().UTC().Truncate(time.Second)
 }
 
@@ -337,12 +354,23 @@ func (r *Repo) SetProtected(branch string, protected bool) {
 
 // repoFor finds the repository named in r's path, answering 404 when it
 // is unknown. Caller holds s.mu.
-func (s *Server) repoFor(w http.ResponseWriter, r *http.Request) *repo {
+func (s *store) repoFor(w http.ResponseWriter, r *http.Request) *repo {
 	rp := s.repos[strings.ToLower(r.PathValue("owner")+"/"+r.PathValue("repo"))]
 	if rp == nil {
 		writeError(w, http.StatusNotFound, "Not Found")
 	}
 	return rp
+}
+
+// locked runs a handler under the store's lock with its repository.
+func (s *store) locked(h func(w http.ResponseWriter, r *http.Request, rp *repo)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if rp := s.repoFor(w, r); rp != nil {
+			h(w, r, rp)
+		}
+	}
 }
 
 // intPath parses an integer path value, answering 404 when it is not one.

@@ -180,7 +180,7 @@ func (r *Repo) CommentEvent(n int, user, body string) (out []byte, id int64, err
 
 // fillIssue makes the issue object of an issue_comment payload describe
 // pull request p.
-func (s *Server) fillIssue(o obj, p *Pull, rp *repo) {
+func (s *renderer) fillIssue(o obj, p *Pull, rp *repo) {
 	if o == nil {
 		return
 	}

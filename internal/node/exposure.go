@@ -3,9 +3,13 @@ package node
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/auth"
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging"
 )
 
@@ -16,18 +20,15 @@ const minTokenLen = 16
 // that others could reach without them (config.CheckExposure). On
 // loopback without credentials it warns that anyone on this machine, any
 // local process, may change the policy.
-func (m *Main) checkExposure() error {
-	cfg := m.Config
+func checkExposure(cfg *config.Config, log hclog.Logger) ([]auth.Credential, error) {
 	creds, err := cfg.APICredentials()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	warnings, err := cfg.CheckExposure(len(creds))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m.creds = creds
-	log := m.Logger.Named(logging.Node)
 	for _, w := range warnings {
 		log.Warn(w, "http_addr", cfg.Node.HTTPAddr)
 	}
@@ -45,28 +46,28 @@ func (m *Main) checkExposure() error {
 		log.Warn("the API has tokens but [api] token_env names no set variable: other nodes of a cluster cannot authenticate their heartbeats, reports and joins to this one",
 			"token_env", cfg.API.TokenEnv)
 	}
-	return nil
+	return creds, nil
 }
 
-// serveTLS wraps the API listener in TLS when [api] names a certificate.
-func (m *Main) serveTLS() error {
-	a := m.Config.API
+// serveTLS wraps the API listener ln in TLS when [api] names a
+// certificate, and returns ln as it is otherwise.
+func serveTLS(ln net.Listener, cfg *config.Config, logger hclog.Logger) (net.Listener, error) {
+	a := cfg.API
 	if a.TLSCertFile == "" {
-		return nil
+		return ln, nil
 	}
 	tc, err := api.ServerTLS(api.TLSFiles{CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, ClientCAFile: a.ClientCAFile,
-		Logger: m.Logger.Named(logging.API)})
+		Logger: logger.Named(logging.API)})
 	if err != nil {
-		return fmt.Errorf("node.http_addr: %w", err)
+		return ln, fmt.Errorf("node.http_addr: %w", err)
 	}
-	m.ln = tls.NewListener(m.ln, tc)
-	if !m.Config.TLS.Enabled() && (len(m.Config.Node.Join) > 0 || !m.Config.Node.Bootstrap) {
+	if !cfg.TLS.Enabled() && (len(cfg.Node.Join) > 0 || !cfg.Node.Bootstrap) {
 		// With [tls] every node-to-node call goes to the node port, never
 		// to this listener.
-		m.Logger.Named(logging.Node).Warn("the API serves TLS but without [tls] nodes call each other's API over plain HTTP: a cluster needs node-to-node TLS ([tls])",
-			"http_addr", m.Config.Node.HTTPAddr)
+		logger.Named(logging.Node).Warn("the API serves TLS but without [tls] nodes call each other's API over plain HTTP: a cluster needs node-to-node TLS ([tls])",
+			"http_addr", cfg.Node.HTTPAddr)
 	}
-	return nil
+	return tls.NewListener(ln, tc), nil
 }
 
 // decisionRole parses [api] decision_role ("" leaves decisions open); the

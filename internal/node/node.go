@@ -69,13 +69,15 @@ type Main struct {
 	loader      *loader
 	state       nodeState
 	healthy     atomic.Pointer[string] // the last health check's result
+	health      *selfChecker
+	status      *statusReporter
 	preview     *previewRuntime
 	api         *api.Server
 	creds       []auth.Credential
 	ln          net.Listener
 	http        *http.Server
 	grpc        *extauthz.Server // nil without [api] grpc_addr
-	tls         *peerTLS         // nil without [tls]
+	port        *nodePort        // node-to-node traffic, over [tls] when set
 
 	// parts are the long-running parts (parts.go), started and stopped
 	// together and reported by /v1/status.
@@ -112,7 +114,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.done = make(chan struct{})
 	m.served = make(chan struct{})
 	m.fatal = make(chan error, 1)
-	if err := m.checkExposure(); err != nil {
+	if m.creds, err = checkExposure(m.Config, m.Logger.Named(logging.Node)); err != nil {
 		return err
 	}
 	if err := m.prepareSource(ctx); err != nil {
@@ -129,10 +131,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.abort()
 		}
 	}()
-	if err := m.serveTLS(); err != nil {
+	if m.ln, err = serveTLS(m.ln, m.Config, m.Logger); err != nil {
 		return err
 	}
-	if err := m.openTLS(); err != nil {
+	if m.port, err = openNodePort(m.Config, m.Logger); err != nil {
 		return err
 	}
 	if err := m.openStore(); err != nil {
@@ -148,7 +150,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.startBackground()
 	m.startHTTP()
-	m.startPeerHTTP()
+	m.port.startPeerHTTP(m.api.PeerHandler())
 	log := m.Logger.Named(logging.Node)
 	log.Info("listening", "addr", m.Addr(), "node_id", m.Config.Node.ID, "raft_addr", m.store.Addr(),
 		"generation", m.gens.served())
@@ -162,7 +164,7 @@ func (m *Main) abort() {
 	if m.store != nil {
 		_ = m.store.Close()
 	}
-	m.closeTLS()
+	m.port.closeTLS()
 	if m.ln != nil {
 		_ = m.ln.Close()
 	}
@@ -325,7 +327,7 @@ func (m *Main) Close() error {
 				errs = append(errs, fmt.Errorf("close raft store: %w", err))
 			}
 		}
-		m.closeTLS()
+		m.port.closeTLS()
 		m.closeErr = errors.Join(errs...)
 		m.Logger.Named(logging.Node).Info("stopped")
 	})
@@ -339,7 +341,7 @@ func (m *Main) stopHTTP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
 	defer cancel()
 	var err error
-	if perr := m.stopPeerHTTP(ctx); perr != nil {
+	if perr := m.port.stopPeerHTTP(ctx); perr != nil {
 		err = fmt.Errorf("shut down the node-to-node HTTP server: %w", perr)
 	}
 	if serr := m.http.Shutdown(ctx); serr != nil {

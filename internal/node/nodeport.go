@@ -16,12 +16,12 @@ type nodePortCollector struct {
 
 // registerNodePortMetrics registers the node port's series; nothing
 // without [tls].
-func (m *Main) registerNodePortMetrics(reg prometheus.Registerer) {
-	if m.tls == nil {
+func (p *nodePort) registerNodePortMetrics(reg prometheus.Registerer) {
+	if p.tls == nil {
 		return
 	}
 	reg.MustRegister(&nodePortCollector{
-		stats: m.tls.mux.Stats,
+		stats: p.tls.mux.Stats,
 		refused: prometheus.NewDesc("reconciler_node_port_refused_total",
 			"Connections the node-to-node port refused, by reason (see docs/security.md).", []string{"reason"}, nil),
 		handshakes: prometheus.NewDesc("reconciler_node_port_handshakes",

@@ -26,11 +26,11 @@ func registerPreviewQueueMetrics(reg prometheus.Registerer, sh *preview.Shadow) 
 // registerCertificateMetrics exports when the node certificate of [tls]
 // expires, read from the loaded one so that a rotated file shows at once;
 // nothing without [tls].
-func (m *Main) registerCertificateMetrics(reg prometheus.Registerer) {
-	if m.tls == nil {
+func (p *nodePort) registerCertificateMetrics(reg prometheus.Registerer) {
+	if p.tls == nil {
 		return
 	}
-	n := m.tls.node
+	n := p.tls.node
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace:   "reconciler",
 		Name:        "tls_certificate_expiry_timestamp_seconds",

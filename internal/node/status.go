@@ -2,8 +2,10 @@ package node
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/version"
 )
@@ -12,27 +14,46 @@ import (
 // (ONAP's supported policy types): CEL rule policies in TOML.
 var supportedPolicyKinds = []string{"reconciler.policy/cel"}
 
+// decisionStats is what the status needs of the API: the decisions it
+// answered.
+type decisionStats interface {
+	DecisionStats() (ok, failed uint64)
+}
+
+// statusReporter makes this node's PDP_STATUS for its heartbeats, from the
+// parts that know each field, and counts the nodes the leader marks failed.
+type statusReporter struct {
+	version   string
+	node      config.Node
+	settings  cluster.Settings
+	state     *nodeState
+	healthy   *atomic.Pointer[string] // the last health check's result
+	gens      *generations
+	decisions decisionStats
+	metrics   *nodeMetrics
+}
+
 // pdpStatus is this node's PDP_STATUS for its next heartbeat.
-func (m *Main) pdpStatus() cluster.NodeStatus {
-	n := m.Config.Node
+func (r *statusReporter) pdpStatus() cluster.NodeStatus {
+	n := r.node
 	s := cluster.NodeStatus{
-		Version: m.Version, State: m.state.NodeState(), Group: n.Group, Subgroup: n.Subgroup,
-		PolicyKinds: supportedPolicyKinds, Settings: m.settings(),
+		Version: r.version, State: r.state.NodeState(), Group: n.Group, Subgroup: n.Subgroup,
+		PolicyKinds: supportedPolicyKinds, Settings: r.settings,
 	}
-	if h := m.healthy.Load(); h != nil {
+	if h := r.healthy.Load(); h != nil {
 		s.Healthy = *h
 	}
 	if s.Version == "" {
 		s.Version = version.Current
 	}
-	if cur := m.gens.Current(); cur != nil {
+	if cur := r.gens.Current(); cur != nil {
 		s.Generation = cur.Generation
 		if cur.Bundle != nil {
 			s.Etags = cur.Bundle.Etags()
 		}
 	}
-	ok, failed := m.api.DecisionStats()
-	dok, dfailed := m.loader.metrics.deployOK.Load(), m.loader.metrics.deployFailed.Load()
+	ok, failed := r.decisions.DecisionStats()
+	dok, dfailed := r.metrics.deployOK.Load(), r.metrics.deployFailed.Load()
 	s.Statistics = cluster.Statistics{
 		PolicyDeployCount: dok + dfailed, PolicyDeploySuccess: dok, PolicyDeployFail: dfailed,
 		PolicyExecutedCount: ok + failed, PolicyExecutedSuccess: ok, PolicyExecutedFail: failed,
@@ -41,18 +62,18 @@ func (m *Main) pdpStatus() cluster.NodeStatus {
 }
 
 // nodeFailed counts a node the leader marked failed.
-func (m *Main) nodeFailed(string) { m.loader.metrics.failures.Inc() }
+func (r *statusReporter) nodeFailed(string) { r.metrics.failures.Inc() }
 
-// settings are this node's settings that change decisions: nodes that
+// nodeSettings are this node's settings that change decisions: nodes that
 // differ from the leader join PASSIVE (cluster/consistency.go). The build
 // version is not one: a rolling upgrade runs two versions on purpose, and
 // the loader's etag check catches a build that compiles differently.
-func (m *Main) settings() cluster.Settings {
+func nodeSettings(cfg *config.Config) cluster.Settings {
 	o := engine.DefaultOptions()
 	return cluster.Settings{
-		"policy.merge_default":      string(m.Config.Policy.MergeDefault),
+		"policy.merge_default":      string(cfg.Policy.MergeDefault),
 		"engine.max_rule_cost":      strconv.FormatUint(o.MaxRuleCost, 10),
 		"engine.runtime_cost_limit": strconv.FormatUint(o.RuntimeCostLimit, 10),
-		"api.path_escaped_slashes":  m.Config.API.PathEscapedSlashes,
+		"api.path_escaped_slashes":  cfg.API.PathEscapedSlashes,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/tlsconfig"
@@ -26,32 +27,47 @@ type peerTLS struct {
 	served chan struct{}
 }
 
-// openTLS loads [tls] and listens on the raft port; it does nothing
-// without [tls]. The certificate must name node.id: peers check it.
-func (m *Main) openTLS() error {
-	c := m.Config
+// nodePort is this node's side of node-to-node traffic: raft's transport,
+// the client of node-to-node calls, the probe of joining nodes and the
+// node-to-node HTTP API, all over mutual TLS with [tls] (tls), plainly
+// without (tls nil).
+type nodePort struct {
+	self      string
+	advertise string // node.raft_advertise_addr
+	log       hclog.Logger
+	tls       *peerTLS // nil without [tls]
+}
+
+// secure reports whether nodes talk over mutual TLS ([tls]).
+func (p *nodePort) secure() bool { return p.tls != nil }
+
+// openNodePort loads [tls] and listens on the raft port; without [tls] it
+// only records who this node is. The certificate must name node.id: peers
+// check it.
+func openNodePort(c *config.Config, logger hclog.Logger) (*nodePort, error) {
+	p := &nodePort{self: c.Node.ID, advertise: c.Node.RaftAdvertiseAddr, log: logger.Named(logging.TLS)}
 	if !c.TLS.Enabled() {
-		return nil
+		return p, nil
 	}
 	n, err := tlsconfig.NewNode(tlsconfig.Config{
 		Files:    tlsconfig.Files{CA: c.TLS.CAFile, Cert: c.TLS.CertFile, Key: c.TLS.KeyFile},
 		DenyFile: c.TLS.DenylistFile,
-		Logger:   m.Logger.Named(logging.TLS),
+		Logger:   p.log,
 	})
 	if err != nil {
-		return fmt.Errorf("[tls]: %w", err)
+		return nil, fmt.Errorf("[tls]: %w", err)
 	}
 	if n.ID() != c.Node.ID {
-		return fmt.Errorf("[tls]: %s names node %q, but node.id is %q: other nodes would refuse it",
+		return nil, fmt.Errorf("[tls]: %s names node %q, but node.id is %q: other nodes would refuse it",
 			c.TLS.CertFile, n.ID(), c.Node.ID)
 	}
-	logCertificate(m.Logger.Named(logging.TLS), n.Current())
+	logCertificate(p.log, n.Current())
 	ln, err := net.Listen("tcp", c.Node.RaftAddr)
 	if err != nil {
-		return fmt.Errorf("listen on node.raft_addr: %w", err)
+		return nil, fmt.Errorf("listen on node.raft_addr: %w", err)
 	}
-	m.tls = &peerTLS{node: n, mux: tlsconfig.NewMux(ln, n, m.Logger.Named(logging.TLS))}
-	return nil
+	p.tls = &peerTLS{node: n, mux: tlsconfig.NewMux(ln, n, p.log)}
+	return p, nil
 }
 
 // certWarning is how long before its expiry a node certificate is
@@ -71,19 +87,19 @@ func logCertificate(log hclog.Logger, m *tlsconfig.Material) {
 }
 
 // streamLayer is raft's transport over the TLS port, nil without [tls].
-func (m *Main) streamLayer() (raft.StreamLayer, error) {
-	if m.tls == nil {
+func (p *nodePort) streamLayer() (raft.StreamLayer, error) {
+	if p.tls == nil {
 		return nil, nil
 	}
 	var advertise net.Addr
-	if a := m.Config.Node.RaftAdvertiseAddr; a != "" {
+	if a := p.advertise; a != "" {
 		// Kept as written, a name unresolved: peers dial it, so a pod
 		// whose IP changes on restart keeps its raft address (a stable
 		// DNS name), and the name need not resolve yet at start.
 		advertise = advertisedAddr(a)
 	}
-	n := m.tls.node
-	return raftstore.NewIdentityStreamLayer(m.tls.mux.Listener(tlsconfig.ProtoRaft), advertise, raftstore.Identity{
+	n := p.tls.node
+	return raftstore.NewIdentityStreamLayer(p.tls.mux.Listener(tlsconfig.ProtoRaft), advertise, raftstore.Identity{
 		PeerID: tlsconfig.ConnPeerID,
 		Dial: func(ctx context.Context, addr, id string) (net.Conn, error) {
 			return n.Dial(ctx, addr, tlsconfig.ProtoRaft, id)
@@ -93,68 +109,69 @@ func (m *Main) streamLayer() (raft.StreamLayer, error) {
 
 // peerClient is the client of node-to-node HTTP calls: mutual TLS with
 // [tls], plain HTTP without. timeout 0 means each call's own deadline.
-func (m *Main) peerClient(timeout time.Duration) *http.Client {
-	if m.tls == nil {
+func (p *nodePort) peerClient(timeout time.Duration) *http.Client {
+	if p.tls == nil {
 		return &http.Client{Timeout: timeout,
 			Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}}
 	}
-	return &http.Client{Timeout: timeout, Transport: m.tls.node.HTTPTransport()}
+	return &http.Client{Timeout: timeout, Transport: p.tls.node.HTTPTransport()}
 }
 
 // probe checks a joining node before it enters the raft configuration: it
 // must answer a raft RPC and, with [tls], prove that it is id. The RPC
 // names this node, whose certificate the joining node checks it against.
-func (m *Main) probe(_ context.Context, id, addr string) error {
+func (p *nodePort) probe(_ context.Context, id, addr string) error {
 	dial := raftstore.TCPDial
-	if m.tls != nil {
-		n := m.tls.node
+	if p.tls != nil {
+		n := p.tls.node
 		dial = func(ctx context.Context, a string) (net.Conn, error) {
 			return n.Dial(ctx, a, tlsconfig.ProtoRaft, id)
 		}
 	}
-	return raftstore.ProbeAs(dial, m.Config.Node.ID, addr, cluster.DefaultDialTimeout)
+	return raftstore.ProbeAs(dial, p.self, addr, cluster.DefaultDialTimeout)
 }
 
 // startPeerHTTP serves the node-to-node HTTP API on the TLS port.
-func (m *Main) startPeerHTTP() {
-	if m.tls == nil {
+func (p *nodePort) startPeerHTTP(handler http.Handler) {
+	if p.tls == nil {
 		return
 	}
-	m.tls.http = &http.Server{
-		Handler:           m.api.PeerHandler(),
+	p.tls.http = &http.Server{
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          m.Logger.Named(logging.TLS).StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		ErrorLog:          p.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
-	m.tls.served = make(chan struct{})
+	p.tls.served = make(chan struct{})
 	go func() {
-		defer close(m.tls.served)
-		_ = m.tls.http.Serve(m.tls.mux.Listener(tlsconfig.ProtoHTTP))
+		defer close(p.tls.served)
+		_ = p.tls.http.Serve(p.tls.mux.Listener(tlsconfig.ProtoHTTP))
 	}()
 }
 
 // stopPeerHTTP stops the node-to-node HTTP API within ctx.
-func (m *Main) stopPeerHTTP(ctx context.Context) error {
-	if m.tls == nil || m.tls.http == nil {
+func (p *nodePort) stopPeerHTTP(ctx context.Context) error {
+	if p.tls == nil || p.tls.http == nil {
 		return nil
 	}
-	err := m.tls.http.Shutdown(ctx)
+	err := p.tls.http.Shutdown(ctx)
 	if err != nil {
-		_ = m.tls.http.Close()
+		_ = p.tls.http.Close()
 	}
-	<-m.tls.served
+	<-p.tls.served
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
 }
 
-// closeTLS closes the raft port, after raft has stopped.
-func (m *Main) closeTLS() {
-	if m.tls != nil {
-		_ = m.tls.mux.Close()
+// closeTLS closes the raft port, after raft has stopped; nothing before
+// the port was opened.
+func (p *nodePort) closeTLS() {
+	if p != nil && p.tls != nil {
+		_ = p.tls.mux.Close()
 	}
 }
 

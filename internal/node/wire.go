@@ -24,7 +24,7 @@ const raftDir = "raft"
 // restored from disk before it returns.
 func (m *Main) openStore() error {
 	n := m.Config.Node
-	stream, err := m.streamLayer()
+	stream, err := m.port.streamLayer()
 	if err != nil {
 		return err
 	}
@@ -49,10 +49,10 @@ func (m *Main) openStore() error {
 func (m *Main) wire(ctx context.Context) error {
 	cfg := m.Config
 	m.registry = prometheus.NewRegistry()
-	m.registerNodePortMetrics(m.registry)
-	m.registerCertificateMetrics(m.registry)
+	m.port.registerNodePortMetrics(m.registry)
+	m.port.registerCertificateMetrics(m.registry)
 	token := cfg.Secret(cfg.API.TokenEnv)
-	client := m.peerClient(0)
+	client := m.port.peerClient(0)
 	c, err := cluster.New(cluster.Config{
 		NodeID:     cfg.Node.ID,
 		Store:      m.store,
@@ -61,19 +61,23 @@ func (m *Main) wire(ctx context.Context) error {
 		Reconciler: triggerFunc(func() { m.loop.Trigger() }),
 		Source:     m.sourceStatus,
 		Client:     client,
-		PeerTLS:    m.tls != nil,
-		Probe:      m.probe,
+		PeerTLS:    m.port.secure(),
+		Probe:      m.port.probe,
 		Logger:     m.Logger.Named(logging.Node),
 
 		HeartbeatTimeout: cfg.Node.HeartbeatTimeout.Duration,
 		StagingTimeout:   cfg.Node.StagingTimeout.Duration,
 		FollowTimeout:    cfg.Node.FollowTimeout.Duration,
-		Status:           m.pdpStatus,
-		NodeFailed:       m.nodeFailed,
-		SelfCheck:        m.selfCheck,
-		Settings:         m.settings(),
-		KnownGroups:      m.knownGroups,
-		Groups:           cfg.DeclaredSubgroups(),
+		// The status and the health check read parts built below; they
+		// are called only once the node runs.
+		Status:     func() cluster.NodeStatus { return m.status.pdpStatus() },
+		NodeFailed: func(id string) { m.status.nodeFailed(id) },
+		SelfCheck: func(ctx context.Context, leaderIndex uint64) cluster.HealthReport {
+			return m.health.check(ctx, leaderIndex)
+		},
+		Settings:    nodeSettings(cfg),
+		KnownGroups: m.knownGroups,
+		Groups:      cfg.DeclaredSubgroups(),
 	})
 	if err != nil {
 		return err
@@ -114,7 +118,7 @@ func (m *Main) wire(ctx context.Context) error {
 		Commands:       m.commandQueue(),
 		Parts:          m.parts.Statuses,
 		FailureModes:   failureModes(cfg.API),
-		PeerTLS:        m.tls != nil,
+		PeerTLS:        m.port.secure(),
 		States:         &m.state,
 		Group:          cfg.Node.Group,
 
@@ -124,8 +128,19 @@ func (m *Main) wire(ctx context.Context) error {
 
 		MaxDecisionBodiesPerSource: cfg.API.MaxDecisionBodiesPerSource,
 	})
+	m.wireHealthAndStatus()
 	m.addParts()
 	return nil
+}
+
+// wireHealthAndStatus builds this node's health check and PDP_STATUS from
+// the parts they read.
+func (m *Main) wireHealthAndStatus() {
+	cfg := m.Config
+	m.health = &selfChecker{self: cfg.Node.ID, dataDir: cfg.Node.DataDir, queueSize: cfg.Preview.QueueSize,
+		store: m.store, loop: m.loop, gens: &m.gens, state: &m.state, preview: m.preview, healthy: &m.healthy}
+	m.status = &statusReporter{version: m.Version, node: cfg.Node, settings: nodeSettings(cfg), state: &m.state,
+		healthy: &m.healthy, gens: &m.gens, decisions: m.api, metrics: m.loader.metrics}
 }
 
 // wireLeaderAndLoader builds the leader loop and the node loader, which
@@ -163,7 +178,7 @@ func (m *Main) self() cluster.JoinRequest {
 		httpAddr = m.Addr()
 	}
 	return cluster.JoinRequest{ID: n.ID, RaftAddr: m.store.Addr(), HTTPAddr: httpAddr, Voter: n.Voter,
-		Group: n.Group, Subgroup: n.Subgroup, Settings: m.settings()}
+		Group: n.Group, Subgroup: n.Subgroup, Settings: nodeSettings(m.Config)}
 }
 
 // sourceStatus is the leader loop's last read, for the cluster view.
