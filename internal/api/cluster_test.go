@@ -57,9 +57,13 @@ func (f *fakeCluster) IsMember(id string) bool {
 	return ok || id == "n1" || id == "n2"
 }
 
-func (f *fakeCluster) Leader() string     { return "n1" }
-func (f *fakeCluster) RaftState() string  { return "Follower" }
-func (f *fakeCluster) View() cluster.View { return f.view }
+func (f *fakeCluster) Leader() string    { return "n1" }
+func (f *fakeCluster) RaftState() string { return "Follower" }
+func (f *fakeCluster) View() cluster.View {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.view
+}
 
 // LeaderURL is the leader n1's registered HTTP address, as a plaintext
 // cluster forwards.

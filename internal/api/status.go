@@ -116,7 +116,7 @@ func (s *clusterAPI) status(w http.ResponseWriter, r *http.Request) {
 		res.ServedGeneration = cur.Generation
 		res.PreviewRules = s.allPreviewRules(cur)
 	}
-	s.writeValue(w, r, res)
+	s.writeStatus(w, r, res) // status_etag.go
 }
 
 // LeaderRecords reads what the leader loop records beside the

@@ -301,8 +301,10 @@ func (p *previewRuntime) Merge(payloads map[string]json.RawMessage) json.RawMess
 		all = append(all, ns)
 	}
 	// The merge rides on every heartbeat's answer, which a node reads up
-	// to a bound of its own: keep it within twice a node's payload.
-	b, _, err := preview.EncodeMergedWithin(preview.Merge(all...), 2*preview.MaxPayloadBytes)
+	// to a bound of its own: keep it within twice a node's payload. Its
+	// series end at the leader's minute: a node's clock far ahead does
+	// not move the hour.
+	b, _, err := preview.EncodeMergedWithin(preview.MergeAt(time.Now(), all...), 2*preview.MaxPayloadBytes)
 	if err != nil {
 		p.log.Warn("merged preview stats do not encode", "error", err)
 		return nil

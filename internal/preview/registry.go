@@ -67,8 +67,9 @@ func (r *registry) retain(names map[string]bool) {
 	}
 }
 
-// snapshot returns every cell's stats by experiment name, newest etag first.
-func (r *registry) snapshot() []Stats {
+// snapshot returns every cell's stats by experiment name, newest etag
+// first, with their series up to now.
+func (r *registry) snapshot(now time.Time) []Stats {
 	r.mu.Lock()
 	cs := make([]*cell, 0, len(r.cells))
 	for _, c := range r.cells {
@@ -78,7 +79,7 @@ func (r *registry) snapshot() []Stats {
 	slices.SortFunc(cs, func(a, b *cell) int { return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(b.seq, a.seq)) })
 	out := make([]Stats, len(cs))
 	for i, c := range cs {
-		out[i] = c.snapshot()
+		out[i] = c.snapshot(now)
 	}
 	return out
 }
@@ -93,7 +94,12 @@ type NodeStats struct {
 // and transitions summed, samples up to DefaultSamples in node order, the
 // union of the windows, and one NodeCoverage per node that reported it.
 // The result is in experiment, then etag, order.
-func Merge(nodes ...NodeStats) []Stats {
+func Merge(nodes ...NodeStats) []Stats { return MergeAt(time.Time{}, nodes...) }
+
+// MergeAt is Merge by a node whose clock reads now (zero: no clock): the
+// series end at now's minute (one more of grace), so that one node with
+// a clock far ahead cannot move the hour off everyone else's traffic.
+func MergeAt(now time.Time, nodes ...NodeStats) []Stats {
 	nodes = slices.Clone(nodes)
 	slices.SortFunc(nodes, func(a, b NodeStats) int { return cmp.Compare(a.Node, b.Node) })
 	acc := map[cellKey]*merged{}
@@ -112,7 +118,7 @@ func Merge(nodes ...NodeStats) []Stats {
 	slices.SortFunc(order, func(a, b cellKey) int { return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.etag, b.etag)) })
 	out := make([]Stats, len(order))
 	for i, k := range order {
-		out[i] = acc[k].result()
+		out[i] = acc[k].result(now)
 	}
 	return out
 }
@@ -126,6 +132,7 @@ type merged struct {
 	window        Window
 	refusedBy     []string // nodes that do not evaluate the version
 	refused       string   // the first of their reasons
+	series        seriesAcc
 }
 
 func (m *merged) add(node string, s Stats) {
@@ -137,6 +144,9 @@ func (m *merged) add(node string, s Stats) {
 		if len(m.out.Samples) < DefaultSamples {
 			m.out.Samples = append(m.out.Samples, smp)
 		}
+	}
+	if s.Series != nil {
+		m.series.add(s.Series)
 	}
 	cov := NodeCoverage{Node: node, Evaluated: s.Evaluated, Replayed: s.Replayed.Evaluated, Dropped: s.Dropped,
 		Window: s.Window, Refused: s.Refused}
@@ -165,9 +175,13 @@ func addTransitions(t *tally, ts []Transition) {
 	}
 }
 
-func (m *merged) result() Stats {
+func (m *merged) result(now time.Time) Stats {
 	s := m.out
 	s.Tally, s.Replayed = m.live.snapshot(), m.replay.snapshot()
+	s.Series = m.series.result(0)
+	if !now.IsZero() {
+		s.Series = m.series.result(min(m.series.last, unixMinute(now)+1))
+	}
 	if len(m.refusedBy) > 0 {
 		s.Refused = fmt.Sprintf("on %s: %s", strings.Join(m.refusedBy, ", "), m.refused)
 	}
@@ -186,7 +200,9 @@ func (m *merged) result() Stats {
 const MaxPayloadBytes = 512 << 10
 
 // EncodeWithin encodes n in at most max bytes: whole when it fits, else
-// without samples, else with as many experiments' stats as fit (in order).
+// without samples, else also without series, else with as many
+// experiments' stats as fit (in order, halving). The chart goes before
+// any experiment's counts, which verdicts and auto-stop are made from.
 // trimmed reports that something was left out of this beat.
 func (n NodeStats) EncodeWithin(max int) (b []byte, trimmed bool, err error) {
 	return encodeWithin(n.Stats, max, func(s []Stats) any { return NodeStats{Node: n.Node, Stats: s} })
@@ -206,6 +222,12 @@ func encodeWithin(stats []Stats, max int, wrap func([]Stats) any) (b []byte, tri
 	for i, s := range stats {
 		s.Samples = nil
 		bare[i] = s
+	}
+	if b, err = json.Marshal(wrap(bare)); err != nil || len(b) <= max {
+		return b, true, err
+	}
+	for i := range bare {
+		bare[i].Series = nil
 	}
 	for len(bare) > 0 {
 		if b, err = json.Marshal(wrap(bare)); err != nil || len(b) <= max {

@@ -56,7 +56,7 @@ func ReplayFileWith(live, exp *engine.CompiledPolicy, r io.Reader, opts ReplayOp
 	if err != nil {
 		return Summary{}, err
 	}
-	st := c.snapshot()
+	st := c.snapshot(time.Time{}) // no series: recorded times are not the last hour
 	st.LiveEtag = live.Etag()
 	s := Summary{
 		Policy: "policies/" + exp.Name(), Kind: kind, ExperimentEtag: exp.Etag(), LiveEtag: live.Etag(),

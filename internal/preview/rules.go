@@ -1,6 +1,8 @@
 package preview
 
 import (
+	"time"
+
 	"cmp"
 	"fmt"
 	"maps"
@@ -172,7 +174,7 @@ func (s *Shadow) ActiveStats() []Stats {
 	var out []Stats
 	for _, pol := range slices.Sorted(maps.Keys(v.active)) {
 		for _, e := range v.active[pol] {
-			out = append(out, e.cell.snapshot())
+			out = append(out, e.cell.snapshot(time.Time{})) // counts only, for metrics
 		}
 	}
 	return out

@@ -302,7 +302,7 @@ func (s *Shadow) countDrop(it item) {
 }
 
 // Stats returns this node's stats of every experiment version it keeps.
-func (s *Shadow) Stats() []Stats { return s.stats.snapshot() }
+func (s *Shadow) Stats() []Stats { return s.stats.snapshot(s.cfg.Now()) }
 
 // NodeStats is Stats labelled with the node, for heartbeats and Merge.
 func (s *Shadow) NodeStats() NodeStats { return NodeStats{Node: s.cfg.Node, Stats: s.Stats()} }

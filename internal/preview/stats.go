@@ -114,10 +114,13 @@ type Stats struct {
 	ExperimentEtag string `json:"experimentEtag"`
 	LiveEtag       string `json:"liveEtag,omitempty"`
 	Tally
-	Replayed Tally          `json:"replayed"`
-	Samples  []Sample       `json:"samples,omitempty"`
-	Window   *Window        `json:"window,omitempty"`
-	Nodes    []NodeCoverage `json:"nodes,omitempty"`
+	Replayed Tally    `json:"replayed"`
+	Samples  []Sample `json:"samples,omitempty"`
+	Window   *Window  `json:"window,omitempty"`
+	// Series is the last hour of live traffic, minute by minute (absent
+	// when there was none, or when it did not fit a heartbeat's budget).
+	Series *Series        `json:"series,omitempty"`
+	Nodes  []NodeCoverage `json:"nodes,omitempty"`
 	// Refused, when some node does not evaluate this version, says which
 	// and why: a node's own stats give its reason, merged ones prefix
 	// the nodes' ids ("on n1, n2: ...", the first node's reason).
@@ -196,8 +199,9 @@ type cell struct {
 	samples    []Sample
 	maxSamples int
 	window     Window
-	unchanged  uint64 // unchanged live evaluations, for log sampling
-	refused    string // why this node does not evaluate the version
+	minutes    minutes // the last hour of live traffic, for Series
+	unchanged  uint64  // unchanged live evaluations, for log sampling
+	refused    string  // why this node does not evaluate the version
 }
 
 // setRefused records why the node does not evaluate the version ("":
@@ -223,6 +227,7 @@ func (c *cell) observe(live, exp engine.Decision, req *engine.Request, at time.T
 	} else {
 		c.window.extend(at)
 		c.liveEtag = live.Etag
+		c.minutes.add(at, live, exp)
 	}
 	if !t.add(live, exp) {
 		if !replayed {
@@ -259,13 +264,15 @@ func (c *cell) keepSample(live, exp engine.Decision, req *engine.Request, at tim
 	})
 }
 
-func (c *cell) snapshot() Stats {
+// snapshot renders the cell's stats, with the series of the hour up to
+// now (none when now is zero).
+func (c *cell) snapshot(now time.Time) Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Stats{
 		Experiment: c.name, ExperimentEtag: c.etag, LiveEtag: c.liveEtag,
 		Tally: c.live.snapshot(), Replayed: c.replayed.snapshot(),
-		Samples: slices.Clone(c.samples), Refused: c.refused,
+		Samples: slices.Clone(c.samples), Refused: c.refused, Series: c.minutes.series(now),
 	}
 	s.Dropped = c.dropped.Load()
 	if !c.window.Start.IsZero() {

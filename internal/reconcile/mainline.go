@@ -174,7 +174,7 @@ func (l *Loop) apply(ctx context.Context, highest uint64, steps []step) error {
 // stage proposes a valid tree as generation n.
 func (l *Loop) stage(ctx context.Context, n uint64, s step) error {
 	_, stats, err := raftstore.ProposeGeneration(ctx, l.cfg.Store, &raftstore.StageGeneration{Generation: n,
-		Commit: s.commit, Files: s.files, Etags: s.etags, History: l.history(s.commit)})
+		Commit: s.commit, Files: s.files, Etags: s.etags, History: l.history(l.cfg.Store.State(), s.commit)})
 	if errors.Is(err, raftstore.ErrTooLarge) {
 		return l.markInvalid(ctx, n, s.commit, []string{err.Error()})
 	}

@@ -125,11 +125,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	var exp harness.Experiment
 	harness.WaitFor(t, 60*time.Second, "the merged stats", func() error {
 		c.Client.Fetch(t, http.MethodGet, expURL, "", &exp)
-		if exp.Stats == nil || exp.Stats.Evaluated != uint64(3*len(lines)) || exp.Stats.AllowToDeny == 0 {
+		if exp.Stats == nil || exp.Stats.Evaluated != uint64(3*len(lines)) || exp.Stats.AllowToDeny == 0 ||
+			exp.Stats.Series == nil || sum(exp.Stats.Series.Evaluated) != exp.Stats.Evaluated {
 			return fmt.Errorf("stats %+v", exp.Stats)
 		}
 		return nil
 	})
+	statusAnswers304(t, c, n1)
 
 	b := newBrowser(t)
 	loginRefusesWithoutToken(t, b, n1)
@@ -253,6 +255,7 @@ func experimentMatchesAPI(t *testing.T, b *browser, c *harness.Cluster, expURL, 
 	b.waitJS("the chart", `document.querySelector("#view .chart canvas")`)
 	var exp harness.Experiment
 	c.Client.Fetch(t, http.MethodGet, expURL, "", &exp)
+	chartShowsSeries(t, b, exp)
 	want := map[string]uint64{"evaluated": exp.Stats.Evaluated, "unchanged": exp.Stats.Unchanged, "allowToDeny": exp.Stats.AllowToDeny,
 		"denyToAllow": exp.Stats.DenyToAllow, "ruleChanged": exp.Stats.RuleChanged, "errors": exp.Stats.Errors, "dropped": exp.Stats.Dropped}
 	for k, v := range want {
@@ -279,10 +282,48 @@ func experimentMatchesAPI(t *testing.T, b *browser, c *harness.Cluster, expURL, 
 		t.Error("a payload ran: window.pwned is set")
 	}
 	b.screenshot("experiment")
+	if _, err := eval[bool](b, `(document.querySelector("#view .chart").scrollIntoView(), true)`); err != nil {
+		t.Fatal(err)
+	}
+	b.screenshot("experiment-chart") // the last hour, as the nodes counted it
 	if _, err := eval[bool](b, `(document.querySelector("#view h2:nth-of-type(3)").scrollIntoView(), true)`); err != nil {
 		t.Fatal(err)
 	}
 	b.screenshot("experiment-names") // the transitions, where the hostile rule names stand
+}
+
+// chartShowsSeries: on its first load the page charts the nodes' last
+// hour, merged (not what it polled itself): the minutes under the chart
+// add up to the API's counts of all three nodes and start where the
+// API's series starts.
+func chartShowsSeries(t *testing.T, b *browser, exp harness.Experiment) {
+	t.Helper()
+	column := func(key string) []uint64 {
+		vals, err := eval[[]uint64](b, `[...document.querySelectorAll("[data-table=minutes] td[data-count=`+key+`]")].map(e => Number(e.textContent))`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vals
+	}
+	evaluated, a2d := column("minute-evaluated"), column("minute-allowToDeny")
+	if len(evaluated) == 0 || sum(evaluated) != exp.Stats.Evaluated || sum(a2d) != exp.Stats.AllowToDeny {
+		t.Errorf("the chart's minutes: evaluated %v (sum %d), allow→deny sum %d; the API: %d evaluated, %d allow→deny",
+			evaluated, sum(evaluated), sum(a2d), exp.Stats.Evaluated, exp.Stats.AllowToDeny)
+	}
+	first := b.text("[data-table=minutes] tbody tr td")
+	if want := exp.Stats.Series.Start.UTC().Format("2006-01-02 15:04:05Z"); first != want {
+		t.Errorf("the chart starts at %q, the API's series at %q", first, want)
+	}
+	if n, _ := eval[int](b, `Number(document.querySelector("#view .chart").dataset.minutes)`); n != len(evaluated) {
+		t.Errorf("the chart has %d minutes, its table %d", n, len(evaluated))
+	}
+}
+
+func sum(xs []uint64) (n uint64) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 func contains(ss []string, s string) bool {

@@ -197,6 +197,12 @@ type ExperimentStats struct {
 		Node      string `json:"node"`
 		Evaluated uint64 `json:"evaluated"`
 	} `json:"nodes"`
+	// Series is the last hour of live traffic, minute by minute.
+	Series *struct {
+		Start       time.Time `json:"start"`
+		Evaluated   []uint64  `json:"evaluated"`
+		AllowToDeny []uint64  `json:"allowToDeny"`
+	} `json:"series"`
 }
 
 // Operation is a long-running operation (AIP-151), e.g. an experiment's

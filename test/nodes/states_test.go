@@ -105,7 +105,14 @@ type changeAnswer struct {
 func (e *env) changeState(via *harness.Node, body string) (int, []string) {
 	e.t.Helper()
 	var a changeAnswer
+	// 503 means the cluster had no leader at that moment (a loaded CI machine
+	// loses one now and then); a client retries it, and so does the test.
 	code := e.post(via, "/v1/nodes:changeState", body, &a)
+	for deadline := time.Now().Add(30 * time.Second); code == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		a = changeAnswer{}
+		code = e.post(via, "/v1/nodes:changeState", body, &a)
+	}
 	var ids []string
 	for _, c := range a.Changed {
 		ids = append(ids, c.ID)

@@ -16,7 +16,6 @@
 
 const POLL_MS = 2000;
 const TOKEN_KEY = "reconciler.console.token";
-const MAX_POINTS = 720; // one hour of 5 s polls per experiment
 
 // el builds an element; children are nodes or strings (made text nodes).
 function el(tag, attrs, ...children) {
@@ -255,39 +254,50 @@ async function policyView(name) {
   ];
 }
 
-// series keeps, per experiment, the counts the page saw at each poll: the
-// API has no time series, so the chart is what this tab observed.
-const series = new Map();
-
-function observe(name, stats) {
-  let s = series.get(name);
-  if (!s) series.set(name, (s = []));
-  const t = Date.now() / 1000;
-  const last = s[s.length - 1];
-  if (last && t - last.t < 1) return s;
-  s.push({ t, a2d: stats?.allowToDeny ?? 0, d2a: stats?.denyToAllow ?? 0, rc: stats?.ruleChanged ?? 0 });
-  if (s.length > MAX_POINTS) s.shift();
-  return s;
+// minutes turns the experiment's series (the node's last hour, merged
+// across nodes: docs/api.md) into rows of one minute each.
+function minutes(series) {
+  if (!series || !Array.isArray(series.evaluated)) return [];
+  const start = Date.parse(series.start) / 1000;
+  const step = series.stepSeconds || 60;
+  return series.evaluated.map((ev, i) => {
+    const changed = series.changed?.[i] ?? 0, a2d = series.allowToDeny?.[i] ?? 0, d2a = series.denyToAllow?.[i] ?? 0;
+    return { t: start + i * step, ev, changed, a2d, d2a, rc: Math.max(0, changed - a2d - d2a) };
+  });
 }
 
-function chart(points) {
-  const box = el("figure", { class: "chart", "aria-label": "changed decisions over time" });
-  if (typeof window.uPlot !== "function" || points.length < 2) {
-    box.append(el("figcaption", { class: "note" }, "The chart starts after this page's second poll."));
+function chart(rows) {
+  const box = el("figure", { class: "chart", "aria-label": "changed decisions per minute, last hour", "data-minutes": rows.length });
+  if (rows.length === 0) {
+    box.append(el("figcaption", { class: "note" }, "No live traffic reached this experiment in the last hour."));
     return box;
   }
-  const data = [points.map((p) => p.t), points.map((p) => p.a2d), points.map((p) => p.d2a), points.map((p) => p.rc)];
-  const opts = {
-    width: Math.min(900, (document.getElementById("main")?.clientWidth || 900) - 40), height: 240,
-    title: "Changed decisions (cumulative), as polled by this page",
-    series: [{},
-      { label: "allow → deny", stroke: "#a40e26", width: 2 },
-      { label: "deny → allow", stroke: "#116329", width: 2, dash: [8, 4] },
-      { label: "rule changed", stroke: "#0b5cad", width: 2, dash: [2, 3] }],
-  };
-  new window.uPlot(opts, data, box);
+  if (typeof window.uPlot === "function") {
+    // The series starts at the hour's first minute with traffic; the chart
+    // always spans the whole hour, the minutes before that being zeros.
+    const step = rows.length > 1 ? rows[1].t - rows[0].t : 60;
+    const pad = Array.from({ length: Math.max(0, 60 - rows.length) }, (_, i) => ({ t: rows[0].t - (60 - rows.length - i) * step, a2d: 0, d2a: 0, rc: 0 }));
+    const all = [...pad, ...rows];
+    const data = [all.map((p) => p.t), all.map((p) => p.a2d), all.map((p) => p.d2a), all.map((p) => p.rc)];
+    const opts = {
+      width: Math.min(900, (document.getElementById("main")?.clientWidth || 900) - 40), height: 240,
+      title: "Changed decisions per minute, last hour (all nodes)",
+      series: [{},
+        { label: "allow → deny", stroke: "#a40e26", width: 2 },
+        { label: "deny → allow", stroke: "#116329", width: 2, dash: [8, 4] },
+        { label: "rule changed", stroke: "#0b5cad", width: 2, dash: [2, 3] }],
+    };
+    new window.uPlot(opts, data, box);
+  }
   box.append(el("figcaption", { class: "note" },
-    "Solid: allow → deny; long dashes: deny → allow; dots: same decision, other rule. Points are the counts this tab read at each poll."));
+    "Solid: allow → deny; long dashes: deny → allow; dots: same decision, other rule. One point per minute, counted by the nodes."));
+  // The same numbers as a table, for keyboards and screen readers.
+  const t = table(["Minute (UTC)", "Evaluated", "Changed", "Allow → deny", "Deny → allow"],
+    rows.map((p) => [when(new Date(p.t * 1000).toISOString()), num(p.ev, "minute-evaluated"), num(p.changed, "minute-changed"),
+      num(p.a2d, "minute-allowToDeny"), num(p.d2a, "minute-denyToAllow")]), { name: "minutes" });
+  // A redraw (the counts moved) keeps the table open if the reader opened it.
+  const open = document.querySelector("#view .chart details")?.open;
+  box.append(el("details", { open: open ? "" : null }, el("summary", {}, "The minutes as a table"), t));
   return box;
 }
 
@@ -322,12 +332,7 @@ function countRows(s) {
 async function experimentView(policy, id) {
   const path = `/v1/policies/${encodeURIComponent(policy)}/experiments/${encodeURIComponent(id)}?view=FULL`;
   const { data: [x], changed } = await load([path]);
-  const points = observe(x.name, x.stats);
-  const drawn = document.querySelector("#view .chart");
-  if (!changed && drawn) {
-    drawn.replaceWith(chart(points)); // the chart gains a point; the rest (and focus) stays
-    return null;
-  }
+  if (!changed) return null;
   const s = x.stats || {};
   const tr = (s.transitions || []).map((t) => [el("span", { "data-rule": "" }, t.liveRule || "(default)"), t.liveDecision,
     el("span", { "data-rule": "" }, t.experimentRule || "(default)"), t.experimentDecision, num(t.count, "transition")]);
@@ -342,7 +347,7 @@ async function experimentView(policy, id) {
     el("h2", {}, "Counts"),
     table(["Outcome", "Live traffic", "Replayed"], countRows(s), { name: "counts" }),
     el("h2", {}, "Changed decisions over time"),
-    chart(points),
+    chart(minutes(s.series)),
     el("h2", {}, "Transitions by rule"),
     table(["Live rule", "Live", "Experiment rule", "Experiment", "Count"], tr, { name: "transitions" }),
     el("h2", {}, "Samples (redacted by the node)"),
