@@ -83,29 +83,6 @@ func newDecisions(c *core, cfg Config, reg *prometheus.Registry, now func() time
 	return d
 }
 
-// mode is the state decisions follow: ACTIVE without a NodeState.
-func (s *decisions) mode() raftstore.NodeState {
-	if s.states == nil {
-		return raftstore.NodeActive
-	}
-	return s.states.NodeState()
-}
-
-// lookupServed is lookup for a decision: a policy of another node group
-// is not served here (ONAP: a PDP group's policies are deployed to its
-// PDPs only), and answers as unknown, with the group that serves it.
-func (s *decisions) lookupServed(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
-	cp, err := lookup(snap, name)
-	if err != nil || s.group == "" {
-		return cp, err
-	}
-	if g := cp.Source().Group; g != s.group && (g != "" || s.group != defaultGroup) {
-		return nil, errorf(errs.NotFound, "policy %q is served by the nodes of group %q; this node is in group %q",
-			"policies/"+name, g, s.group)
-	}
-	return cp, nil
-}
-
 // errNotKept says which generations a pinned request can use instead.
 func (s *decisions) errNotKept(n uint64, cur *Snapshot) error {
 	kept := "the active generation " + strconv.FormatUint(cur.Generation, 10)

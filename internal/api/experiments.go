@@ -247,3 +247,11 @@ func (s *policies) writeExperiment(w http.ResponseWriter, r *http.Request,
 		return run(ctx, raw)
 	})
 }
+
+// offer hands an answered decision to preview; called after the answer is
+// written, outside the timed part of the handler.
+func (s *decisions) offer(name string, d *engine.Decision, req *engine.Request) {
+	if s.preview != nil {
+		s.preview.Offer(name, *d, req)
+	}
+}

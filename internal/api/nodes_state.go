@@ -22,6 +22,14 @@ type NodeState interface {
 	NodeState() raftstore.NodeState
 }
 
+// mode is the state decisions follow: ACTIVE without a NodeState.
+func (s *decisions) mode() raftstore.NodeState {
+	if s.states == nil {
+		return raftstore.NodeActive
+	}
+	return s.states.NodeState()
+}
+
 // refuses reports whether a node in state m answers no decisions: PASSIVE,
 // or TERMINATED by an admin and about to exit.
 func refuses(m raftstore.NodeState) bool {
@@ -32,6 +40,21 @@ func refuses(m raftstore.NodeState) bool {
 // so that a load balancer drains it.
 func errPassive() error {
 	return errorf(errs.Unavailable, "this node is PASSIVE (or TERMINATED): it serves no decisions until an admin sets it ACTIVE or TEST")
+}
+
+// lookupServed is lookup for a decision: a policy of another node group
+// is not served here (ONAP: a PDP group's policies are deployed to its
+// PDPs only), and answers as unknown, with the group that serves it.
+func (s *decisions) lookupServed(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
+	cp, err := lookup(snap, name)
+	if err != nil || s.group == "" {
+		return cp, err
+	}
+	if g := cp.Source().Group; g != s.group && (g != "" || s.group != defaultGroup) {
+		return nil, errorf(errs.NotFound, "policy %q is served by the nodes of group %q; this node is in group %q",
+			"policies/"+name, g, s.group)
+	}
+	return cp, nil
 }
 
 // defaultGroup is the group of a policy without a group key.
@@ -154,6 +177,21 @@ func (s *nodes) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	res, err := s.cluster.HealthCheck(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}
+
+// selfCheck is internal: the leader asks this node to check itself.
+func (s *clusterAPI) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.SelfCheckRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.SelfCheck(ctx, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -46,11 +46,3 @@ func (s *decisions) shadowUndecided(a *GatewayAnswer, snap *Snapshot, policy str
 		a.policy, a.req, a.shadowOnly, a.snap = policy, r, true, snap
 	}
 }
-
-// offer hands an answered decision to preview; called after the answer is
-// written, outside the timed part of the handler.
-func (s *decisions) offer(name string, d *engine.Decision, req *engine.Request) {
-	if s.preview != nil {
-		s.preview.Offer(name, *d, req)
-	}
-}
