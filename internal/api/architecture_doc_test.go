@@ -63,7 +63,7 @@ func TestArchitectureDocListsEveryRoute(t *testing.T) {
 	}
 	types := receiversByFile(t)
 	for _, row := range rows {
-		if !types[row.file][row.handler] {
+		if types[row.file][row.handler] == 0 {
 			t.Errorf("docs/architecture.md says %s %s is served by %s in %s, which has no method of that type",
 				row.method, row.pattern, row.handler, row.file)
 		}
@@ -144,15 +144,41 @@ func archRoutes(t *testing.T, doc string) []archRow {
 	return rows
 }
 
+// maxMethods is the most methods one type of this package may have: the
+// API is a core and one handler per resource family, none of them a god
+// type again.
+const maxMethods = 40
+
+// TestNoTypeOverMaxMethods: no type of the package has more than
+// maxMethods methods (each family's handler stays small; a new family
+// gets a handler of its own).
+func TestNoTypeOverMaxMethods(t *testing.T) {
+	t.Parallel()
+	count := map[string]int{}
+	for _, types := range receiversByFile(t) {
+		for typ, n := range types {
+			count[typ] += n
+		}
+	}
+	for typ, n := range count {
+		if n > maxMethods {
+			t.Errorf("type %s has %d methods, more than %d: give the family it serves a handler of its own", typ, n, maxMethods)
+		}
+	}
+	if count["Server"] == 0 || count["decisions"] == 0 {
+		t.Fatalf("counted %v; the parser below lost its way", count)
+	}
+}
+
 // receiversByFile maps each non-test file of this package to the types
-// its methods are declared on.
-func receiversByFile(t *testing.T) map[string]map[string]bool {
+// its methods are declared on, with how many each.
+func receiversByFile(t *testing.T) map[string]map[string]int {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]map[string]bool{}
+	out := map[string]map[string]int{}
 	fs := token.NewFileSet()
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -162,7 +188,7 @@ func receiversByFile(t *testing.T) map[string]map[string]bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[name] = map[string]bool{}
+		out[name] = map[string]int{}
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv == nil {
@@ -173,7 +199,7 @@ func receiversByFile(t *testing.T) map[string]map[string]bool {
 				typ = star.X
 			}
 			if id, ok := typ.(*ast.Ident); ok {
-				out[name][id.Name] = true
+				out[name][id.Name]++
 			}
 		}
 	}
