@@ -26,7 +26,7 @@ type acceptHistoryBody struct {
 // an operator's explicit acceptance of the history the status shows under
 // source.diverged. The commit must be that head (FAILED_PRECONDITION
 // otherwise); the answer is 200 {} and the normal promotion follows.
-func (s *Server) acceptHistory(w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) acceptHistory(w http.ResponseWriter, r *http.Request) {
 	acc, ok := s.rollbacker.(HistoryAccepter)
 	if s.cluster == nil || !ok {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))

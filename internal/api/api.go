@@ -10,17 +10,22 @@
 //
 // Every request passes the guard first (auth.go): the browser checks
 // (origin.go) and the caller's role against the route table (roles.go),
-// with an audit line for every write. Every error answer is an AIP-193
-// JSON body; error kinds map to HTTP codes in one place (errors.go). The decision path logs nothing at info level and
-// avoids reflection when it writes its answer.
+// with an audit line for every write. The router (routes.go) then hands it
+// to the handler of its resource family: decisions (decisions.go),
+// policies and experiments (policies.go), operations
+// (operations_handler.go), nodes (nodes.go), the cluster and its
+// generations (clusterapi.go), webhooks (webhook.go) and the console
+// (console.go). Each embeds the shared core (core.go) and holds only small
+// interfaces to the parts of the node it uses. Every error answer is an
+// AIP-193 JSON body; error kinds map to HTTP codes in one place
+// (errors.go). The decision path logs nothing at info level and avoids
+// reflection when it writes its answer.
 package api
 
 import (
 	"bytes"
 	"net/http"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,7 +34,6 @@ import (
 	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/lifecycle"
-	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
@@ -171,19 +175,19 @@ const defaultMaxBodyBytes = 1 << 20
 // big request does not pin memory for the life of the process.
 const pooledBufferMax = 64 << 10
 
-// Server is the node's HTTP handler. It is safe for concurrent use.
+// Server is the node's HTTP handler: the guard (auth.go, origin.go,
+// peer.go) and the router (routes.go) over one handler per resource
+// family, each with only the parts of the node it needs. The route table
+// (roles.go) is the one list of routes and the role each needs; the
+// table in docs/architecture.md names the handler of each. It is safe for
+// concurrent use.
 type Server struct {
-	gens    Generations
-	mirror  Mirror
-	log     hclog.Logger
-	trusted []netip.Prefix
-	slashes engine.EscapedSlashes
-	maxBody int64
-	now     func() time.Time
-	metrics *metrics
-	bufs    sync.Pool
-	promH   http.Handler
-	cluster Cluster
+	*core
+	gens  Generations
+	promH http.Handler
+	// cluster is nil without a cluster (routes.go); the node port asks it
+	// who is a member and who leads (peer.go).
+	cluster peerCluster
 
 	creds        *auth.Set
 	authErr      error // credentials that did not load: guarded routes answer 500
@@ -192,72 +196,33 @@ type Server struct {
 	loopbackOnly bool
 	audit        hclog.Logger
 
-	rollbacker Rollbacker
-	snapshots  Snapshotter
-	// snapshotGate lets one snapshot be taken at a time (snapshot.go).
-	snapshotGate snapshotGate
+	dec   *decisions   // decisions.go
+	pol   *policies    // policies.go
+	ops   *operations  // operations_handler.go
+	nod   *nodes       // nodes.go
+	cl    *clusterAPI  // clusterapi.go
+	hooks *webhooks    // webhook.go
+	ui    consolePages // console.go
+}
 
-	experiments Experiments
-	preview     Preview
-	thresholds  preview.ThresholdSet
-	ruleCap     int
-	webhook     WebhookReceiver
-	commands    CommandQueue
-	parts       func() map[string]lifecycle.Status
-	records     LeaderRecords
-
-	failure        FailureModes
-	undecidedTotal *prometheus.CounterVec
-	peerTLS        bool
-	states         NodeState
-	// unenforcedLog bounds the TEST decisions logged (nodes_state.go).
-	unenforcedLog *logging.Limiter
-	stats         *decisionStats
-	group         string
-
-	// maxHeaders, inflight and bodies bound decision requests (limits.go,
-	// bodies.go).
-	maxHeaders int
-	inflight   *inFlight
-	bodies     *bodyGate
-	// waiters counts the :wait calls open (operations.go).
-	waiters atomic.Int32
+// peerCluster is the cluster as the guard and the router see it.
+type peerCluster interface {
+	IsMember(id string) bool
+	Leader() string
 }
 
 // New returns a Server for cfg.
 func New(cfg Config) *Server {
+	c := &core{log: cfg.Logger, maxBody: cfg.MaxBodyBytes, leader: cfg.Cluster, peerTLS: cfg.PeerTLS}
 	s := &Server{
+		core:    c,
 		gens:    cfg.Generations,
-		mirror:  cfg.Mirror,
-		log:     cfg.Logger,
-		trusted: cfg.TrustedProxies,
-		slashes: cfg.PathEscapedSlashes,
-		maxBody: cfg.MaxBodyBytes,
-		now:     cfg.Now,
 		cluster: cfg.Cluster,
 
 		decisionRole: cfg.DecisionRole,
 		origins:      originSet(cfg.AllowedOrigins),
 		loopbackOnly: cfg.LoopbackOnly,
 		audit:        cfg.Audit,
-
-		rollbacker: cfg.Rollback,
-		snapshots:  cfg.Snapshots,
-
-		experiments:   cfg.Experiments,
-		preview:       cfg.Preview,
-		thresholds:    cfg.Thresholds,
-		ruleCap:       cfg.PreviewRuleCap,
-		webhook:       cfg.Webhook,
-		commands:      cfg.Commands,
-		parts:         cfg.Parts,
-		records:       cfg.Records,
-		failure:       cfg.FailureModes,
-		peerTLS:       cfg.PeerTLS,
-		states:        cfg.States,
-		unenforcedLog: logging.NewLimiter(unenforcedLines, time.Second),
-		stats:         &decisionStats{},
-		group:         cfg.Group,
 	}
 	if s.log == nil {
 		s.log = hclog.NewNullLogger()
@@ -272,21 +237,21 @@ func New(cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = defaultMaxBodyBytes
 	}
-	if s.now == nil {
-		s.now = time.Now
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
 	}
 	reg := cfg.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(reg, s.gens)
-	s.undecidedTotal = newUndecidedCounter(reg)
-	s.inflight = newInFlight(reg, cfg.MaxDecisionsInFlight)
-	s.bodies = newBodyGate(reg, cfg, s.maxBody)
-	s.maxHeaders = cfg.MaxRequestHeaders
-	if s.maxHeaders <= 0 {
-		s.maxHeaders = engine.DefaultMaxHeaders
-	}
+	s.dec = newDecisions(c, cfg, reg, now)
+	s.pol = newPolicies(c, cfg)
+	s.ops = newOperations(c, cfg)
+	s.nod = newNodes(c, cfg, s.dec)
+	s.cl = newClusterAPI(c, cfg, s.audit, s.nod, s.pol)
+	s.hooks = &webhooks{core: c, webhook: cfg.Webhook, commands: cfg.Commands, cluster: cfg.Cluster}
 	s.promH = s.metrics.handler()
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	return s
@@ -295,14 +260,33 @@ func New(cfg Config) *Server {
 // Registry returns the registry that /metrics serves.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
-func (s *Server) getBuf() *bytes.Buffer {
-	b := s.bufs.Get().(*bytes.Buffer)
-	b.Reset()
-	return b
+// The data plane's exported methods, for the gRPC gateway form
+// (internal/extauthz) and the node's status; decisions.go serves them.
+
+// Authorize decides a gateway check (authorize.go).
+func (s *Server) Authorize(check *GatewayCheck, policy string, gen uint64) GatewayAnswer {
+	return s.dec.Authorize(check, policy, gen)
 }
 
-func (s *Server) putBuf(b *bytes.Buffer) {
-	if b.Cap() <= pooledBufferMax {
-		s.bufs.Put(b)
-	}
+// AdmitDecision takes a place among the decisions in flight (limits.go).
+func (s *Server) AdmitDecision(form string) bool { return s.dec.AdmitDecision(form) }
+
+// DoneDecision gives back the place AdmitDecision took.
+func (s *Server) DoneDecision() { s.dec.DoneDecision() }
+
+// MaxDecisionsInFlight is the bound AdmitDecision enforces.
+func (s *Server) MaxDecisionsInFlight() int { return s.dec.MaxDecisionsInFlight() }
+
+// ReceivingDecision admits one decision body from src (bodies.go).
+func (s *Server) ReceivingDecision(form string, src netip.Addr) bool {
+	return s.dec.ReceivingDecision(form, src)
 }
+
+// ReceivedDecision gives back what ReceivingDecision took.
+func (s *Server) ReceivedDecision(src netip.Addr) { s.dec.ReceivedDecision(src) }
+
+// MaxDecisionBodiesPerSource is the bound ReceivingDecision enforces.
+func (s *Server) MaxDecisionBodiesPerSource() int { return s.dec.MaxDecisionBodiesPerSource() }
+
+// DecisionStats counts the decisions answered and failed (stats.go).
+func (s *Server) DecisionStats() (ok, failed uint64) { return s.dec.DecisionStats() }

@@ -121,17 +121,19 @@ func rolesFrom(need auth.Role) string {
 }
 
 // refuse answers a failed check; a 401 carries the Bearer challenge.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+func (s *core) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if classify(err).code == errs.Unauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="reconciler"`)
 	}
 	s.fail(w, r, err)
 }
 
-// admit is the handlers' own check that the guard admitted r with role
-// need: a second line behind the route table, so that a handler states
-// the role it was written for. It answers and reports false otherwise.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, need auth.Role) bool {
+// admit is the handlers' own check that the guard admitted r with the
+// role the route table (roles.go) gives r: a second line behind the
+// guard, for a handler reached some other way, that reads the one table
+// rather than a role of its own. It answers and reports false otherwise.
+func (s *core) admit(w http.ResponseWriter, r *http.Request) bool {
+	need := routeFor(r).role
 	if _, node := nodeCaller(r); node {
 		// The guard admitted a node's own call only on a path of
 		// nodeCalls (peer.go); it has no role, and the cluster layer
@@ -151,14 +153,14 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, need auth.Role) b
 }
 
 // adminPost is the prologue of the admin custom methods (rollback,
-// acceptHistory): POST only, the admin role, then the body decoded
+// acceptHistory): POST only, the role of the route table (admin), then the body decoded
 // strictly into into. On failure it answers and reports false; raw is the
 // body as read, for forwarding.
-func (s *Server) adminPost(w http.ResponseWriter, r *http.Request, into any) (raw []byte, ok bool) {
+func (s *core) adminPost(w http.ResponseWriter, r *http.Request, into any) (raw []byte, ok bool) {
 	if !s.allow(w, r, http.MethodPost) {
 		return nil, false
 	}
-	if raw, ok = s.admitBody(w, r, auth.RoleAdmin); !ok {
+	if raw, ok = s.admitBody(w, r); !ok {
 		return nil, false
 	}
 	if err := decodeStrict(raw, into); err != nil {
@@ -170,8 +172,8 @@ func (s *Server) adminPost(w http.ResponseWriter, r *http.Request, into any) (ra
 
 // admitBody is admit, then the request's body (read under the size
 // limit); on failure it answers and reports false.
-func (s *Server) admitBody(w http.ResponseWriter, r *http.Request, need auth.Role) ([]byte, bool) {
-	if !s.admit(w, r, need) {
+func (s *core) admitBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !s.admit(w, r) {
 		return nil, false
 	}
 	raw, err := s.readBody(w, r)

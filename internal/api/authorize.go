@@ -82,7 +82,7 @@ const maxErrorHeader = 200
 // the active one) and offers the decision to preview. The ext_authz gRPC
 // service calls it; the HTTP form does the same with the offer after its
 // answer is written.
-func (s *Server) Authorize(check *GatewayCheck, policy string, gen uint64) GatewayAnswer {
+func (s *decisions) Authorize(check *GatewayCheck, policy string, gen uint64) GatewayAnswer {
 	a := s.decideGateway(check, policy, gen, gen != 0)
 	s.offerGateway(&a)
 	return a
@@ -91,7 +91,7 @@ func (s *Server) Authorize(check *GatewayCheck, policy string, gen uint64) Gatew
 // decideGateway is Authorize without the offer to preview; pinned says
 // whether gen was asked for (the HTTP form can pin generation 0, which no
 // node keeps).
-func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64, pinned bool) GatewayAnswer {
+func (s *decisions) decideGateway(check *GatewayCheck, policy string, gen uint64, pinned bool) GatewayAnswer {
 	start := time.Now()
 	received := s.now()
 	mode := s.mode()
@@ -129,7 +129,7 @@ func (s *Server) decideGateway(check *GatewayCheck, policy string, gen uint64, p
 
 // gatewaySnapshot returns generation gen when pinned, else the active
 // one, or why it cannot.
-func (s *Server) gatewaySnapshot(gen uint64, pinned bool) (*Snapshot, error) {
+func (s *decisions) gatewaySnapshot(gen uint64, pinned bool) (*Snapshot, error) {
 	cur := s.gens.Current()
 	if cur == nil {
 		return nil, errNoGeneration()
@@ -145,7 +145,7 @@ func (s *Server) gatewaySnapshot(gen uint64, pinned bool) (*Snapshot, error) {
 
 // undecided is the answer when the policy could not decide: allow or deny
 // as told, with the reason.
-func (s *Server) undecided(snap *Snapshot, err error, allow bool) GatewayAnswer {
+func (s *decisions) undecided(snap *Snapshot, err error, allow bool) GatewayAnswer {
 	v := classify(err)
 	status, msg := v.code.String(), v.msg
 	a := GatewayAnswer{Allow: allow, Error: headerSafe(status + ": " + msg)}
@@ -164,7 +164,7 @@ func (s *Server) undecided(snap *Snapshot, err error, allow bool) GatewayAnswer 
 }
 
 // offerGateway hands a decided check to preview.
-func (s *Server) offerGateway(a *GatewayAnswer) {
+func (s *decisions) offerGateway(a *GatewayAnswer) {
 	switch {
 	case a.req == nil:
 	case a.shadowOnly:
@@ -204,7 +204,7 @@ func newUndecidedCounter(reg *prometheus.Registry) *prometheus.CounterVec {
 // client). It answers no other status (see FailureMode) but one: 503 with
 // Retry-After when the node has its limit of decisions in flight, which
 // the gateway handles as it would a node that is down (limits.go).
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, name, tail string, gen uint64, pinned bool) {
+func (s *decisions) authorize(w http.ResponseWriter, r *http.Request, name, tail string, gen uint64, pinned bool) {
 	if !s.admitDecision(w, r, FormAuthorize) {
 		return
 	}

@@ -117,7 +117,7 @@ func (g *bodyGate) leave(src netip.Addr) {
 // the per-source cap of decision bodies; past it, it counts a shed
 // decision of form and reports false. Every true is followed by one
 // ReceivedDecision(peer).
-func (s *Server) ReceivingDecision(form string, peer netip.Addr) bool {
+func (s *decisions) ReceivingDecision(form string, peer netip.Addr) bool {
 	if s.bodies.enter(sourceKey(peer)) {
 		return true
 	}
@@ -126,10 +126,10 @@ func (s *Server) ReceivingDecision(form string, peer netip.Addr) bool {
 }
 
 // ReceivedDecision ends what ReceivingDecision began.
-func (s *Server) ReceivedDecision(peer netip.Addr) { s.bodies.leave(sourceKey(peer)) }
+func (s *decisions) ReceivedDecision(peer netip.Addr) { s.bodies.leave(sourceKey(peer)) }
 
 // MaxDecisionBodiesPerSource is the per-source cap, for error messages.
-func (s *Server) MaxDecisionBodiesPerSource() int { return int(s.bodies.perSource) }
+func (s *decisions) MaxDecisionBodiesPerSource() int { return int(s.bodies.perSource) }
 
 // sourceOf is the per-source key of a remote address: the IPv4 address,
 // or the /64 of an IPv6 one (what one host is given).
@@ -192,7 +192,7 @@ func setReadDeadline(w http.ResponseWriter, t time.Time) {
 // receiveDecision reads a decision body within the body limits, then takes
 // a decision slot. On false it has answered; a true is followed by one
 // doneDecision(buf).
-func (s *Server) receiveDecision(w http.ResponseWriter, r *http.Request, form string) (*bytes.Buffer, bool) {
+func (s *decisions) receiveDecision(w http.ResponseWriter, r *http.Request, form string) (*bytes.Buffer, bool) {
 	buf, err := s.readDecisionBody(w, r)
 	if err != nil {
 		s.refuseBody(w, r, form, err)
@@ -206,14 +206,14 @@ func (s *Server) receiveDecision(w http.ResponseWriter, r *http.Request, form st
 }
 
 // doneDecision gives back the slot and the body receiveDecision took.
-func (s *Server) doneDecision(buf *bytes.Buffer) {
+func (s *decisions) doneDecision(buf *bytes.Buffer) {
 	s.DoneDecision()
 	s.releaseBody(buf)
 }
 
 // readDecisionBody reads r's body into a pooled buffer whose bytes are charged to
 // the budget until releaseBody.
-func (s *Server) readDecisionBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
+func (s *decisions) readDecisionBody(w http.ResponseWriter, r *http.Request) (*bytes.Buffer, error) {
 	if r.ContentLength > s.maxBody {
 		return nil, &http.MaxBytesError{Limit: s.maxBody}
 	}
@@ -234,7 +234,7 @@ func (s *Server) readDecisionBody(w http.ResponseWriter, r *http.Request) (*byte
 }
 
 // releaseBody gives back a buffer readDecisionBody filled, and its bytes.
-func (s *Server) releaseBody(buf *bytes.Buffer) {
+func (s *decisions) releaseBody(buf *bytes.Buffer) {
 	s.bodies.buffered.Add(-int64(buf.Len()))
 	s.putBuf(buf)
 }
@@ -245,7 +245,7 @@ var errSourceBodies = errors.New("too many decision bodies from one source")
 // refuseBody answers a body readDecisionBody could not read, and closes
 // the connection: 503 with Retry-After past a bound, 408 past the
 // deadline (each counted as shed), 413 over max_body_bytes, else 400.
-func (s *Server) refuseBody(w http.ResponseWriter, r *http.Request, form string, err error) {
+func (s *decisions) refuseBody(w http.ResponseWriter, r *http.Request, form string, err error) {
 	// The rest of a refused body is not waited for: without this the
 	// server reads up to 256 KiB of it before it answers.
 	w.Header().Set("Connection", "close")

@@ -1,15 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"time"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -51,7 +46,7 @@ const clusterPrefix = "/v1/cluster:"
 
 // routeCluster handles POST /v1/cluster:{verb}. Every verb changes the
 // cluster: reconcile needs a writer, the others an admin.
-func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb string) {
+func (s *clusterAPI) routeCluster(w http.ResponseWriter, r *http.Request, verb string) {
 	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
 		"join":      s.join,
 		"leave":     s.leave,
@@ -68,14 +63,10 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	if !s.allow(w, r, http.MethodPost) {
 		return
 	}
-	need := auth.RoleAdmin
-	if verb == "reconcile" {
-		need = auth.RoleWriter
-	}
 	if (verb == "propose" || verb == "heartbeat") && !s.fromPeer(w, r) {
 		return
 	}
-	if !s.admit(w, r, need) {
+	if !s.admit(w, r) {
 		return
 	}
 	ctx := r.Context()
@@ -86,7 +77,7 @@ func (s *Server) routeCluster(w http.ResponseWriter, r *http.Request, verb strin
 	h(ctx, w, r)
 }
 
-func (s *Server) join(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) join(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.JoinRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -100,7 +91,7 @@ func (s *Server) join(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	s.writeValue(w, r, s.nodeResource(n, s.cluster.State(), s.cluster.View()))
 }
 
-func (s *Server) leave(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) leave(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.LeaveRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -115,7 +106,7 @@ func (s *Server) leave(ctx context.Context, w http.ResponseWriter, r *http.Reque
 
 // reconcile answers 202: the leader loop reads the source soon; the
 // outcome shows in GET /v1/status and /v1/generations.
-func (s *Server) reconcile(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) reconcile(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req struct{}
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -129,7 +120,7 @@ func (s *Server) reconcile(ctx context.Context, w http.ResponseWriter, r *http.R
 }
 
 // propose is internal: a node's report forwarded to the leader.
-func (s *Server) propose(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) propose(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var cmd raftstore.Command
 	if err := s.decodeJSON(w, r, &cmd); err != nil {
 		s.fail(w, r, err)
@@ -144,7 +135,7 @@ func (s *Server) propose(ctx context.Context, w http.ResponseWriter, r *http.Req
 }
 
 // heartbeat is internal: a node tells the leader it is alive.
-func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var hb cluster.Heartbeat
 	if err := s.decodeJSON(w, r, &hb); err != nil {
 		s.fail(w, r, err)
@@ -156,44 +147,4 @@ func (s *Server) heartbeat(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	s.writeValue(w, r, v)
-}
-
-// decodeJSON reads a bounded JSON body strictly: an unknown field or
-// trailing data is a 400. An empty body decodes as {}.
-func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	data, err := s.readBody(w, r)
-	if err != nil {
-		return err
-	}
-	return decodeStrict(data, v)
-}
-
-// readBody reads a request body up to the configured limit.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, err
-		}
-		return nil, errorf(errs.InvalidArgument, "reading the request body: %v", err)
-	}
-	return data, nil
-}
-
-// decodeStrict decodes one JSON object with no unknown fields and nothing
-// after it; empty data decodes as {}.
-func decodeStrict(data []byte, v any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
-		data = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errorf(errs.InvalidArgument, "request body: %v", err)
-	}
-	if dec.More() {
-		return errorf(errs.InvalidArgument, "request body: data after the JSON object")
-	}
-	return nil
 }

@@ -29,7 +29,7 @@ func lookup(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
 }
 
 // evaluate answers POST …/policies/{policy}:evaluate with the decision JSON.
-func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
+func (s *decisions) evaluate(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string) {
 	start := time.Now()
 	mode := s.mode()
 	if refuses(mode) {

@@ -12,7 +12,7 @@ import (
 // fills the receipt time when the body has none. engine.DecodeRequest owns
 // the schema: unknown fields, wrong types, bad addresses and attributes
 // nested too deeply are its ErrBadRequest (400).
-func (s *Server) decodeBody(buf *bytes.Buffer, received time.Time) (*engine.Request, error) {
+func (s *decisions) decodeBody(buf *bytes.Buffer, received time.Time) (*engine.Request, error) {
 	data := bytes.TrimSpace(buf.Bytes())
 	if len(data) == 0 {
 		return nil, errorf(errs.InvalidArgument, "the request body is empty; send a JSON request object")

@@ -97,7 +97,7 @@ func remoteAnswer(r *cluster.RemoteError) verdict {
 
 // fail writes err as an AIP-193 body, counts it, and logs internal errors
 // (the only place the API logs them).
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *core) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if s.redirectToLeader(w, r, err) {
 		return
 	}
@@ -141,7 +141,7 @@ func writeError(w http.ResponseWriter, code int, status, msg, reason string) {
 
 // recoverPanic turns a handler panic into a 500. http.ErrAbortHandler is
 // re-raised: it is net/http's way to abort a response on purpose.
-func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
+func (s *core) recoverPanic(w http.ResponseWriter, r *http.Request) {
 	v := recover()
 	if v == nil {
 		return

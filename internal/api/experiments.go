@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/api/apiv1"
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -50,7 +49,7 @@ const experimentWriteTimeout = 2 * time.Minute
 
 // routeExperiments handles "/experiments", "/experiments/{id}" and
 // "/experiments/{id}:{verb}" under /v1/policies/{policy}.
-func (s *Server) routeExperiments(w http.ResponseWriter, r *http.Request, pol, tail string) {
+func (s *policies) routeExperiments(w http.ResponseWriter, r *http.Request, pol, tail string) {
 	if s.cluster == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
@@ -173,19 +172,19 @@ func decodeEmpty(raw []byte) error {
 }
 
 // readExperiments decodes the experiments of the replicated state.
-func (s *Server) readExperiments() []*preview.Experiment {
+func (s *policies) readExperiments() []*preview.Experiment {
 	exps, _ := preview.FromState(s.cluster.State())
 	return exps
 }
 
-func (s *Server) mergedStats() []preview.Stats {
+func (s *policies) mergedStats() []preview.Stats {
 	if s.preview == nil {
 		return nil
 	}
 	return s.preview.Stats()
 }
 
-func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request, name string) {
+func (s *policies) getExperiment(w http.ResponseWriter, r *http.Request, name string) {
 	samples, err := withSamples(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -199,7 +198,7 @@ func (s *Server) getExperiment(w http.ResponseWriter, r *http.Request, name stri
 	s.writeValue(w, r, s.experimentView(e, s.mergedStats(), samples))
 }
 
-func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
+func (s *policies) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
 	samples, err := withSamples(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -227,13 +226,13 @@ func (s *Server) listExperiments(w http.ResponseWriter, r *http.Request, parent 
 // writeExperiment runs a mutating experiment method: on the leader here,
 // elsewhere forwarded (once) to the leader, as rollback is. The answer is
 // the Operation.
-func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
+func (s *policies) writeExperiment(w http.ResponseWriter, r *http.Request,
 	run func(ctx context.Context, raw []byte) (*preview.Operation, error)) {
 	if s.experiments == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
-	raw, ok := s.admitBody(w, r, auth.RoleWriter)
+	raw, ok := s.admitBody(w, r)
 	if !ok {
 		return
 	}
@@ -247,7 +246,7 @@ func (s *Server) writeExperiment(w http.ResponseWriter, r *http.Request,
 
 // offer hands an answered decision to preview; called after the answer is
 // written, outside the timed part of the handler.
-func (s *Server) offer(name string, d *engine.Decision, req *engine.Request) {
+func (s *decisions) offer(name string, d *engine.Decision, req *engine.Request) {
 	if s.preview != nil {
 		s.preview.Offer(name, *d, req)
 	}

@@ -30,7 +30,7 @@ func withSamples(r *http.Request) (bool, error) {
 }
 
 // experimentView renders e for a read, with samples only when asked.
-func (s *Server) experimentView(e *preview.Experiment, stats []preview.Stats, samples bool) apiv1.Experiment {
+func (s *policies) experimentView(e *preview.Experiment, stats []preview.Stats, samples bool) apiv1.Experiment {
 	v := preview.ViewWith(e, stats, s.thresholds.For(e.PolicyName()))
 	if !samples {
 		v = v.WithoutSamples()

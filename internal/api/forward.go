@@ -51,11 +51,11 @@ const maxCatchUp = 2 * time.Second
 // state had reached (cluster.AppliedIndexHeader), and the node that
 // forwarded answers only once it applied that index too, so that a client
 // reads its write back from the node it wrote through.
-func (s *Server) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
+func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
 	run func(context.Context) (any, error)) {
 	var v any
 	ctx = forwardedContext(ctx, r)
-	a, err := s.cluster.OnLeader(ctx, leaderWait, func(ctx context.Context) error {
+	a, err := s.leader.OnLeader(ctx, leaderWait, func(ctx context.Context) error {
 		var err error
 		v, err = run(ctx)
 		return err
@@ -68,19 +68,19 @@ func (s *Server) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.
 		writeAnswer(w, a)
 	default:
 		if cluster.IsForwarded(ctx) {
-			w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(s.cluster.State().LastIndex, 10))
+			w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(s.leader.State().LastIndex, 10))
 		}
 		s.writeValue(w, r, v)
 	}
 }
 
 // catchUp waits, bounded, until this node has applied index.
-func (s *Server) catchUp(ctx context.Context, index uint64) {
+func (s *core) catchUp(ctx context.Context, index uint64) {
 	ctx, cancel := context.WithTimeout(ctx, maxCatchUp)
 	defer cancel()
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for s.cluster.State().LastIndex < index {
+	for s.leader.State().LastIndex < index {
 		select {
 		case <-ctx.Done():
 			return

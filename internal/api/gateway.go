@@ -134,7 +134,7 @@ func checkOf(r *http.Request, tail string) *GatewayCheck {
 }
 
 // gatewayRequest builds the request of an HTTP gateway-form check.
-func (s *Server) gatewayRequest(r *http.Request, tail string, received time.Time) (*engine.Request, error) {
+func (s *decisions) gatewayRequest(r *http.Request, tail string, received time.Time) (*engine.Request, error) {
 	return s.buildGateway(checkOf(r, tail), received)
 }
 

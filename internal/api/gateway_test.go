@@ -106,7 +106,7 @@ func gatewayCase(t *testing.T, trusted []string, remote, target string, header m
 		r.Header.Set(k, v)
 	}
 	_, tail, _ := cutAuthorize(r.URL.Path)
-	return s.gatewayRequest(r, tail, fixedNow())
+	return s.dec.gatewayRequest(r, tail, fixedNow())
 }
 
 func cutAuthorize(p string) (string, string, bool) {
@@ -161,7 +161,7 @@ func TestGatewayTLSScheme(t *testing.T) {
 	s := New(Config{Generations: &fakeGenerations{}})
 	r := httptest.NewRequest("GET", "/v1/policies/web:authorize/", nil)
 	r.TLS = &tls.ConnectionState{}
-	req, err := s.gatewayRequest(r, "/", time.Now())
+	req, err := s.dec.gatewayRequest(r, "/", time.Now())
 	if err != nil || req.Scheme != "https" {
 		t.Errorf("%+v %v", req, err)
 	}

@@ -14,12 +14,12 @@ import (
 
 // generationResource is a generation as GET /v1/generations/{n} shows it,
 // kept when this node can still answer requests pinned to it.
-func (s *Server) generationResource(g raftstore.Generation) generationResource {
+func (s *clusterAPI) generationResource(g raftstore.Generation) generationResource {
 	return apiv1.FromGeneration(g, s.gens.Get(g.Number) != nil)
 }
 
 // listGenerations answers GET /v1/generations, newest first.
-func (s *Server) listGenerations(w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) listGenerations(w http.ResponseWriter, r *http.Request) {
 	st := s.cluster.State()
 	nums := st.GenerationNumbers()
 	resp := listGenerationsResponse{Generations: make([]generationResource, 0, len(nums))}
@@ -30,7 +30,7 @@ func (s *Server) listGenerations(w http.ResponseWriter, r *http.Request) {
 }
 
 // getGeneration answers GET /v1/generations/{n}.
-func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, n uint64) {
+func (s *clusterAPI) getGeneration(w http.ResponseWriter, r *http.Request, n uint64) {
 	st := s.cluster.State()
 	g, ok := st.Generation(n)
 	if !ok {
@@ -47,7 +47,7 @@ func (s *Server) getGeneration(w http.ResponseWriter, r *http.Request, n uint64)
 // nodeResource is a node as GET /v1/nodes/{id} and /v1/status show it,
 // with what only this node knows: who leads, why a node is held, and its
 // own generation and applied index right now.
-func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) nodeResource {
+func (s *nodes) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) nodeResource {
 	res := apiv1.FromNode(n, v.Nodes[n.ID])
 	res.Leader, res.HeldReasons = n.ID == s.cluster.Leader(), s.cluster.HeldReasons(n, v)
 	if n.ID == s.cluster.NodeID() {
@@ -61,7 +61,7 @@ func (s *Server) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.V
 	return res
 }
 
-func (s *Server) nodeResources(st *raftstore.State, v cluster.View) []nodeResource {
+func (s *nodes) nodeResources(st *raftstore.State, v cluster.View) []nodeResource {
 	out := make([]nodeResource, 0, len(st.Nodes))
 	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		out = append(out, s.nodeResource(st.Nodes[id], st, v))
@@ -70,13 +70,13 @@ func (s *Server) nodeResources(st *raftstore.State, v cluster.View) []nodeResour
 }
 
 // listNodes answers GET /v1/nodes, by id.
-func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+func (s *nodes) listNodes(w http.ResponseWriter, r *http.Request) {
 	st := s.cluster.State()
 	s.writeValue(w, r, listNodesResponse{Nodes: s.nodeResources(st, s.cluster.View())})
 }
 
 // getNode answers GET /v1/nodes/{id}.
-func (s *Server) getNode(w http.ResponseWriter, r *http.Request, id string) {
+func (s *nodes) getNode(w http.ResponseWriter, r *http.Request, id string) {
 	st := s.cluster.State()
 	n, ok := st.Nodes[id]
 	if !ok {

@@ -53,7 +53,7 @@ func writeJSON(w http.ResponseWriter, code int, body []byte) {
 
 // writeValue writes v with encoding/json, for the resource endpoints, which
 // are not on the decision path.
-func (s *Server) writeValue(w http.ResponseWriter, r *http.Request, v any) {
+func (s *core) writeValue(w http.ResponseWriter, r *http.Request, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		s.fail(w, r, err)

@@ -70,7 +70,7 @@ func newInFlight(reg *prometheus.Registry, limit int) *inFlight {
 // DoneDecision. The ext_authz gRPC server calls it before it decodes a
 // Check (gRPC has received the whole message by then), as the HTTP forms
 // do once their body is read.
-func (s *Server) AdmitDecision(form string) bool {
+func (s *decisions) AdmitDecision(form string) bool {
 	if s.inflight.n.Add(1) <= s.inflight.max {
 		return true
 	}
@@ -80,15 +80,15 @@ func (s *Server) AdmitDecision(form string) bool {
 }
 
 // DoneDecision gives back a slot AdmitDecision took.
-func (s *Server) DoneDecision() { s.inflight.n.Add(-1) }
+func (s *decisions) DoneDecision() { s.inflight.n.Add(-1) }
 
 // MaxDecisionsInFlight is the node's bound on decisions in flight.
-func (s *Server) MaxDecisionsInFlight() int { return int(s.inflight.max) }
+func (s *decisions) MaxDecisionsInFlight() int { return int(s.inflight.max) }
 
 // admitDecision is AdmitDecision for the HTTP forms: when full it answers 503
 // UNAVAILABLE with Retry-After, which a gateway treats as its own
 // failure (Envoy's failure_mode_allow and status_on_error; nginx a 500).
-func (s *Server) admitDecision(w http.ResponseWriter, r *http.Request, form string) bool {
+func (s *decisions) admitDecision(w http.ResponseWriter, r *http.Request, form string) bool {
 	if s.AdmitDecision(form) {
 		return true
 	}
@@ -110,7 +110,7 @@ func ErrOverloaded(max int) error {
 // free, where counting values walks the map on every decision, and the
 // values of one name are bounded by the bytes of the check (64 KiB of
 // HTTP headers, a 1 MiB CheckRequest).
-func (s *Server) buildGateway(check *GatewayCheck, received time.Time) (*engine.Request, error) {
+func (s *decisions) buildGateway(check *GatewayCheck, received time.Time) (*engine.Request, error) {
 	if n := len(check.Header); n > s.maxHeaders {
 		return nil, errorf(errs.InvalidArgument, "the request has %d headers, over the limit of %d ([api] max_request_headers)", n, s.maxHeaders)
 	}

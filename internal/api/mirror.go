@@ -14,7 +14,7 @@ import (
 //     set or a path after ":mirror"; built by gatewayRequest exactly as on
 //     :authorize, the body is ignored;
 //   - otherwise the JSON form: POST with an :evaluate-style body.
-func (s *Server) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Snapshot, name, tail string) {
+func (s *decisions) mirrorRequest(w http.ResponseWriter, r *http.Request, snap *Snapshot, name, tail string) {
 	gateway := isGatewayForm(r, tail)
 	if !gateway && !s.allow(w, r, http.MethodPost) {
 		return

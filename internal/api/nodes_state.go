@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/policyrollout/reconciler/internal/api/apiv1"
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/engine"
 	"github.com/policyrollout/reconciler/internal/errs"
@@ -25,7 +24,7 @@ type NodeState interface {
 }
 
 // mode is the state decisions follow: ACTIVE without a NodeState.
-func (s *Server) mode() raftstore.NodeState {
+func (s *decisions) mode() raftstore.NodeState {
 	if s.states == nil {
 		return raftstore.NodeActive
 	}
@@ -47,7 +46,7 @@ func errPassive() error {
 // lookupServed is lookup for a decision: a policy of another node group
 // is not served here (ONAP: a PDP group's policies are deployed to its
 // PDPs only), and answers as unknown, with the group that serves it.
-func (s *Server) lookupServed(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
+func (s *decisions) lookupServed(snap *Snapshot, name string) (*engine.CompiledPolicy, error) {
 	cp, err := lookup(snap, name)
 	if err != nil || s.group == "" {
 		return cp, err
@@ -70,7 +69,7 @@ const defaultGroup = "default"
 // finding comes with the answers to its heartbeats). It rejoins rotation
 // as soon as it has applied what it was missing and serves the active
 // generation.
-func (s *Server) outOfRotation(snap *Snapshot) error {
+func (s *nodes) outOfRotation(snap *Snapshot) error {
 	mode := s.mode()
 	if refuses(mode) {
 		return errPassive()
@@ -126,7 +125,7 @@ func sumStatistics(st *raftstore.State, v cluster.View) cluster.Statistics {
 
 // routeNodesVerb handles POST /v1/nodes:{verb}. Both verbs are admin
 // operations (ONAP's PAP calls them), as the route table says too.
-func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb string) {
+func (s *nodes) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb string) {
 	handlers := map[string]func(context.Context, http.ResponseWriter, *http.Request){
 		"changeState": s.changeState,
 		"healthCheck": s.healthCheck,
@@ -136,7 +135,7 @@ func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb str
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 		return
 	}
-	if !s.allow(w, r, http.MethodPost) || !s.admit(w, r, auth.RoleAdmin) {
+	if !s.allow(w, r, http.MethodPost) || !s.admit(w, r) {
 		return
 	}
 	ctx := r.Context()
@@ -150,7 +149,7 @@ func (s *Server) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb str
 }
 
 // changeState answers POST /v1/nodes:changeState with the nodes it changed.
-func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *nodes) changeState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.ChangeStateRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -166,7 +165,7 @@ func (s *Server) changeState(ctx context.Context, w http.ResponseWriter, r *http
 
 // healthCheck answers POST /v1/nodes:healthCheck: HEALTHY, NOT_HEALTHY
 // (with reasons) or UNREACHABLE for each node in scope.
-func (s *Server) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *nodes) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.HealthCheckRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -181,7 +180,7 @@ func (s *Server) healthCheck(ctx context.Context, w http.ResponseWriter, r *http
 }
 
 // selfCheck is internal: the leader asks this node to check itself.
-func (s *Server) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.SelfCheckRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
@@ -199,7 +198,7 @@ func (s *Server) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.R
 // counted as usual, but always ALLOW, with "enforced":false and the
 // decision the node would have enforced (AWS WAF's count mode for a whole
 // node), so a new node or region is observed on real traffic first.
-func (s *Server) writeUnenforced(w http.ResponseWriter, name string, d *engine.Decision, generation uint64) {
+func (s *decisions) writeUnenforced(w http.ResponseWriter, name string, d *engine.Decision, generation uint64) {
 	s.logUnenforced(name, d, generation)
 	shown := *d
 	shown.Verdict = engine.Allow
@@ -220,7 +219,7 @@ const unenforcedLines = 200
 // logUnenforced logs one TEST decision (no request content, only its
 // outcome; a match error without the values it quotes), at most unenforcedLines a second; the next line let through
 // counts the ones held back.
-func (s *Server) logUnenforced(name string, d *engine.Decision, generation uint64) {
+func (s *decisions) logUnenforced(name string, d *engine.Decision, generation uint64) {
 	ok, held := s.unenforcedLog.Allow()
 	if !ok {
 		return

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/api/apiv1"
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
@@ -37,7 +36,7 @@ const (
 // /v1/operations/{id}, and POST /v1/operations/{id}:cancel or :wait.
 // The route table (roles.go) admits reads for readers, :wait for readers
 // too, cancel and delete for writers, as the methods that made them.
-func (s *Server) routeOperations(w http.ResponseWriter, r *http.Request, p string) {
+func (s *operations) routeOperations(w http.ResponseWriter, r *http.Request, p string) {
 	if s.cluster == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
@@ -74,7 +73,7 @@ func (s *Server) routeOperations(w http.ResponseWriter, r *http.Request, p strin
 }
 
 // routeOperation handles GET and DELETE of one operation.
-func (s *Server) routeOperation(w http.ResponseWriter, r *http.Request, name string) {
+func (s *operations) routeOperation(w http.ResponseWriter, r *http.Request, name string) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.getOperation(w, r, name)
@@ -104,7 +103,7 @@ func validOperationID(id string) bool {
 
 // readOperation returns the operation called name from this node's
 // replicated state.
-func (s *Server) readOperation(name string) (*preview.Operation, bool, error) {
+func (s *operations) readOperation(name string) (*preview.Operation, bool, error) {
 	doc, ok := s.cluster.State().Operations[strings.TrimPrefix(name, "operations/")]
 	if !ok {
 		return nil, false, nil
@@ -115,7 +114,7 @@ func (s *Server) readOperation(name string) (*preview.Operation, bool, error) {
 
 // getOperation answers GET /v1/operations/{id} from the replicated state,
 // so any node answers it.
-func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, name string) {
+func (s *operations) getOperation(w http.ResponseWriter, r *http.Request, name string) {
 	op, ok, err := s.readOperation(name)
 	if !ok && err == nil && s.askLeader(w, r, nil) {
 		return
@@ -132,7 +131,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, name strin
 
 // askLeader forwards a read of something this node has not applied yet
 // (just created on the leader) and reports whether it answered.
-func (s *Server) askLeader(w http.ResponseWriter, r *http.Request, raw []byte) bool {
+func (s *operations) askLeader(w http.ResponseWriter, r *http.Request, raw []byte) bool {
 	a, asked, err := s.cluster.ForwardRead(forwardedContext(r.Context(), r), callOf(r, raw))
 	switch {
 	case asked && err != nil:
@@ -144,7 +143,7 @@ func (s *Server) askLeader(w http.ResponseWriter, r *http.Request, raw []byte) b
 }
 
 // listOperations answers GET /v1/operations?filter=&pageSize=&pageToken=.
-func (s *Server) listOperations(w http.ResponseWriter, r *http.Request) {
+func (s *operations) listOperations(w http.ResponseWriter, r *http.Request) {
 	size, err := pageSizeParam(queryParam(r, "pageSize", "page_size"))
 	if err != nil {
 		s.fail(w, r, err)
@@ -186,12 +185,12 @@ func pageSizeParam(v string) (int, error) {
 
 // writeOperation runs cancel or delete on the leader (forwarded from a
 // follower), with the writer role the experiment methods need.
-func (s *Server) writeOperation(w http.ResponseWriter, r *http.Request, run func(ctx context.Context) (any, error)) {
+func (s *operations) writeOperation(w http.ResponseWriter, r *http.Request, run func(ctx context.Context) (any, error)) {
 	if s.experiments == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (this node has no leader loop)", r.URL.Path))
 		return
 	}
-	raw, ok := s.admitBody(w, r, auth.RoleWriter)
+	raw, ok := s.admitBody(w, r)
 	if !ok {
 		return
 	}
@@ -217,8 +216,8 @@ type waitRequest struct {
 // the leader) is waited for up to maxCatchUp, then read from the leader
 // once: a forwarded read is bounded by the cluster's forward timeout, so
 // the wait itself is never forwarded.
-func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name string) {
-	raw, admitted := s.admitBody(w, r, auth.RoleReader)
+func (s *operations) waitOperation(w http.ResponseWriter, r *http.Request, name string) {
+	raw, admitted := s.admitBody(w, r)
 	if !admitted {
 		return
 	}
@@ -278,7 +277,7 @@ func (s *Server) waitOperation(w http.ResponseWriter, r *http.Request, name stri
 
 // readFromLeader answers with the leader's GET of operation name, or
 // NOT_FOUND when no other node leads.
-func (s *Server) readFromLeader(w http.ResponseWriter, r *http.Request, name string) {
+func (s *operations) readFromLeader(w http.ResponseWriter, r *http.Request, name string) {
 	call := callOf(r, nil)
 	call.Method, call.Path = http.MethodGet, "/v1/"+name
 	a, asked, err := s.cluster.ForwardRead(forwardedContext(r.Context(), r), call)

@@ -136,7 +136,7 @@ func TestWaitersAreBounded(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for e.srv.waiters.Load() < maxWaiters && time.Now().Before(deadline) {
+	for e.srv.ops.waiters.Load() < maxWaiters && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	a := e.post("/v1/operations/0a1b:wait", `{"timeout":"1s"}`)
@@ -148,7 +148,7 @@ func TestWaitersAreBounded(t *testing.T) {
 	for range maxWaiters {
 		<-errc
 	}
-	for e.srv.waiters.Load() > 0 && time.Now().Before(deadline) {
+	for e.srv.ops.waiters.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if a := e.post("/v1/operations/0a1b:wait", `{"timeout":"0.1s"}`); a.code != 200 {

@@ -130,7 +130,7 @@ func errNotMember(peer string) error {
 // fromPeer refuses, when nodes talk over mutual TLS, a node-only request
 // that is not a node's own call on the node-to-node port; it answers and
 // reports false.
-func (s *Server) fromPeer(w http.ResponseWriter, r *http.Request) bool {
+func (s *core) fromPeer(w http.ResponseWriter, r *http.Request) bool {
 	if !s.peerTLS {
 		return true
 	}
@@ -145,7 +145,7 @@ func (s *Server) fromPeer(w http.ResponseWriter, r *http.Request) bool {
 // redirectToLeader answers a cluster.LeaderElsewhere: 307 to the same
 // path on the leader's node port, where the node that called presents
 // its own certificate. It reports whether it answered.
-func (s *Server) redirectToLeader(w http.ResponseWriter, r *http.Request, err error) bool {
+func (s *core) redirectToLeader(w http.ResponseWriter, r *http.Request, err error) bool {
 	var le *cluster.LeaderElsewhere
 	if !errors.As(err, &le) {
 		return false

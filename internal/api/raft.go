@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/errs"
 )
@@ -32,9 +31,9 @@ type RaftAdmin interface {
 var _ RaftAdmin = (*cluster.Cluster)(nil)
 
 // routeRaft handles GET /v1/raft/peers and POST /v1/raft:{verb}.
-func (s *Server) routeRaft(w http.ResponseWriter, r *http.Request, p string) {
-	ra, ok := s.cluster.(RaftAdmin)
-	if !ok {
+func (s *nodes) routeRaft(w http.ResponseWriter, r *http.Request, p string) {
+	ra := s.raft
+	if ra == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
 	}
@@ -42,7 +41,7 @@ func (s *Server) routeRaft(w http.ResponseWriter, r *http.Request, p string) {
 	if p == raftPeersPath {
 		method = http.MethodGet
 	}
-	if !s.allow(w, r, method) || !s.admit(w, r, auth.RoleAdmin) {
+	if !s.allow(w, r, method) || !s.admit(w, r) {
 		return
 	}
 	ctx := cluster.WithCredential(r.Context(), r.Header.Get("Authorization"))
@@ -75,7 +74,7 @@ func (s *Server) routeRaft(w http.ResponseWriter, r *http.Request, p string) {
 
 // decodeRaw reads a bounded body strictly into v and returns it as read,
 // to forward unchanged.
-func (s *Server) decodeRaw(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
+func (s *nodes) decodeRaw(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	raw, err := s.readBody(w, r)
 	if err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ func newPolicyResource(snap *Snapshot, name string) (policyResource, bool) {
 
 // listPolicies answers GET /v1/policies with every policy of the active
 // generation, in name order.
-func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) {
+func (s *policies) listPolicies(w http.ResponseWriter, r *http.Request) {
 	snap := s.gens.Current()
 	if snap == nil || snap.Bundle == nil {
 		s.fail(w, r, errNoGeneration())
@@ -55,7 +55,7 @@ func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) {
 }
 
 // getPolicy answers GET /v1/policies/{policy}.
-func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, name string) {
+func (s *policies) getPolicy(w http.ResponseWriter, r *http.Request, name string) {
 	snap := s.gens.Current()
 	if _, err := lookup(snap, name); err != nil {
 		s.fail(w, r, err)
@@ -73,7 +73,7 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, name string) 
 
 // previewStats are the cluster's preview stats, nil without a preview
 // runtime.
-func (s *Server) previewStats() []preview.Stats {
+func (s *policies) previewStats() []preview.Stats {
 	if s.preview == nil {
 		return nil
 	}
@@ -81,7 +81,7 @@ func (s *Server) previewStats() []preview.Stats {
 }
 
 // allPreviewRules lists the rules in preview of every policy snap serves.
-func (s *Server) allPreviewRules(snap *Snapshot) []preview.RuleView {
+func (s *policies) allPreviewRules(snap *Snapshot) []preview.RuleView {
 	if snap.Bundle == nil {
 		return nil
 	}
@@ -96,20 +96,20 @@ func (s *Server) allPreviewRules(snap *Snapshot) []preview.RuleView {
 }
 
 // addPreviewRules shows the policy's rules in preview with their counts.
-func (s *Server) addPreviewRules(res *policyResource, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
+func (s *policies) addPreviewRules(res *policyResource, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
 	if cp, ok := snap.Bundle.Policy(name); ok {
 		res.PreviewRules = preview.RuleViews(cp.Source(), stats, s.ruleCap, samples)
 	}
 }
 
 // healthz answers GET /healthz: the process is up and serving HTTP.
-func (s *Server) healthz(w http.ResponseWriter) {
+func (s *nodes) healthz(w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, []byte(`{"status":"SERVING"}`+"\n"))
 }
 
 // readyz answers GET /readyz: 200 once a generation is loaded, else 503,
 // so that load balancers send decisions only to nodes that can answer.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *nodes) readyz(w http.ResponseWriter, r *http.Request) {
 	snap := s.gens.Current()
 	if snap == nil {
 		s.fail(w, r, errNoGeneration())

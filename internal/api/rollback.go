@@ -51,7 +51,7 @@ type rollbackBody struct {
 // rollback answers POST /v1/generations:rollback (CONTRACT.md §2, §5): the
 // leader writes and pushes the revert commit and, by default, waits for
 // it to become the active generation. Followers forward it.
-func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) rollback(w http.ResponseWriter, r *http.Request) {
 	if s.cluster == nil || s.rollbacker == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
@@ -89,7 +89,7 @@ func (b rollbackBody) request() (RollbackRequest, error) {
 
 // runRollback runs the rollback here when this node leads, and otherwise
 // forwards it (once) to the leader, waiting a little for one to exist.
-func (s *Server) runRollback(w http.ResponseWriter, r *http.Request, raw []byte, req RollbackRequest) {
+func (s *clusterAPI) runRollback(w http.ResponseWriter, r *http.Request, raw []byte, req RollbackRequest) {
 	ctx, cancel := context.WithTimeout(r.Context(), req.Wait+rollbackGitBudget)
 	defer cancel()
 	s.leaderOnly(ctx, w, r, raw, func(ctx context.Context) (any, error) {

@@ -34,39 +34,39 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.routePolicy(w, r, s.gens.Current(), p[len(policiesPrefix):], false)
 	case p == policiesPath:
 		if s.allow(w, r, http.MethodGet) {
-			s.listPolicies(w, r)
+			s.pol.listPolicies(w, r)
 		}
 	case p == rollbackPath:
-		s.rollback(w, r)
+		s.cl.rollback(w, r)
 	case p == snapshotPath:
-		s.getSnapshot(w, r)
+		s.cl.getSnapshot(w, r)
 	case p == acceptHistoryPath:
-		s.acceptHistory(w, r)
+		s.cl.acceptHistory(w, r)
 	case p == operationsList || strings.HasPrefix(p, operationsPrefix):
-		s.routeOperations(w, r, p)
+		s.ops.routeOperations(w, r, p)
 	case p == webhook.Path:
-		s.serveWebhook(w, r)
+		s.hooks.serveWebhook(w, r)
 	case p == WebhookCommandsPath:
-		s.enqueueCommand(w, r)
+		s.hooks.enqueueCommand(w, r)
 	case strings.HasPrefix(p, generationsPath):
 		s.routeGeneration(w, r, p[len(generationsPath):])
 	case strings.HasPrefix(p, nodesVerbPrefix):
-		s.routeNodesVerb(w, r, p[len(nodesVerbPrefix):])
+		s.nod.routeNodesVerb(w, r, p[len(nodesVerbPrefix):])
 	case strings.HasPrefix(p, clusterPrefix):
-		s.routeCluster(w, r, p[len(clusterPrefix):])
+		s.cl.routeCluster(w, r, p[len(clusterPrefix):])
 	case p == raftPeersPath || strings.HasPrefix(p, raftVerbPrefix):
-		s.routeRaft(w, r, p)
+		s.nod.routeRaft(w, r, p)
 	case p == statusPath || p == generationsList || p == nodesList || strings.HasPrefix(p, nodesPrefix):
 		s.routeClusterResource(w, r, p)
 	case isConsolePath(p):
-		s.serveConsole(w, r)
+		s.ui.serveConsole(w, r)
 	case p == "/healthz":
 		if s.allow(w, r, http.MethodGet) {
-			s.healthz(w)
+			s.nod.healthz(w)
 		}
 	case p == "/readyz":
 		if s.allow(w, r, http.MethodGet) {
-			s.readyz(w, r)
+			s.nod.readyz(w, r)
 		}
 	case p == "/metrics":
 		if s.allow(w, r, http.MethodGet) {
@@ -86,19 +86,19 @@ func (s *Server) routePolicy(w http.ResponseWriter, r *http.Request, snap *Snaps
 	switch {
 	case verb == "" && tail == "" && !pinned:
 		if s.allow(w, r, http.MethodGet) {
-			s.getPolicy(w, r, name)
+			s.pol.getPolicy(w, r, name)
 		}
 	case verb == "evaluate" && tail == "":
 		if s.allow(w, r, http.MethodPost) {
-			s.evaluate(w, r, snap, name)
+			s.dec.evaluate(w, r, snap, name)
 		}
 	case verb == "authorize" && !pinned:
 		// Gateways send any method (Envoy forwards the original one).
-		s.authorize(w, r, name, tail, 0, false)
+		s.dec.authorize(w, r, name, tail, 0, false)
 	case verb == "mirror" && !pinned:
-		s.mirrorRequest(w, r, snap, name, tail)
+		s.dec.mirrorRequest(w, r, snap, name, tail)
 	case verb == "" && strings.HasPrefix(tail, "/experiments") && !pinned:
-		s.routeExperiments(w, r, name, tail)
+		s.pol.routeExperiments(w, r, name, tail)
 	default:
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 	}
@@ -137,7 +137,7 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 		if s.cluster == nil {
 			s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		} else if s.allow(w, r, http.MethodGet) {
-			s.getGeneration(w, r, n)
+			s.cl.getGeneration(w, r, n)
 		}
 		return
 	}
@@ -146,7 +146,7 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 		return
 	}
 	if name, verb, tail := splitPolicyPath(rest[len("policies/"):]); verb == "authorize" {
-		s.authorize(w, r, name, tail, n, true) // answers allow or deny even for a generation not kept
+		s.dec.authorize(w, r, name, tail, n, true) // answers allow or deny even for a generation not kept
 		return
 	}
 	cur := s.gens.Current()
@@ -156,22 +156,10 @@ func (s *Server) routeGeneration(w http.ResponseWriter, r *http.Request, rest st
 	}
 	snap := s.gens.Get(n)
 	if snap == nil {
-		s.fail(w, r, s.errNotKept(n, cur))
+		s.fail(w, r, s.dec.errNotKept(n, cur))
 		return
 	}
 	s.routePolicy(w, r, snap, rest[len("policies/"):], true)
-}
-
-// errNotKept says which generations a pinned request can use instead.
-func (s *Server) errNotKept(n uint64, cur *Snapshot) error {
-	kept := "the active generation " + strconv.FormatUint(cur.Generation, 10)
-	if s.cluster != nil {
-		if p := s.cluster.State().Previous; p != 0 && s.gens.Get(p) != nil {
-			kept += " and the one before it, " + strconv.FormatUint(p, 10)
-		}
-	}
-	return errorf(errs.NotFound, "generation %d is not kept on this node: a node keeps only the active generation and the one before it; use %s",
-		n, kept)
 }
 
 // routeClusterResource handles the read-only cluster resources: status,
@@ -186,24 +174,14 @@ func (s *Server) routeClusterResource(w http.ResponseWriter, r *http.Request, p 
 	}
 	switch {
 	case p == statusPath:
-		s.status(w, r)
+		s.cl.status(w, r)
 	case p == generationsList:
-		s.listGenerations(w, r)
+		s.cl.listGenerations(w, r)
 	case p == nodesList:
-		s.listNodes(w, r)
+		s.nod.listNodes(w, r)
 	default:
-		s.getNode(w, r, p[len(nodesPrefix):])
+		s.nod.getNode(w, r, p[len(nodesPrefix):])
 	}
-}
-
-// allow answers 405 unless r uses method (or HEAD for GET).
-func (s *Server) allow(w http.ResponseWriter, r *http.Request, method string) bool {
-	if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
-		return true
-	}
-	w.Header().Set("Allow", method)
-	s.fail(w, r, errMethod("method %s is not allowed here; use %s", r.Method, method))
-	return false
 }
 
 // validPolicyName reports whether name can be a policy: [a-z][a-z0-9-]{0,62}.

@@ -11,14 +11,14 @@ import (
 // answer stays what an unknown policy gets (404 on :evaluate, the failure
 // mode on the gateway forms), and its experiments still see the request,
 // compared with a live policy that allows everything, as on :mirror.
-func (s *Server) previewsNew(snap *Snapshot, policy string) bool {
+func (s *decisions) previewsNew(snap *Snapshot, policy string) bool {
 	return s.preview != nil && s.mirror != nil && snap != nil && validPolicyName(policy) && s.preview.Previewing(policy)
 }
 
 // evaluateUnknown answers :evaluate for a policy that lookup refused with
 // err, after reading the request for the policy's experiments when it is a
 // previewed new one.
-func (s *Server) evaluateUnknown(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string, err error) {
+func (s *decisions) evaluateUnknown(w http.ResponseWriter, r *http.Request, snap *Snapshot, name string, err error) {
 	if !s.previewsNew(snap, name) {
 		s.fail(w, r, err)
 		return
@@ -38,7 +38,7 @@ func (s *Server) evaluateUnknown(w http.ResponseWriter, r *http.Request, snap *S
 
 // shadowUndecided prepares a gateway answer for a previewed new policy:
 // the request is built so that offerGateway hands it to the experiments.
-func (s *Server) shadowUndecided(a *GatewayAnswer, snap *Snapshot, policy string, req func() (*engine.Request, error)) {
+func (s *decisions) shadowUndecided(a *GatewayAnswer, snap *Snapshot, policy string, req func() (*engine.Request, error)) {
 	if !s.previewsNew(snap, policy) {
 		return
 	}

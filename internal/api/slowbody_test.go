@@ -79,7 +79,7 @@ func slowBodyAttack(t *testing.T, slow, sources int) {
 	hs, started := startedServer(t, e.srv)
 	slowBodiesFrom(t, hs.Listener.Addr().String(), slow, sources)
 	waitFor(t, "every slow body in the API", func() bool { return started.Load() == int64(slow) })
-	t.Logf("during the attack: %d decisions in flight, %d bodies being read", e.srv.inflight.n.Load(), e.srv.bodies.total.Load())
+	t.Logf("during the attack: %d decisions in flight, %d bodies being read", e.srv.dec.inflight.n.Load(), e.srv.dec.bodies.total.Load())
 
 	e.http = hs
 	if a := e.post("/v1/policies/web:evaluate", `{"method":"GET","path":"/healthz"}`); a.code != http.StatusOK {
@@ -137,7 +137,7 @@ func TestSlowBodiesBounded(t *testing.T) {
 	if statuses["HTTP/1.1 503 Service Unavailable"] != 1 || statuses["HTTP/1.1 408 Request Timeout"] != 2 {
 		t.Errorf("3 slow bodies from one address with a cap of 2: answers %v, want one 503 and two 408", statuses)
 	}
-	waitFor(t, "no body charged", func() bool { return e.srv.bodies.buffered.Load() == 0 && e.srv.bodies.total.Load() == 0 })
+	waitFor(t, "no body charged", func() bool { return e.srv.dec.bodies.buffered.Load() == 0 && e.srv.dec.bodies.total.Load() == 0 })
 	metricsHave(t, e, `reconciler_decisions_shed_total{form="evaluate",reason="source_bodies"} 1`,
 		`reconciler_decisions_shed_total{form="evaluate",reason="body_timeout"} 2`,
 		"reconciler_decision_bodies_reading 0", "reconciler_decision_body_bytes 0")
@@ -155,7 +155,7 @@ func TestDecisionBodyBudget(t *testing.T) {
 	if _, err := held.Write([]byte(strings.Repeat(" ", 40))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the held bytes charged", func() bool { return e.srv.bodies.buffered.Load() == 41 })
+	waitFor(t, "the held bytes charged", func() bool { return e.srv.dec.bodies.buffered.Load() == 41 })
 	body := `{"method":"GET","path":"/healthz"}` // 35 bytes: over what is left
 	a := e.post("/v1/policies/web:mirror", body)
 	wantError(t, a, http.StatusServiceUnavailable, "UNAVAILABLE")
@@ -164,7 +164,7 @@ func TestDecisionBodyBudget(t *testing.T) {
 	}
 	metricsHave(t, e, `reconciler_decisions_shed_total{form="mirror",reason="body_budget"} 1`, "reconciler_decision_body_bytes 41")
 	held.Close()
-	waitFor(t, "the held bytes given back", func() bool { return e.srv.bodies.buffered.Load() == 0 })
+	waitFor(t, "the held bytes given back", func() bool { return e.srv.dec.bodies.buffered.Load() == 0 })
 	if a := e.post("/v1/policies/web:evaluate", body); a.code != http.StatusOK {
 		t.Errorf("within the budget again: %d %s", a.code, a.body)
 	}

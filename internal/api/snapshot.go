@@ -36,7 +36,7 @@ type snapshotGate struct{ mu sync.Mutex }
 // caller (307) to the leader's API address, which the CLI follows once
 // with the same credential. The body streams from raft's snapshot file in
 // small writes: memory does not grow with the state.
-func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	if s.cluster == nil || s.snapshots == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (%s)", r.URL.Path, withoutClusterMsg))
 		return
@@ -78,7 +78,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 // redirectSnapshot points the caller to the leader's API.
-func (s *Server) redirectSnapshot(w http.ResponseWriter, r *http.Request, leader string) {
+func (s *clusterAPI) redirectSnapshot(w http.ResponseWriter, r *http.Request, leader string) {
 	addr := s.cluster.State().Nodes[leader].HTTPAddr
 	if leader == "" || addr == "" {
 		s.fail(w, r, cluster.ErrNoLeader)

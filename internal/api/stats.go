@@ -29,7 +29,7 @@ func (s *decisionStats) count(d *engine.Decision) {
 
 // DecisionStats returns the decisions this node answered since it
 // started: those evaluated without error, and those that hit one.
-func (s *Server) DecisionStats() (ok, failed uint64) {
+func (s *decisions) DecisionStats() (ok, failed uint64) {
 	if s.stats == nil {
 		return 0, 0
 	}

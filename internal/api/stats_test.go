@@ -28,9 +28,9 @@ func BenchmarkEvaluateStatistics(b *testing.B) {
 	for _, name := range []string{"with", "without", "without", "with"} {
 		b.Run(name, func(b *testing.B) {
 			if name == "with" {
-				s.stats = &decisionStats{}
+				s.dec.stats = &decisionStats{}
 			} else {
-				s.stats = nil
+				s.dec.stats = nil
 			}
 			r := httptest.NewRequest(http.MethodPost, "/v1/policies/bench:evaluate", nil)
 			body := strings.NewReader(benchBody)

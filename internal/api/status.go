@@ -16,7 +16,7 @@ import (
 )
 
 // versionStatus fills the cluster version and the features it enables.
-func (s *Server) versionStatus(res *statusResource) {
+func (s *clusterAPI) versionStatus(res *statusResource) {
 	v := s.cluster.Version()
 	res.ClusterVersion = v.String()
 	res.Features = []featureStatus{}
@@ -36,7 +36,7 @@ const (
 )
 
 // status answers GET /v1/status.
-func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+func (s *clusterAPI) status(w http.ResponseWriter, r *http.Request) {
 	st, v := s.cluster.State(), s.cluster.View()
 	v.Source = s.sourceStatus(st, v.Source)
 	res := statusResource{
@@ -73,7 +73,7 @@ type LeaderRecords interface {
 // view), with the replicated PullError record winning: it reaches every
 // node through the log, survives a change of leader, and is there before
 // the first heartbeat answer.
-func (s *Server) sourceStatus(st *raftstore.State, v cluster.SourceStatus) cluster.SourceStatus {
+func (s *clusterAPI) sourceStatus(st *raftstore.State, v cluster.SourceStatus) cluster.SourceStatus {
 	if s.records == nil {
 		return v
 	}
@@ -84,7 +84,7 @@ func (s *Server) sourceStatus(st *raftstore.State, v cluster.SourceStatus) clust
 }
 
 // branchExperiments renders the leader's branch records, by name.
-func (s *Server) branchExperiments(st *raftstore.State) []json.RawMessage {
+func (s *clusterAPI) branchExperiments(st *raftstore.State) []json.RawMessage {
 	if s.records == nil {
 		return []json.RawMessage{}
 	}

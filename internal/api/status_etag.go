@@ -21,7 +21,7 @@ import (
 // themselves fresh sends no If-None-Match.
 
 // writeStatus answers GET /v1/status with res under its weak tag.
-func (s *Server) writeStatus(w http.ResponseWriter, r *http.Request, res statusResource) {
+func (s *clusterAPI) writeStatus(w http.ResponseWriter, r *http.Request, res statusResource) {
 	body, err := json.Marshal(res)
 	if err != nil {
 		s.fail(w, r, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/policyrollout/reconciler/internal/auth"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/webhook"
 )
@@ -28,9 +27,19 @@ type CommandQueue interface {
 // It needs the API token like the other cluster endpoints.
 const WebhookCommandsPath = webhook.Path + ":enqueueCommand"
 
+// webhooks serves GitHub's deliveries and the hand-off of the comment
+// commands they carry to the leader.
+type webhooks struct {
+	*core
+	webhook  WebhookReceiver
+	commands CommandQueue
+	// cluster is nil without a cluster: the hand-off then answers 404.
+	cluster leaderCaller
+}
+
 // serveWebhook answers POST /v1/webhooks/github with the receiver
 // (internal/webhook) when [github] is configured, else 404.
-func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
+func (s *webhooks) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.webhook == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s (the GitHub integration, [github], is not configured)", r.URL.Path))
 		return
@@ -42,7 +51,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 
 // enqueueCommand is internal: a follower hands the leader a comment
 // command. The leader queues it (202); a follower forwards it once.
-func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
+func (s *webhooks) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if s.commands == nil || s.cluster == nil {
 		s.fail(w, r, errorf(errs.NotFound, "no such resource: %s", r.URL.Path))
 		return
@@ -53,7 +62,7 @@ func (s *Server) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 	if !s.fromPeer(w, r) {
 		return
 	}
-	raw, ok := s.admitBody(w, r, auth.RoleAdmin)
+	raw, ok := s.admitBody(w, r)
 	if !ok {
 		return
 	}
