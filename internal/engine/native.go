@@ -240,9 +240,19 @@ func natIn(elem, coll ast.Expr, pl *policyLists) natBool {
 		if !ok {
 			return nil
 		}
+		if len(set) <= 8 {
+			return func(req *Request) (bool, bool) {
+				v, ok := x(req)
+				return ok && slices.Contains(set, v), ok
+			}
+		}
+		// A long list is searched, not scanned: CEL's optimizer makes a
+		// set of it, and a policy may list a thousand paths.
+		slices.Sort(set)
 		return func(req *Request) (bool, bool) {
 			v, ok := x(req)
-			return ok && slices.Contains(set, v), ok
+			_, in := slices.BinarySearch(set, v)
+			return ok && in, ok
 		}
 	case isRequestSelect(coll, "headers"), isRequestSelect(coll, "query"):
 		field := mapField(coll.AsSelect().FieldName())

@@ -85,7 +85,7 @@ match = 'inList(request.host.lowerAscii(), "retired-hosts") || inIpList(request.
 name = "literals"
 priority = 10
 action = "deny"
-match = 'false || (true && request.method in ["PUT", "PATCH"])'
+match = 'false || (true && request.method in ["PUT", "PATCH"]) || request.path in ["/l1", "/l2", "/l3", "/l4", "/l5", "/l6", "/l7", "/l8", "/l9", "/.env"]'
 `
 
 // nativeEdgeRequests are requests at the edges of what native plans
@@ -119,7 +119,7 @@ func nativeEdgeRequests() []*Request {
 		{Groups: []string{"admin"}, Query: map[string]string{"q": ""}, Principal: "p", Headers: map[string]string{"x-skip": ""}},
 		{RawPath: "/etc/PassWD"}, {RawPath: "/wp-admın"}, {RawPath: "/Wp-Admin/x"}, {Scheme: "wss"},
 		{Host: "OLD.example.com", Headers: map[string]string{"x-real-ip": "192.0.2.1"}},
-		{Method: "PATCH"}, {Method: "patch"}, {Method: "TRACE", Path: "/.env", RawPath: "/%2e%2e/x"},
+		{Method: "PATCH"}, {Method: "patch"}, {Path: "/l7"}, {Path: "/l"}, {Path: "/l99"}, {Method: "TRACE", Path: "/.env", RawPath: "/%2e%2e/x"},
 	}
 }
 
