@@ -28,6 +28,9 @@ import (
 // where it would use the untracked fast program (the request within the
 // sizes the cost estimate assumed), so that the run-time cost limit fires
 // exactly as without it. TestNativePlansAgreeWithCEL compares the two.
+// A plan holds closures and, for a list of literals, one slice of the
+// list's strings (which share the AST's bytes): little beside the programs
+// the budgets count (TestSizeBytesCalibration holds with them).
 
 // natBool is a boolean part of a match; ok false means CEL must decide.
 type natBool func(req *Request) (v, ok bool)
