@@ -79,9 +79,15 @@ func natBoolOf(e ast.Expr, pl *policyLists) natBool {
 		if p := natStrCompare(fn, args[0], args[1], pl); p != nil {
 			return p
 		}
-		return natIntCompare(fn, args[0], args[1])
+		if p := natIntCompare(fn, args[0], args[1]); p != nil {
+			return p
+		}
+		return natDoubleCompare(fn, args[0], args[1])
 	case (fn == operators.Less || fn == operators.LessEquals || fn == operators.Greater || fn == operators.GreaterEquals) && len(args) == 2:
-		return natIntCompare(fn, args[0], args[1])
+		if p := natIntCompare(fn, args[0], args[1]); p != nil {
+			return p
+		}
+		return natDoubleCompare(fn, args[0], args[1])
 	case fn == operators.In && len(args) == 2:
 		return natIn(args[0], args[1], pl)
 	case fn == overloads.Matches && len(args) == 2:
@@ -202,21 +208,8 @@ func natIntCompare(fn string, l, r ast.Expr) natBool {
 	if a == nil || b == nil {
 		return nil
 	}
-	var cmp func(x, y int64) bool
-	switch fn {
-	case operators.Equals:
-		cmp = func(x, y int64) bool { return x == y }
-	case operators.NotEquals:
-		cmp = func(x, y int64) bool { return x != y }
-	case operators.Less:
-		cmp = func(x, y int64) bool { return x < y }
-	case operators.LessEquals:
-		cmp = func(x, y int64) bool { return x <= y }
-	case operators.Greater:
-		cmp = func(x, y int64) bool { return x > y }
-	case operators.GreaterEquals:
-		cmp = func(x, y int64) bool { return x >= y }
-	default:
+	cmp := comparison[int64](fn)
+	if cmp == nil {
 		return nil
 	}
 	return func(req *Request) (bool, bool) {
@@ -224,6 +217,96 @@ func natIntCompare(fn string, l, r ast.Expr) natBool {
 		y, ok2 := b(req)
 		return ok1 && ok2 && cmp(x, y), ok1 && ok2
 	}
+}
+
+// natDoubleCompare compares doubles: double literals and double() of an
+// attribute.
+func natDoubleCompare(fn string, l, r ast.Expr) natBool {
+	a, b := natDoubleOf(l), natDoubleOf(r)
+	cmp := comparison[float64](fn)
+	if a == nil || b == nil || cmp == nil {
+		return nil
+	}
+	return func(req *Request) (bool, bool) {
+		x, ok1 := a(req)
+		y, ok2 := b(req)
+		return ok1 && ok2 && cmp(x, y), ok1 && ok2
+	}
+}
+
+// comparison is the Go comparison of a CEL comparison operator.
+func comparison[T int64 | float64](fn string) func(x, y T) bool {
+	switch fn {
+	case operators.Equals:
+		return func(x, y T) bool { return x == y }
+	case operators.NotEquals:
+		return func(x, y T) bool { return x != y }
+	case operators.Less:
+		return func(x, y T) bool { return x < y }
+	case operators.LessEquals:
+		return func(x, y T) bool { return x <= y }
+	case operators.Greater:
+		return func(x, y T) bool { return x > y }
+	case operators.GreaterEquals:
+		return func(x, y T) bool { return x >= y }
+	}
+	return nil
+}
+
+// natDouble is a double part of a match.
+type natDouble func(req *Request) (f float64, ok bool)
+
+// natDoubleOf covers double literals and double() of an attribute read by
+// a literal name, when the attribute is a number: a missing attribute is
+// CEL's error, and double() of a string parses it, which is left to CEL.
+func natDoubleOf(e ast.Expr) natDouble {
+	switch e.Kind() {
+	case ast.LiteralKind:
+		if f, ok := e.AsLiteral().(types.Double); ok {
+			v := float64(f)
+			return func(*Request) (float64, bool) { return v, true }
+		}
+	case ast.CallKind:
+		c := e.AsCall()
+		if c.IsMemberFunction() || c.FunctionName() != overloads.TypeConvertDouble || len(c.Args()) != 1 {
+			return nil
+		}
+		key, ok := attributeKey(c.Args()[0])
+		if !ok {
+			return nil
+		}
+		return func(req *Request) (float64, bool) {
+			switch v := req.Attributes[key].(type) {
+			case float64:
+				return v, true
+			case int64:
+				return float64(v), true
+			case int:
+				return float64(v), true
+			}
+			return 0, false
+		}
+	}
+	return nil
+}
+
+// attributeKey recognises request.attributes['name'] and
+// request.attributes.name.
+func attributeKey(e ast.Expr) (string, bool) {
+	switch e.Kind() {
+	case ast.SelectKind:
+		sel := e.AsSelect()
+		if !sel.IsTestOnly() && isRequestSelect(sel.Operand(), "attributes") {
+			return sel.FieldName(), true
+		}
+	case ast.CallKind:
+		c := e.AsCall()
+		if args := c.Args(); !c.IsMemberFunction() && c.FunctionName() == operators.Index && len(args) == 2 &&
+			isRequestSelect(args[0], "attributes") {
+			return literalString(args[1])
+		}
+	}
+	return "", false
 }
 
 // natIn covers x in ['literal', ...], k in request.headers (or query) and
@@ -262,6 +345,12 @@ func natIn(elem, coll ast.Expr, pl *policyLists) natBool {
 		return func(req *Request) (bool, bool) {
 			v, ok := x(req)
 			_, in := field(req)[v]
+			return ok && in, ok
+		}
+	case isRequestSelect(coll, "attributes"):
+		return func(req *Request) (bool, bool) {
+			v, ok := x(req)
+			_, in := req.Attributes[v]
 			return ok && in, ok
 		}
 	case isRequestSelect(coll, "groups"):

@@ -58,6 +58,12 @@ action = "deny"
 match = 'request.headers["x-c"].lowerAscii() == "\ufffdevil"'
 
 [[rules]]
+name = "attributes"
+priority = 5
+action = "deny"
+match = '("n" in request.attributes && double(request.attributes["n"]) > 10.0) || double(request.attributes.m) <= 2.5'
+
+[[rules]]
 name = "ranges"
 priority = 6
 action = "deny"
@@ -119,6 +125,10 @@ func nativeEdgeRequests() []*Request {
 		{Groups: []string{"admin"}, Query: map[string]string{"q": ""}, Principal: "p", Headers: map[string]string{"x-skip": ""}},
 		{RawPath: "/etc/PassWD"}, {RawPath: "/wp-admın"}, {RawPath: "/Wp-Admin/x"}, {Scheme: "wss"},
 		{Host: "OLD.example.com", Headers: map[string]string{"x-real-ip": "192.0.2.1"}},
+		{Attributes: map[string]any{"n": 11.0}}, {Attributes: map[string]any{"n": 10.0, "m": 2.5}},
+		{Attributes: map[string]any{"n": "12"}}, {Attributes: map[string]any{"n": int64(12)}}, {Attributes: map[string]any{"n": int64(10)}},
+		{Attributes: map[string]any{"m": true}}, {Attributes: map[string]any{"m": 3, "n": nil}},
+		{Attributes: map[string]any{"n": map[string]any{}}},
 		{Method: "PATCH"}, {Method: "patch"}, {Path: "/l7"}, {Path: "/l"}, {Path: "/l99"}, {Method: "TRACE", Path: "/.env", RawPath: "/%2e%2e/x"},
 	}
 }
