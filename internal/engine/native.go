@@ -204,26 +204,18 @@ func natStrCompare(fn string, l, r ast.Expr, pl *policyLists) natBool {
 // natIntCompare compares integers: literals and sizes of map and list
 // fields.
 func natIntCompare(fn string, l, r ast.Expr) natBool {
-	a, b := natIntOf(l), natIntOf(r)
-	if a == nil || b == nil {
-		return nil
-	}
-	cmp := comparison[int64](fn)
-	if cmp == nil {
-		return nil
-	}
-	return func(req *Request) (bool, bool) {
-		x, ok1 := a(req)
-		y, ok2 := b(req)
-		return ok1 && ok2 && cmp(x, y), ok1 && ok2
-	}
+	return natCompare[int64](fn, natIntOf(l), natIntOf(r))
 }
 
 // natDoubleCompare compares doubles: double literals and double() of an
 // attribute.
 func natDoubleCompare(fn string, l, r ast.Expr) natBool {
-	a, b := natDoubleOf(l), natDoubleOf(r)
-	cmp := comparison[float64](fn)
+	return natCompare[float64](fn, natDoubleOf(l), natDoubleOf(r))
+}
+
+// natCompare is the comparison fn of two numbers of one type.
+func natCompare[T int64 | float64](fn string, a, b func(*Request) (T, bool)) natBool {
+	cmp := comparison[T](fn)
 	if a == nil || b == nil || cmp == nil {
 		return nil
 	}
