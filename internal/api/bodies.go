@@ -155,17 +155,23 @@ func sourceKey(a netip.Addr) netip.Addr {
 var errBudget = errors.New("decision body budget exhausted")
 
 // fill reads body into buf, taking every byte from the budget as it
-// arrives; charged is what it took, also on an error.
-func (g *bodyGate) fill(buf *bytes.Buffer, body io.Reader) (charged int64, err error) {
+// arrives; charged is what it took, also on an error. Past limit bytes it
+// fails with http.MaxBytesError, having read at most one byte more, as
+// http.MaxBytesReader would (which cost an allocation per decision).
+func (g *bodyGate) fill(buf *bytes.Buffer, body io.Reader, limit int64) (charged int64, err error) {
 	for {
 		buf.Grow(bytes.MinRead)
 		p := buf.AvailableBuffer()
-		n, err := body.Read(p[:cap(p)])
+		p = p[:min(int64(cap(p)), limit-int64(buf.Len())+1)]
+		n, err := body.Read(p)
 		if n > 0 {
 			buf.Write(p[:n]) // onto itself: the bytes are already in place
 			charged += int64(n)
 			if g.buffered.Add(int64(n)) > g.budget {
 				return charged, errBudget
+			}
+			if int64(buf.Len()) > limit {
+				return charged, &http.MaxBytesError{Limit: limit}
 			}
 		}
 		if err == io.EOF {
@@ -224,7 +230,7 @@ func (s *decisions) readDecisionBody(w http.ResponseWriter, r *http.Request) (*b
 	defer s.bodies.leave(src)
 	setReadDeadline(w, time.Now().Add(s.bodies.timeout))
 	buf := s.getBuf()
-	if charged, err := s.bodies.fill(buf, http.MaxBytesReader(w, r.Body, s.maxBody)); err != nil {
+	if charged, err := s.bodies.fill(buf, r.Body, s.maxBody); err != nil {
 		s.bodies.buffered.Add(-charged)
 		s.putBuf(buf)
 		return nil, err // the deadline stays: the server reads no more of this body

@@ -63,5 +63,5 @@ func (s *decisions) evaluate(w http.ResponseWriter, r *http.Request, snap *Snaps
 		s.putBuf(buf)
 	}
 	s.metrics.decided(name, d.Verdict, time.Since(start))
-	s.offer(name, &d, req) // after the answer: preview never delays it
+	s.offerDecoded(name, &d, req, body.Len()) // after the answer: preview never delays it
 }

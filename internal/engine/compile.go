@@ -61,6 +61,9 @@ type compiledRule struct {
 	// guards are the match's list tests that a request must pass for the
 	// rule to be evaluated at all (listguard.go).
 	guards []listGuard
+	// native evaluates the match without cel-go where it can (native.go);
+	// nil when some part of the match is not covered.
+	native natBool
 }
 
 // Name returns the policy's name (the directory name, not the resource name).
@@ -268,6 +271,7 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 	if est <= opts.RuntimeCostLimit {
 		sh = analyze(a.NativeRep().Expr())
 		cr.guards = listGuards(a.NativeRep().Expr(), opts.lists)
+		cr.native = nativePlan(a.NativeRep().Expr(), opts.lists)
 		if hoisted, err = hoist(env, a, sh); err == nil {
 			err = cr.planFast(env, a, hoisted, sh, opts.lists.funcs)
 		}

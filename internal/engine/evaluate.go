@@ -86,6 +86,16 @@ func (ev *evaluation) try(i int, known bool) (Decision, bool) {
 			return Decision{}, false
 		}
 	}
+	// The native plan stands in for the fast program only, where the cost
+	// limit cannot fire; where it cannot decide, CEL does.
+	if r.native != nil && r.fast != nil && ev.fitsEstimate() {
+		if v, ok := r.native(ev.req); ok {
+			if v {
+				return cp.decision(r.verdict, r.name, ev.skipped), true
+			}
+			return Decision{}, false
+		}
+	}
 	out, _, err := ev.program(r, known).Eval(ev.state())
 	if err == nil {
 		if out == types.True {

@@ -250,6 +250,12 @@ func (p *previewRuntime) Offer(policyName string, d engine.Decision, req *engine
 	p.shadow.Offer(policyName, d, req)
 }
 
+// OfferDecoded is Offer for a request decoded from a JSON body of body
+// bytes, which the recorder may keep without a copy.
+func (p *previewRuntime) OfferDecoded(policyName string, d engine.Decision, req *engine.Request, body int) {
+	p.shadow.OfferDecoded(policyName, d, req, body)
+}
+
 // Mirror implements api.Mirror.
 func (p *previewRuntime) Mirror(_ *api.Snapshot, policyName string, req *engine.Request) {
 	p.shadow.Mirror(policyName, req)

@@ -12,8 +12,9 @@ import (
 // strings are substrings of its whole body (engine's fast path shares one
 // copy of bodies up to 16 KiB), so keeping req itself would keep the body
 // however little of it the fields are, and a gateway request's strings
-// keep the buffers they were read into. The recorder keeps only copies,
-// and so holds what requestSize counts.
+// keep the buffers they were read into. Add keeps only copies, and so
+// holds what requestSize counts; AddDecoded keeps a request from a small
+// body as it is and counts the body as well.
 func retained(req *engine.Request) *engine.Request {
 	c := &stringCopier{}
 	c.b.Grow(stringBytes(req))

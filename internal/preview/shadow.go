@@ -129,6 +129,7 @@ type item struct {
 	live   engine.Decision
 	req    *engine.Request
 	mirror bool
+	body   int // the length of the JSON body req was decoded from (OfferDecoded), else 0
 }
 
 // view is an immutable snapshot of what to evaluate; it is replaced as a
@@ -267,6 +268,13 @@ func (s *Shadow) Status() Status {
 // keeps req; the caller must not modify it afterwards.
 func (s *Shadow) Offer(policyName string, live engine.Decision, req *engine.Request) {
 	s.enqueue(item{policy: policyName, live: live, req: req})
+}
+
+// OfferDecoded is Offer for a request the caller decoded from a JSON body
+// of body bytes: the recorder keeps a request from a small body without
+// copying it (Recorder.AddDecoded).
+func (s *Shadow) OfferDecoded(policyName string, live engine.Decision, req *engine.Request, body int) {
+	s.enqueue(item{policy: policyName, live: live, req: req, body: body})
 }
 
 // Mirror is Offer for a mirrored request (:mirror), which was not

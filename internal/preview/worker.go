@@ -165,7 +165,7 @@ func (s *Shadow) worker() {
 // The worker counts it as processed.
 func (s *Shadow) process(it item, ws *workerScratch) {
 	if s.rec != nil {
-		s.rec.Add(it.policy, it.req)
+		s.rec.AddDecoded(it.policy, it.req, it.body)
 	}
 	entries := it.view.active[it.policy]
 	if len(entries) == 0 {
