@@ -11,7 +11,7 @@ type decodedOfferer interface {
 }
 
 // offerDecoded is offer for a request decoded from a body of body bytes.
-func (s *Server) offerDecoded(name string, d *engine.Decision, req *engine.Request, body int) {
+func (s *decisions) offerDecoded(name string, d *engine.Decision, req *engine.Request, body int) {
 	if o, ok := s.preview.(decodedOfferer); ok {
 		o.OfferDecoded(name, *d, req, body)
 		return
