@@ -32,8 +32,8 @@ func (cp *CompiledPolicy) ListMatches(req *Request) []ListMatch {
 	for _, name := range slices.Sorted(maps.Keys(cp.lists.byName)) {
 		cl, src := cp.lists.byName[name], cp.lists.src[name]
 		if cl.kind == policy.ListIP {
-			if p, ok := cl.matchedEntry(req.SourceIP); ok {
-				out = append(out, ListMatch{List: name, Field: "source_ip", Value: req.SourceIP, Entry: p.String(), File: src.File, Line: ipEntryLine(src, p.String())})
+			if p, line, ok := cl.matchedEntry(req.SourceIP); ok {
+				out = append(out, ListMatch{List: name, Field: "source_ip", Value: req.SourceIP, Entry: p.String(), File: src.File, Line: line})
 			}
 			continue
 		}
@@ -48,14 +48,6 @@ func (cp *CompiledPolicy) ListMatches(req *Request) []ListMatch {
 		}
 	}
 	return out
-}
-
-// ipEntryLine is the first line whose entry is the prefix p.
-func ipEntryLine(l *policy.List, p string) int {
-	return entryLine(l, func(e string) bool {
-		q, err := policy.ParseIPEntry(e)
-		return err == nil && q.String() == p
-	})
 }
 
 func stringEntryLine(l *policy.List, v string) int {

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
+
+// maxListBytesPerEntry is issue 23's bound on what a node holds per entry
+// of a large IP list: the compiled table plus the list's text, which the
+// node keeps (its raft state replicates the file; derivation and
+// explanations read it).
+const maxListBytesPerEntry = 64
+
+// TestIPListHoldsAtMost64BytesPerEntry compiles a tree whose policy uses
+// a 200,000-entry mixed IPv4/IPv6 list and bounds the heap the bundle
+// holds after a collection, with the list's text counted. It is not
+// parallel: the heap is the process's, and parallel tests resume only
+// after the sequential ones, so nothing else allocates meanwhile. The same
+// policy over a one-entry list compiles first, so what the first compile
+// of a process sets up once (CEL's environment) is not counted.
+func TestIPListHoldsAtMost64BytesPerEntry(t *testing.T) {
+	const n = 200_000
+	rule := denyRule("abuse", "inIpList(request.source_ip, 'abuse')")
+	if _, errs := CompileTree(listTree(rule, map[string]string{"_lists/abuse.netset": "192.0.2.1\n"}), policy.LoadOptions{}, DefaultOptions()); errs != nil {
+		t.Fatal(errs)
+	}
+	big := bigList(n, 7)
+	first, text := firstAddress(t, big), len(big)
+	files := listTree(rule, map[string]string{"_lists/abuse.netset": string(big)})
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	bundle, errs := CompileTree(files, policy.LoadOptions{}, DefaultOptions())
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	held := int64(m1.HeapAlloc) - int64(m0.HeapAlloc) + int64(text)
+	t.Logf("%d entries: %.1f bytes per entry held (%.1f of them the list's text)", n, float64(held)/n, float64(text)/n)
+	if held > n*maxListBytesPerEntry {
+		t.Errorf("the compiled list holds %.1f bytes per entry with its text, over %d", float64(held)/n, maxListBytesPerEntry)
+	}
+	if d, _ := bundle.Evaluate("edge", &Request{SourceIP: first}); d.Verdict != Deny {
+		t.Errorf("the first entry's address is not denied: %+v", d)
+	}
+	runtime.KeepAlive(bundle)
+}
+
+// firstAddress is the first address of the list's first entry.
+func firstAddress(t *testing.T, list []byte) string {
+	t.Helper()
+	line, _, _ := strings.Cut(string(list), "\n")
+	p, err := policy.ParseIPEntry(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Addr().String()
+}
