@@ -18,10 +18,10 @@ import (
 // An ipTable is immutable once built: a generation, its previous one and
 // experiments share it through listCache.
 type ipTable struct {
-	v4   []interval[key32]
-	v6   []interval[key64] // IPv6 /0 to /64, by the upper 64 bits
-	v6x  []interval[u128]  // IPv6 /65 to /128
-	size int               // intervals in all
+	v4   indexed[key32]
+	v6   indexed[key64]   // IPv6 /0 to /64, by the upper 64 bits
+	v6x  []interval[u128] // IPv6 /65 to /128: rare, so bisected without an index
+	size int              // intervals in all
 }
 
 // interval is the addresses from lo to hi, both included.
@@ -73,37 +73,44 @@ func (b *ipTableBuilder) add(p netip.Prefix) {
 
 // table sorts and merges what was added; the builder is spent.
 func (b *ipTableBuilder) table() *ipTable {
-	return newIPTable(normalize(b.v4), normalize(b.v6), normalize(b.v6x))
+	return newIPTable(newIndexed(normalize(b.v4)), newIndexed(normalize(b.v6)), normalize(b.v6x))
 }
 
-func newIPTable(v4 []interval[key32], v6 []interval[key64], v6x []interval[u128]) *ipTable {
-	return &ipTable{v4: v4, v6: v6, v6x: v6x, size: len(v4) + len(v6) + len(v6x)}
+func newIPTable(v4 indexed[key32], v6 indexed[key64], v6x []interval[u128]) *ipTable {
+	return &ipTable{v4: v4, v6: v6, v6x: v6x, size: len(v4.s) + len(v6.s) + len(v6x)}
 }
 
-// union is a table holding the addresses of t and of u, sharing neither:
-// a linear merge, since both are sorted.
+// union is a table holding the addresses of t and of u, which should be
+// the smaller: it costs a copy of t's intervals of each family u adds to;
+// the others are shared with t.
 func (t *ipTable) union(u *ipTable) *ipTable {
-	return newIPTable(unionOf(t.v4, u.v4), unionOf(t.v6, u.v6), unionOf(t.v6x, u.v6x))
+	return newIPTable(t.v4.with(u.v4.s), t.v6.with(u.v6.s), unionOf(t.v6x, u.v6x))
 }
 
 // contains reports whether a (unmapped, without zone) is in the table.
 func (t *ipTable) contains(a netip.Addr) bool {
 	x := u128From(a)
 	if a.Is4() {
-		return has(t.v4, key32(x.lo))
+		return t.v4.contains(key32(x.lo))
 	}
-	return has(t.v6, key64(x.hi)) || has(t.v6x, x)
+	return t.v6.contains(key64(x.hi)) || has128(t.v6x, x)
 }
 
 // equal reports whether t and u hold the same addresses.
 func (t *ipTable) equal(u *ipTable) bool {
-	return slices.Equal(t.v4, u.v4) && slices.Equal(t.v6, u.v6) && slices.Equal(t.v6x, u.v6x)
+	return slices.Equal(t.v4.s, u.v4.s) && slices.Equal(t.v6.s, u.v6.s) && slices.Equal(t.v6x, u.v6x)
 }
 
-// has bisects sorted disjoint intervals for the last one starting at or
-// before a.
-func has[T key[T]](s []interval[T], a T) bool {
-	lo, hi := 0, len(s) // the answer is in s[:lo] ∪ {none}; s[hi:] start after a
+// has128 reports whether a is in one of s, sorted disjoint intervals.
+func has128(s []interval[u128], a u128) bool {
+	i := firstAfter(s, a)
+	return i > 0 && !s[i-1].hi.less(a)
+}
+
+// firstAfter is the index of the first of s, sorted by start, starting
+// after a (len(s) if none).
+func firstAfter[T key[T]](s []interval[T], a T) int {
+	lo, hi := 0, len(s)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if a.less(s[m].lo) {
@@ -112,7 +119,7 @@ func has[T key[T]](s []interval[T], a T) bool {
 			lo = m + 1
 		}
 	}
-	return lo > 0 && !s[lo-1].hi.less(a)
+	return lo
 }
 
 // normalize sorts s by start and merges it, reusing its array.
@@ -129,17 +136,43 @@ func normalize[T key[T]](s []interval[T]) []interval[T] {
 	return coalesce(s)
 }
 
-// unionOf merges two sorted disjoint interval lists into a new one.
+// unionOf is a, sorted disjoint intervals, with the few of b added: a
+// bisection and a bulk copy of a per interval of b, so deriving a list
+// that gained a line costs a copy of the table, not a pass comparing
+// every interval. a is never written; with nothing to add it is shared.
 func unionOf[T key[T]](a, b []interval[T]) []interval[T] {
+	if len(b) == 0 {
+		return a
+	}
 	out := make([]interval[T], 0, len(a)+len(b))
-	for len(a) > 0 && len(b) > 0 {
-		if b[0].lo.less(a[0].lo) {
-			out, b = append(out, b[0]), b[1:]
+	for _, x := range b {
+		i := firstAfter(a, x.lo)
+		out, a = append(out, a[:i]...), a[i:]
+		if n := len(out); n > 0 && touches(out[n-1], x) {
+			out[n-1].hi = maxKey(out[n-1].hi, x.hi)
 		} else {
-			out, a = append(out, a[0]), a[1:]
+			out = append(out, x)
+		}
+		// x may reach over the intervals of a after it.
+		for last := &out[len(out)-1]; len(a) > 0 && touches(*last, a[0]); a = a[1:] {
+			last.hi = maxKey(last.hi, a[0].hi)
 		}
 	}
-	return coalesce(append(append(out, a...), b...))
+	return append(out, a...)
+}
+
+// touches reports whether y, starting at or after x, overlaps x or
+// starts right after it.
+func touches[T key[T]](x, y interval[T]) bool {
+	// !x.hi.less(y.lo) first: when x.hi is the maximum, succ wraps.
+	return !x.hi.less(y.lo) || x.hi.succ() == y.lo
+}
+
+func maxKey[T key[T]](a, b T) T {
+	if a.less(b) {
+		return b
+	}
+	return a
 }
 
 // coalesce merges the overlapping and adjacent intervals of s, sorted by
@@ -151,12 +184,8 @@ func coalesce[T key[T]](s []interval[T]) []interval[T] {
 	}
 	out := s[:1]
 	for _, x := range s[1:] {
-		last := &out[len(out)-1]
-		// !last.hi.less(x.lo) first: when last.hi is the maximum, succ wraps.
-		if !last.hi.less(x.lo) || last.hi.succ() == x.lo {
-			if last.hi.less(x.hi) {
-				last.hi = x.hi
-			}
+		if last := &out[len(out)-1]; touches(*last, x) {
+			last.hi = maxKey(last.hi, x.hi)
 			continue
 		}
 		out = append(out, x)

@@ -5,11 +5,25 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/gaissmai/bart"
+
+	"github.com/policyrollout/reconciler/internal/policy"
 )
 
 // randomPrefix is a masked prefix of either family, clustered in a few
 // blocks so that prefixes nest, overlap and touch.
 func randomPrefix(r *rand.Rand) netip.Prefix {
+	if r.IntN(8) == 0 { // anywhere, so the index's buckets span the whole space
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		if r.IntN(2) == 0 {
+			return netip.PrefixFrom(netip.AddrFrom4([4]byte(b[:4])), r.IntN(33)).Masked()
+		}
+		return netip.PrefixFrom(netip.AddrFrom16(b), r.IntN(129)).Masked()
+	}
 	if r.IntN(2) == 0 {
 		a := netip.AddrFrom4([4]byte{10, byte(r.IntN(4)), byte(r.IntN(256)), byte(r.IntN(256))})
 		return netip.PrefixFrom(a, 14+r.IntN(19)).Masked()
@@ -114,11 +128,7 @@ func TestIPTableEdges(t *testing.T) {
 		{"2001:db8::1/128 2001:db8::2/127 2001:db8::/126", 1, "2001:db8::3", "2001:db8::4"},
 		{"2001:db8:0:0:8000::/65 2001:db8:0:1::/65", 1, "2001:db8::ffff:ffff:ffff:ffff 2001:db8:0:1::", "2001:db8:0:1:8000::"},
 	} {
-		var ps []netip.Prefix
-		for _, f := range strings.Fields(c.prefixes) {
-			ps = append(ps, netip.MustParsePrefix(f))
-		}
-		tab := tableOf(ps)
+		tab := tableOf(prefixes(t, c.prefixes))
 		if tab.size != c.intervals {
 			t.Errorf("%s: %d intervals, want %d", c.prefixes, tab.size, c.intervals)
 		}
@@ -133,6 +143,50 @@ func TestIPTableEdges(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIPTableUnionAbsorbsWhatItSpans: an added prefix over several
+// intervals of the table, or touching the one before it, merges with them.
+func TestIPTableUnionAbsorbsWhatItSpans(t *testing.T) {
+	t.Parallel()
+	base := tableOf(prefixes(t, "10.0.0.0/24 10.0.2.0/24 10.0.4.0/24 10.0.9.0/24 2001:db8::/48 2001:db8:2::/48"))
+	for _, c := range []struct {
+		add       string
+		intervals int
+		in, out   string
+	}{
+		{"10.0.0.0/22", 4, "10.0.1.7 10.0.4.255", "10.0.5.0"}, // also touches 10.0.4.0/24
+		{"10.0.0.0/21", 4, "10.0.7.255", "10.0.8.0"},
+		{"10.0.5.0/24 10.0.6.0/23 10.0.8.0/24", 5, "10.0.8.1 10.0.4.0", "10.0.1.0 10.0.3.0 10.0.10.0"},
+		{"2001:db8:1::/48", 5, "2001:db8:1::1", "2001:db8:3::"},
+	} {
+		u := base.union(tableOf(prefixes(t, c.add)))
+		if u.size != c.intervals {
+			t.Errorf("+%s: %d intervals, want %d", c.add, u.size, c.intervals)
+		}
+		for _, a := range strings.Fields(c.in) {
+			if !u.contains(netip.MustParseAddr(a)) {
+				t.Errorf("+%s: %s not contained", c.add, a)
+			}
+		}
+		for _, a := range strings.Fields(c.out) {
+			if u.contains(netip.MustParseAddr(a)) {
+				t.Errorf("+%s: %s contained", c.add, a)
+			}
+		}
+	}
+	if base.size != 6 || !base.contains(netip.MustParseAddr("10.0.9.1")) || base.contains(netip.MustParseAddr("10.0.1.1")) {
+		t.Error("a union changed its base")
+	}
+}
+
+func prefixes(t *testing.T, s string) []netip.Prefix {
+	t.Helper()
+	var ps []netip.Prefix
+	for _, f := range strings.Fields(s) {
+		ps = append(ps, netip.MustParsePrefix(f))
+	}
+	return ps
 }
 
 // TestMatchedEntryIsTheLongestFirstLine: which entry matched is read from
@@ -156,5 +210,52 @@ func TestMatchedEntryIsTheLongestFirstLine(t *testing.T) {
 		if got := map[bool]string{true: p.String()}[ok]; got != c.entry || line != c.line {
 			t.Errorf("%s: matched %q on line %d, want %q on line %d", c.ip, got, line, c.entry, c.line)
 		}
+	}
+}
+
+// BenchmarkIPListLookup: one lookup in the 1,000,000-entry list, as the
+// table this package compiles and as the bart.Lite prefix table it
+// replaced (kept here as the yardstick), for a fixed address and for
+// addresses drawn from 4,096 (whose paths do not stay in cache).
+func BenchmarkIPListLookup(b *testing.B) {
+	big := bigList(1_000_000, 1)
+	var tb ipTableBuilder
+	lite := new(bart.Lite)
+	_ = policy.EachEntry(big, policy.ListIP, func(_ int, e string) error {
+		p, err := policy.ParseIPEntry(e)
+		if err != nil {
+			return err
+		}
+		tb.add(p)
+		lite.Insert(p)
+		return nil
+	})
+	tab := tb.table()
+	r := rand.New(rand.NewPCG(1, 9))
+	addrs := make([]netip.Addr, 4096)
+	for i := range addrs {
+		if i%2 == 0 {
+			addrs[i] = netip.AddrFrom4([4]byte{byte(1 + r.IntN(222)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256))})
+		} else {
+			addrs[i] = netip.AddrFrom16([16]byte{0x2a, byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256)), byte(r.IntN(256)), 7: byte(r.IntN(256))})
+		}
+	}
+	fixed := netip.MustParseAddr("85.214.132.117")
+	for _, c := range []struct {
+		name string
+		has  func(netip.Addr) bool
+	}{{"intervals", tab.contains}, {"bart", lite.Contains}} {
+		b.Run(c.name+"/fixed", func(b *testing.B) {
+			for b.Loop() {
+				c.has(fixed)
+			}
+		})
+		b.Run(c.name+"/spread", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				c.has(addrs[i&4095])
+				i++
+			}
+		})
 	}
 }

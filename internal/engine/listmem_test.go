@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,4 +61,24 @@ func firstAddress(t *testing.T, list []byte) string {
 		t.Fatal(err)
 	}
 	return p.Addr().String()
+}
+
+// residentBytes is the process's resident memory (VmRSS).
+func residentBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }
