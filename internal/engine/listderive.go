@@ -14,12 +14,14 @@ const maxDerivedEntries = 4096
 // deriveList compiles l from base, the compiled form of an earlier
 // content of the same list file, when l only adds lines to it: the usual
 // change to a large list (one line appended to a blocklist) then costs the
-// added entries, not the million unchanged ones, on every node. It returns
+// added entries and a copy of the table, not a parse of the million
+// unchanged entries, on every node. It returns
 // nil when l removes or rewrites an entry, adds more than
 // maxDerivedEntries, or has a line it cannot parse; the caller then
 // compiles l whole, so every problem is still reported as before. A
-// removal is never derived because a list may hold the same prefix twice,
-// and a prefix deleted from the trie could still be on another line.
+// removal is never derived because the table merged the entries: the
+// addresses of a removed line may still be in another (the same prefix
+// twice, or a wider one).
 func deriveList(base *compiledList, l *policy.List) *compiledList {
 	if base == nil || base.kind != policy.ListIP || l.Kind != policy.ListIP || base.data == nil || l.Data == nil {
 		return nil
