@@ -3,6 +3,7 @@ package engine
 import (
 	"net/netip"
 	"slices"
+	"unsafe"
 )
 
 // ipTable is the compiled form of an IP list: its prefixes as sorted,
@@ -94,6 +95,11 @@ func (t *ipTable) contains(a netip.Addr) bool {
 		return t.v4.contains(key32(x.lo))
 	}
 	return t.v6.contains(key64(x.hi)) || has128(t.v6x, x)
+}
+
+// bytes is the memory the table's arrays hold.
+func (t *ipTable) bytes() int64 {
+	return t.v4.bytes() + t.v6.bytes() + int64(cap(t.v6x))*int64(unsafe.Sizeof(interval[u128]{}))
 }
 
 // equal reports whether t and u hold the same addresses.

@@ -1,6 +1,9 @@
 package engine
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // minIndexed is the number of intervals from which a table gets a bucket
 // index: below it, bisecting the whole table touches few cache lines.
@@ -83,4 +86,9 @@ func (x indexed[T]) with(add []interval[T]) indexed[T] {
 		return x
 	}
 	return newIndexed(unionOf(x.s, add))
+}
+
+// bytes is the memory x's arrays hold.
+func (x *indexed[T]) bytes() int64 {
+	return int64(cap(x.s))*int64(unsafe.Sizeof(interval[T]{})) + int64(cap(x.first))*4
 }

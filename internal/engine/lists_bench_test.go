@@ -103,7 +103,8 @@ func TestMeasureMillionEntryList(t *testing.T) {
 	t.Logf("node compile, cold (read, validate, build the table): %s; heap held %.1f MiB (list text %.1f MiB)",
 		elapsed, float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/(1<<20), float64(len(big))/(1<<20))
 	// The text was resident before (the test holds it, as a node's raft
-	// state does): the node's cost per entry is the growth plus the text.
+	// state does, and the bundle shares it): the node's cost per entry is
+	// the growth plus the text once.
 	t.Logf("RSS %.1f -> %.1f MiB after returning free memory to the OS: %.1f bytes per entry with the text",
 		float64(rss0)/(1<<20), float64(rss1)/(1<<20), float64(rss1-rss0+int64(len(big)))/1e6)
 	start = time.Now()
