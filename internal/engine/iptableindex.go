@@ -21,7 +21,7 @@ type intKey[T any] interface {
 // a lookup, measured); the index maps the address's bucket (its bits below
 // the table's common top bits) to the few intervals starting there, so a
 // lookup is one index read and a bisection of a cache line or two. The
-// index has at most one entry (4 bytes) per two intervals.
+// index has at most one entry (4 bytes) per interval.
 type indexed[T intKey[T]] struct {
 	s     []interval[T]
 	base  T     // s[0].lo
