@@ -128,19 +128,25 @@ func TestIPTableEdges(t *testing.T) {
 		{"2001:db8::1/128 2001:db8::2/127 2001:db8::/126", 1, "2001:db8::3", "2001:db8::4"},
 		{"2001:db8:0:0:8000::/65 2001:db8:0:1::/65", 1, "2001:db8::ffff:ffff:ffff:ffff 2001:db8:0:1::", "2001:db8:0:1:8000::"},
 	} {
-		tab := tableOf(prefixes(t, c.prefixes))
-		if tab.size != c.intervals {
-			t.Errorf("%s: %d intervals, want %d", c.prefixes, tab.size, c.intervals)
+		checkTable(t, c.prefixes, tableOf(prefixes(t, c.prefixes)), c.intervals, c.in, c.out)
+	}
+}
+
+// checkTable checks that tab has intervals intervals, holds the addresses
+// of in and none of out (space-separated).
+func checkTable(t *testing.T, name string, tab *ipTable, intervals int, in, out string) {
+	t.Helper()
+	if tab.size != intervals {
+		t.Errorf("%s: %d intervals, want %d", name, tab.size, intervals)
+	}
+	for _, a := range strings.Fields(in) {
+		if !tab.contains(netip.MustParseAddr(a)) {
+			t.Errorf("%s: %s not contained", name, a)
 		}
-		for _, a := range strings.Fields(c.in) {
-			if !tab.contains(netip.MustParseAddr(a)) {
-				t.Errorf("%s: %s not contained", c.prefixes, a)
-			}
-		}
-		for _, a := range strings.Fields(c.out) {
-			if tab.contains(netip.MustParseAddr(a)) {
-				t.Errorf("%s: %s contained", c.prefixes, a)
-			}
+	}
+	for _, a := range strings.Fields(out) {
+		if tab.contains(netip.MustParseAddr(a)) {
+			t.Errorf("%s: %s contained", name, a)
 		}
 	}
 }
@@ -160,20 +166,7 @@ func TestIPTableUnionAbsorbsWhatItSpans(t *testing.T) {
 		{"10.0.5.0/24 10.0.6.0/23 10.0.8.0/24", 5, "10.0.8.1 10.0.4.0", "10.0.1.0 10.0.3.0 10.0.10.0"},
 		{"2001:db8:1::/48", 5, "2001:db8:1::1", "2001:db8:3::"},
 	} {
-		u := base.union(tableOf(prefixes(t, c.add)))
-		if u.size != c.intervals {
-			t.Errorf("+%s: %d intervals, want %d", c.add, u.size, c.intervals)
-		}
-		for _, a := range strings.Fields(c.in) {
-			if !u.contains(netip.MustParseAddr(a)) {
-				t.Errorf("+%s: %s not contained", c.add, a)
-			}
-		}
-		for _, a := range strings.Fields(c.out) {
-			if u.contains(netip.MustParseAddr(a)) {
-				t.Errorf("+%s: %s contained", c.add, a)
-			}
-		}
+		checkTable(t, "+"+c.add, base.union(tableOf(prefixes(t, c.add))), c.intervals, c.in, c.out)
 	}
 	if base.size != 6 || !base.contains(netip.MustParseAddr("10.0.9.1")) || base.contains(netip.MustParseAddr("10.0.1.1")) {
 		t.Error("a union changed its base")
