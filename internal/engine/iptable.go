@@ -8,15 +8,15 @@ import (
 
 // ipTable is the compiled form of an IP list: its prefixes as sorted,
 // disjoint address intervals, searched by bisection within a bucket
-// (iptableindex.go). A list only answers
-// "is the address in some entry", so overlapping and adjacent entries are
-// merged and the table keeps no prefix structure; that is what makes it
-// small. Per interval it holds 8 bytes for IPv4, 16 for IPv6 prefixes of
-// /64 or shorter (only their upper 64 bits vary at the ends) and 32 for
-// longer IPv6 prefixes, plus at most 4 bytes of index for the first two
-// kinds: at most 36 bytes an entry, against about 54 bytes per entry of a bart.Lite
-// table over a million random CIDRs. Which entry matched is found from the
-// list's text instead (matchedEntry), for the tools that ask.
+// (iptableindex.go). A list only answers "is the address in some entry",
+// so overlapping and adjacent entries are merged and the table keeps no
+// prefix structure; that is what makes it small. Per interval it holds 8
+// bytes for IPv4, 16 for IPv6 prefixes of /64 or shorter (only their upper
+// 64 bits vary at the ends) and 32 for longer IPv6 prefixes, plus at most
+// 4 bytes of index for the first two kinds: at most 36 bytes an entry,
+// against about 54 bytes per entry of a bart.Lite table over a million
+// random CIDRs. Which entry matched is found from the list's text instead
+// (matchedEntry), for the tools that ask.
 //
 // An ipTable is immutable once built: a generation, its previous one and
 // experiments share it through listCache.
