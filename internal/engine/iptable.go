@@ -35,6 +35,7 @@ type key[T any] interface {
 	comparable
 	less(T) bool
 	succ() T // the next value; the maximum's wraps, which merging never asks
+	pred() T // the previous value; zero's wraps, which subtracting never asks
 }
 
 type (
@@ -44,8 +45,17 @@ type (
 
 func (a key32) less(b key32) bool { return a < b }
 func (a key32) succ() key32       { return a + 1 }
+func (a key32) pred() key32       { return a - 1 }
 func (a key64) less(b key64) bool { return a < b }
 func (a key64) succ() key64       { return a + 1 }
+func (a key64) pred() key64       { return a - 1 }
+
+func (a u128) pred() u128 {
+	if a.lo == 0 {
+		return u128{hi: a.hi - 1, lo: ^uint64(0)}
+	}
+	return u128{hi: a.hi, lo: a.lo - 1}
+}
 
 func (a u128) succ() u128 {
 	if a.lo == ^uint64(0) {

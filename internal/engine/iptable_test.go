@@ -173,6 +173,32 @@ func TestIPTableUnionAbsorbsWhatItSpans(t *testing.T) {
 	}
 }
 
+// TestIPTableMinus: removed ranges are cut out of the merged intervals
+// exactly, at their ends, in the middle, across intervals, per family.
+func TestIPTableMinus(t *testing.T) {
+	t.Parallel()
+	base := tableOf(prefixes(t, "10.0.0.0/24 10.0.1.0/24 10.0.4.0/22 2001:db8::/47 2001:db8:9::/126"))
+	for _, c := range []struct {
+		minus     string
+		intervals int
+		in, out   string
+	}{
+		{"10.0.0.0/24", 4, "10.0.1.0 10.0.1.255", "10.0.0.255 10.0.0.0"},
+		{"10.0.1.0/24", 4, "10.0.0.255", "10.0.1.0 10.0.2.0"},
+		{"10.0.5.0/24", 5, "10.0.4.255 10.0.6.0", "10.0.5.0 10.0.5.255"},
+		{"10.0.0.0/21", 2, "2001:db8::1", "10.0.0.0 10.0.7.255"},
+		{"2001:db8:1::/48 2001:db8:9::1/128", 5, "2001:db8::ffff 2001:db8:9::2 2001:db8:9::", "2001:db8:1:: 2001:db8:9::1"},
+		{"192.0.2.0/24", 4, "10.0.0.0", "192.0.2.1"},
+	} {
+		checkTable(t, "-"+c.minus, base.minus(tableOf(prefixes(t, c.minus))), c.intervals, c.in, c.out)
+	}
+	checkTable(t, "base", base, 4, "10.0.0.0 10.0.5.5 2001:db8:1::9 2001:db8:9::1", "10.0.2.0")
+	// A cut at a boundary of the lower 64 bits borrows from the upper.
+	long := tableOf(prefixes(t, "2001:db8:0:0:8000::/65 2001:db8:0:1::/65"))
+	checkTable(t, "-/128 at a 64-bit boundary", long.minus(tableOf(prefixes(t, "2001:db8:0:1::/128"))), 2,
+		"2001:db8::ffff:ffff:ffff:ffff 2001:db8:0:1::1", "2001:db8:0:1::")
+}
+
 func prefixes(t *testing.T, s string) []netip.Prefix {
 	t.Helper()
 	var ps []netip.Prefix

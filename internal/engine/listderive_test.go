@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,9 +18,9 @@ func ipList(file, data string) *policy.List {
 }
 
 // TestDeriveListEqualsAFreshCompile: a list derived from its previous
-// content holds exactly the prefixes a fresh compile of the new content
-// does, and only additions are derived (a removed line may be a prefix
-// the list holds twice).
+// content holds exactly the addresses a fresh compile of the new content
+// does, removals included (a removed line's addresses may still be on
+// another line, as the same prefix, a wider one or narrower ones).
 func TestDeriveListEqualsAFreshCompile(t *testing.T) {
 	t.Parallel()
 	const old = "# blocklist\n10.0.0.0/8\n192.0.2.0/24\n2001:db8::/32\n10.0.0.0/8\n"
@@ -30,10 +32,12 @@ func TestDeriveListEqualsAFreshCompile(t *testing.T) {
 		{"insert in the middle", old, "# blocklist\n10.0.0.0/8\n198.51.100.7\n192.0.2.0/24\n2001:db8::/32\n10.0.0.0/8\n", true},
 		{"prepend", old, "203.0.113.0/24\n" + old, true},
 		{"comment added", old, old + "# done\n", true},
-		{"append after a last line without newline", "10.0.0.0/8", "10.0.0.0/8\n11.0.0.0/8\n", false},
-		{"duplicate removed", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/24\n2001:db8::/32\n", false},
-		{"line rewritten", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/25\n2001:db8::/32\n10.0.0.0/8\n", false},
-		{"entry removed", old, "# blocklist\n10.0.0.0/8\n2001:db8::/32\n10.0.0.0/8\n", false},
+		{"append after a last line without newline", "10.0.0.0/8", "10.0.0.0/8\n11.0.0.0/8\n", true},
+		{"duplicate removed", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/24\n2001:db8::/32\n", true},
+		{"line rewritten", old, "# blocklist\n10.0.0.0/8\n192.0.2.0/25\n2001:db8::/32\n10.0.0.0/8\n", true},
+		{"entry removed", old, "# blocklist\n10.0.0.0/8\n2001:db8::/32\n10.0.0.0/8\n", true},
+		{"wider entry removed, narrower kept", "10.0.0.0/8\n10.1.0.0/16\n10.3.0.0/16\n", "10.1.0.0/16\n10.3.0.0/16\n", true},
+		{"IPv6 /128 removed inside a kept /48", "2001:db8::/48\n2001:db8::1\n2001:db8:1::1\n", "2001:db8::/48\n2001:db8:1::2\n", true},
 		{"malformed addition", old, old + "not-an-ip\n", false},
 		{"identical prefix bytes across lines", "1.1.1.0/24\n1.1.1.1\n", "1.1.1.0/24\n1.1.1.1\n1.1.1.1\n", true},
 	} {
@@ -58,6 +62,44 @@ func TestDeriveListEqualsAFreshCompile(t *testing.T) {
 		}
 		if b2, _ := compileList(ipList("_lists/x.netset", c.old)); !base.ips.equal(b2.ips) {
 			t.Errorf("%s: deriving changed the base table", c.name)
+		}
+	}
+}
+
+// TestDeriveRandomEditsEqualsAFreshCompile: random removals, additions
+// and rewrites of nested, overlapping and duplicate entries, derived from
+// the previous content, hold what a fresh compile does.
+func TestDeriveRandomEditsEqualsAFreshCompile(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(40) {
+		r := rand.New(rand.NewPCG(seed, 21))
+		var lines []string
+		for range 200 {
+			lines = append(lines, randomPrefix(r).String())
+		}
+		base, err := compileList(ipList("_lists/edits.netset", strings.Join(lines, "\n")+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 1 + r.IntN(8) {
+			i := r.IntN(len(lines))
+			switch r.IntN(3) {
+			case 0:
+				lines = append(lines[:i], lines[i+1:]...)
+			case 1:
+				lines[i] = randomPrefix(r).String()
+			default:
+				lines = append(lines[:i], append([]string{randomPrefix(r).String()}, lines[i:]...)...)
+			}
+		}
+		next := ipList("_lists/edits.netset", strings.Join(lines, "\n")+"\n")
+		d := deriveList(base, next)
+		fresh, err := compileList(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d == nil || !d.ips.equal(fresh.ips) {
+			t.Fatalf("seed %d: derived %v, not the table of a fresh compile", seed, d != nil)
 		}
 	}
 }
@@ -108,6 +150,19 @@ func BenchmarkOneLineChangeMillionEntryList(b *testing.B) {
 	b.Run("derived", func(b *testing.B) {
 		for b.Loop() {
 			if deriveList(base, next) == nil {
+				b.Fatal("not derived")
+			}
+		}
+	})
+	// A line removed from the middle: the new content is scanned once for
+	// entries overlapping the removed one.
+	i := len(old) / 2
+	i += bytes.IndexByte(old[i:], '\n') + 1
+	j := i + bytes.IndexByte(old[i:], '\n') + 1
+	cut := ipList("_lists/abuse.netset", string(old[:i])+string(old[j:]))
+	b.Run("derived-removal", func(b *testing.B) {
+		for b.Loop() {
+			if deriveList(base, cut) == nil {
 				b.Fatal("not derived")
 			}
 		}
