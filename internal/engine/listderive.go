@@ -24,10 +24,18 @@ const maxDerivedEntries = 4096
 // maxDerivedEntries changed or a changed line does not parse; the caller
 // then compiles l whole, so every problem is still reported as before.
 func deriveList(base *compiledList, l *policy.List) *compiledList {
-	if base == nil || base.kind != policy.ListIP || l.Kind != policy.ListIP || base.data == nil || l.Data == nil {
+	if base == nil || base.kind != l.Kind || base.data == nil || l.Data == nil {
 		return nil
 	}
 	removed, added := policy.ChangedLines(base.data, l.Data)
+	switch l.Kind {
+	case policy.ListIP:
+		return deriveIPs(base, l, removed, added)
+	}
+	return nil
+}
+
+func deriveIPs(base *compiledList, l *policy.List, removed, added []byte) *compiledList {
 	var add, gone ipTableBuilder
 	n := 0
 	parse := func(into *ipTableBuilder) func(int, string) error {

@@ -51,8 +51,8 @@ func (cp *CompiledPolicy) ListMatches(req *Request) []ListMatch {
 	return out
 }
 
-// errFound stops a pass over a list's entries at the one it looked for.
-var errFound = errors.New("found")
+// errLineFound stops a pass over a list's entries at the one it looked for.
+var errLineFound = errors.New("found")
 
 // stringLine is the first line of a string list whose entry is v, 0 if
 // none. It reads the compiled list's text, which an experiment's list
@@ -62,7 +62,7 @@ func (l *compiledList) stringLine(v string) int {
 	_ = policy.EachEntry(l.data, l.kind, func(line int, e string) error {
 		if e == v {
 			found = line
-			return errFound
+			return errLineFound
 		}
 		return nil
 	})
