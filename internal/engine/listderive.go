@@ -3,16 +3,15 @@ package engine
 import (
 	"errors"
 	"maps"
-	"net/netip"
 
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
-// maxDerivedEntries bounds the entries a list derives from its previous
-// content (added and removed together) instead of compiling afresh: each
-// copy-on-write insert or delete clones the trie's path (microseconds and
-// a few KiB), so past a few thousand a fresh compile (about a second for
-// a million entries) is the cheaper.
+// maxDerivedEntries bounds the entries (added and removed together) a
+// list derives from its previous content instead of compiling afresh.
+// Deriving costs a copy of the previous table (milliseconds for a million
+// entries) plus the changed entries; the bound keeps a list that mostly
+// changed on the plain path, where every line is parsed once anyway.
 const maxDerivedEntries = 4096
 
 // errFound ends a scan early (stillHeld).
@@ -21,15 +20,15 @@ var errFound = errors.New("found")
 // deriveList compiles l from base, the compiled form of an earlier
 // content of the same list file, by applying the lines that changed: the
 // usual change to a large list (a line appended to a blocklist, one
-// removed or rewritten) then costs those lines, not the million unchanged
-// ones, on every node. A list may hold one entry on several lines (a
-// prefix also written with host bits, or as an IPv4-mapped address), so
-// an entry whose line was removed leaves the table only when no line of
-// the new content still holds it: finding out scans the new content once
-// (a third of a fresh compile, parsing without inserting), and only when
-// an entry was removed. It returns nil when more than maxDerivedEntries
-// changed or a changed line does not parse; the caller then compiles l
-// whole, so every problem is still reported as before.
+// removed or rewritten) then costs those lines and a copy of the table,
+// not a parse of the million unchanged entries, on every node. The table
+// merged its entries, so a removed entry's addresses may still be held by
+// other lines (the same prefix twice, a wider or narrower one): they are
+// taken out, then every entry of the new content overlapping them is put
+// back, which scans the new content once (parsing without building), and
+// only when an entry was removed. It returns nil when more than
+// maxDerivedEntries changed or a changed line does not parse; the caller
+// then compiles l whole, so every problem is still reported as before.
 func deriveList(base *compiledList, l *policy.List) *compiledList {
 	if base == nil || base.kind != l.Kind || base.data == nil || l.Data == nil {
 		return nil
@@ -45,43 +44,34 @@ func deriveList(base *compiledList, l *policy.List) *compiledList {
 }
 
 func deriveIPs(base *compiledList, l *policy.List, removed, added []byte) *compiledList {
-	var add, gone []netip.Prefix
+	var add, gone ipTableBuilder
 	n := 0
-	parse := func(into *[]netip.Prefix) func(int, string) error {
+	parse := func(into *ipTableBuilder) func(int, string) error {
 		return func(_ int, e string) error {
 			if n++; n > maxDerivedEntries {
 				return errTooManyDerived
 			}
 			p, err := policy.ParseIPEntry(e)
-			*into = append(*into, p)
+			into.add(p)
 			return err
 		}
 	}
 	if policy.EachEntry(added, l.Kind, parse(&add)) != nil || policy.EachEntry(removed, l.Kind, parse(&gone)) != nil {
 		return nil
 	}
-	ips := base.ips
-	if len(gone) > 0 {
-		left := make(map[netip.Prefix]bool, len(gone))
-		for _, p := range gone {
-			left[p] = true
-		}
-		stillHeld(l.Data, l.Kind, len(left), func(e string) bool {
-			p, err := policy.ParseIPEntry(e)
-			if err == nil && left[p] {
-				delete(left, p)
+	ips := base.ips // shared: minus and union write new tables
+	if g := gone.table(); g.size > 0 {
+		var back ipTableBuilder
+		_ = l.Each(func(_ int, e string) error {
+			if p, err := policy.ParseIPEntry(e); err == nil && g.overlaps(p) {
+				back.add(p)
 			}
-			return len(left) == 0
+			return nil
 		})
-		for p := range left {
-			ips = ips.DeletePersist(p) // base is shared: never written
-		}
-	}
-	for _, p := range add {
-		ips = ips.InsertPersist(p)
+		ips = ips.minus(g).union(back.table())
 	}
 	listDerives.Add(1)
-	return &compiledList{kind: l.Kind, ips: ips, entries: l.Entries, data: l.Data}
+	return &compiledList{kind: l.Kind, ips: ips.union(add.table()), entries: l.Entries, data: l.Data}
 }
 
 // deriveStrings copies base's set (a copy of the table, not a new

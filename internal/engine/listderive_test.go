@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -53,6 +55,8 @@ func TestDeriveListEqualsAFreshCompile(t *testing.T) {
 		{"host removed", hosts, "# retired\nold.example\nold.example\n", policy.ListString, true},
 		{"duplicate host removed", hosts, "# retired\nold.example\nlegacy.example\n", policy.ListString, true},
 		{"host rewritten", hosts, "# retired\nold.example\nLegacy.example\nold.example\n", policy.ListString, true},
+		{"wider entry removed, narrower kept", "10.0.0.0/8\n10.1.0.0/16\n10.3.0.0/16\n", "10.1.0.0/16\n10.3.0.0/16\n", policy.ListIP, true},
+		{"IPv6 /128 removed inside a kept /48", "2001:db8::/48\n2001:db8::1\n2001:db8:1::1\n", "2001:db8::/48\n2001:db8:1::2\n", policy.ListIP, true},
 	} {
 		list := ipList
 		if c.kind == policy.ListString {
@@ -89,9 +93,47 @@ func sameCompiled(a, b *compiledList) bool {
 		return false
 	}
 	if a.kind == policy.ListIP {
-		return a.ips.Equal(b.ips)
+		return a.ips.equal(b.ips)
 	}
 	return maps.Equal(a.strs, b.strs)
+}
+
+// TestDeriveRandomEditsEqualsAFreshCompile: random removals, additions
+// and rewrites of nested, overlapping and duplicate entries, derived from
+// the previous content, hold what a fresh compile does.
+func TestDeriveRandomEditsEqualsAFreshCompile(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(40) {
+		r := rand.New(rand.NewPCG(seed, 21))
+		var lines []string
+		for range 200 {
+			lines = append(lines, randomPrefix(r).String())
+		}
+		base, err := compileList(ipList("_lists/edits.netset", strings.Join(lines, "\n")+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 1 + r.IntN(8) {
+			i := r.IntN(len(lines))
+			switch r.IntN(3) {
+			case 0:
+				lines = append(lines[:i], lines[i+1:]...)
+			case 1:
+				lines[i] = randomPrefix(r).String()
+			default:
+				lines = append(lines[:i], append([]string{randomPrefix(r).String()}, lines[i:]...)...)
+			}
+		}
+		next := ipList("_lists/edits.netset", strings.Join(lines, "\n")+"\n")
+		d := deriveList(base, next)
+		fresh, err := compileList(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d == nil || !d.ips.equal(fresh.ips) {
+			t.Fatalf("seed %d: derived %v, not the table of a fresh compile", seed, d != nil)
+		}
+	}
 }
 
 // TestListCacheDerivesAnAppendedLine: the cache compiles a new content of
@@ -144,21 +186,15 @@ func BenchmarkOneLineChangeMillionEntryList(b *testing.B) {
 			}
 		}
 	})
-	// A removed line: the new content is scanned once for another line
-	// holding the removed entry.
-	_, rest, _ := strings.Cut(string(old), "\n")
-	_, rest, _ = strings.Cut(rest, "\n") // bigList's first line may be a comment: drop two
-	removed := ipList("_lists/abuse.netset", rest)
-	b.Run("fresh-removal", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := compileList(removed); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	// A line removed from the middle: the new content is scanned once for
+	// entries overlapping the removed one.
+	i := len(old) / 2
+	i += bytes.IndexByte(old[i:], '\n') + 1
+	j := i + bytes.IndexByte(old[i:], '\n') + 1
+	cut := ipList("_lists/abuse.netset", string(old[:i])+string(old[j:]))
 	b.Run("derived-removal", func(b *testing.B) {
 		for b.Loop() {
-			if deriveList(base, removed) == nil {
+			if deriveList(base, cut) == nil {
 				b.Fatal("not derived")
 			}
 		}

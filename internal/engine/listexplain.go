@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"maps"
 	"slices"
 
@@ -32,8 +33,8 @@ func (cp *CompiledPolicy) ListMatches(req *Request) []ListMatch {
 	for _, name := range slices.Sorted(maps.Keys(cp.lists.byName)) {
 		cl, src := cp.lists.byName[name], cp.lists.src[name]
 		if cl.kind == policy.ListIP {
-			if p, ok := cl.matchedEntry(req.SourceIP); ok {
-				out = append(out, ListMatch{List: name, Field: "source_ip", Value: req.SourceIP, Entry: p.String(), File: src.File, Line: ipEntryLine(src, p.String())})
+			if p, line, ok := cl.matchedEntry(req.SourceIP); ok {
+				out = append(out, ListMatch{List: name, Field: "source_ip", Value: req.SourceIP, Entry: p.String(), File: src.File, Line: line})
 			}
 			continue
 		}
@@ -43,30 +44,25 @@ func (cp *CompiledPolicy) ListMatches(req *Request) []ListMatch {
 		}
 		for _, f := range fields {
 			if _, ok := cl.strs[f[1]]; ok {
-				out = append(out, ListMatch{List: name, Field: f[0], Value: f[1], Entry: f[1], File: src.File, Line: stringEntryLine(src, f[1])})
+				out = append(out, ListMatch{List: name, Field: f[0], Value: f[1], Entry: f[1], File: src.File, Line: cl.stringLine(f[1])})
 			}
 		}
 	}
 	return out
 }
 
-// ipEntryLine is the first line whose entry is the prefix p.
-func ipEntryLine(l *policy.List, p string) int {
-	return entryLine(l, func(e string) bool {
-		q, err := policy.ParseIPEntry(e)
-		return err == nil && q.String() == p
-	})
-}
+// errLineFound stops a pass over a list's entries at the one it looked for.
+var errLineFound = errors.New("found")
 
-func stringEntryLine(l *policy.List, v string) int {
-	return entryLine(l, func(e string) bool { return e == v })
-}
-
-func entryLine(l *policy.List, match func(string) bool) int {
+// stringLine is the first line of a string list whose entry is v, 0 if
+// none. It reads the compiled list's text, which an experiment's list
+// found by hash has where its policy's copy does not.
+func (l *compiledList) stringLine(v string) int {
 	found := 0
-	_ = l.Each(func(line int, e string) error {
-		if found == 0 && match(e) {
+	_ = policy.EachEntry(l.data, l.kind, func(line int, e string) error {
+		if e == v {
 			found = line
+			return errLineFound
 		}
 		return nil
 	})

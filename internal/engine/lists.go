@@ -13,7 +13,6 @@ import (
 	"cel.dev/cel-go/common/functions"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
-	"github.com/gaissmai/bart"
 
 	"github.com/policyrollout/reconciler/internal/policy"
 )
@@ -27,33 +26,44 @@ const (
 	listArgumentIndex = 1
 )
 
-// compiledList is a named list compiled for lookups: a prefix table
-// (bart.Lite, a compressed multibit trie) for an IP list, a hash set for a
-// string list. It is immutable, and shared by every rule, policy and
-// generation that uses the same content (listCache).
+// compiledList is a named list compiled for lookups: sorted address
+// intervals (ipTable) for an IP list, a hash set for a string list. It is
+// immutable, and shared by every rule, policy and generation that uses the
+// same content (listCache).
 type compiledList struct {
 	kind    policy.ListKind
-	ips     *bart.Lite
+	ips     *ipTable
 	strs    map[string]struct{}
 	entries int
-	data    []byte // the list's text, which a later content derives from (deriveList)
+	// data is the list's text, which a later content derives from
+	// (deriveList) and matchedEntry searches. It is the file's bytes as
+	// loaded, shared with the tree (and a node's raft state), not a copy.
+	data []byte
 }
 
 // containsIP reports whether the address s is inside an entry. It parses
 // as inIpRange does (IPv4-mapped IPv6 unmapped, zones never match).
 func (l *compiledList) containsIP(s string) bool {
 	a, ok := parseLenientIP(s)
-	return ok && l.ips.Lookup(a)
+	return ok && l.ips.contains(a)
 }
 
-// MatchedEntry is the longest entry of an IP list holding ip, for tools
-// that explain a decision; ok is false when none does.
-func (l *compiledList) matchedEntry(ip string) (netip.Prefix, bool) {
-	a, ok := parseLenientIP(ip)
-	if !ok {
-		return netip.Prefix{}, false
+// matchedEntry is the longest entry of an IP list holding ip and the
+// first line it is on, for tools that explain a decision; ok is false when
+// none does. The table has merged its entries away, so this reads the
+// list's text: a pass over every line, once per explained request.
+func (l *compiledList) matchedEntry(ip string) (p netip.Prefix, line int, ok bool) {
+	a, valid := parseLenientIP(ip)
+	if !valid || !l.ips.contains(a) {
+		return netip.Prefix{}, 0, false
 	}
-	return l.ips.LookupPrefixLPM(netip.PrefixFrom(a, a.BitLen()))
+	_ = policy.EachEntry(l.data, l.kind, func(n int, e string) error {
+		if q, err := policy.ParseIPEntry(e); err == nil && q.Contains(a) && (!ok || q.Bits() > p.Bits()) {
+			p, line, ok = q, n, true
+		}
+		return nil
+	})
+	return p, line, ok
 }
 
 // listCompiles counts compileList calls (TestValidateTreeCompilesAListOnce)
@@ -67,15 +77,16 @@ func compileList(l *policy.List) (*compiledList, error) {
 	listCompiles.Add(1)
 	c := &compiledList{kind: l.Kind, entries: l.Entries, data: l.Data}
 	if l.Kind == policy.ListIP {
-		c.ips = new(bart.Lite)
+		var b ipTableBuilder
 		err := l.Each(func(line int, e string) error {
 			p, err := policy.ParseIPEntry(e)
 			if err != nil {
 				return fmt.Errorf("%s:%d: %w", l.File, line, err)
 			}
-			c.ips.Insert(p)
+			b.add(p)
 			return nil
 		})
+		c.ips = b.table()
 		return c, err
 	}
 	c.strs = make(map[string]struct{}, l.Entries)

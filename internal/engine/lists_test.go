@@ -244,4 +244,9 @@ func TestFindListSuppliesAnExperimentsList(t *testing.T) {
 	if d := cp.Evaluate(&Request{SourceIP: "198.18.77.9"}); d.Verdict != Deny {
 		t.Fatalf("got %+v", d)
 	}
+	// The policy's list carries no data; eval's explanation reads the text
+	// found for it.
+	if m := cp.ListMatches(&Request{SourceIP: "198.18.77.9"}); len(m) != 1 || m[0].Entry != "198.18.77.0/24" || m[0].Line != 2 {
+		t.Errorf("list matches %+v", m)
+	}
 }

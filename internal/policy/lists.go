@@ -278,7 +278,12 @@ func loadList(fsys fs.FS, file string, e fs.DirEntry) (*List, ErrorList) {
 		err = fmt.Errorf("%d bytes, over the %d byte limit of a list file (MaxListFileBytes)", info.Size(), MaxListFileBytes)
 	}
 	var data []byte
-	if err == nil {
+	if t, ok := fsys.(treeFS); ok && err == nil {
+		data, ok = t.sharedFile(file)
+		if !ok {
+			err = fmt.Errorf("policy: reading %s: %w", file, fs.ErrNotExist)
+		}
+	} else if err == nil {
 		data, err = readUpTo(fsys, file, info.Size())
 	}
 	if err != nil {

@@ -72,13 +72,30 @@ var ErrTreeTooLarge = errors.New("policies root too large")
 
 // TreeFS is a tree of files (slash-separated paths relative to the root,
 // as ReadTree and gitsource return them) as an fs.FS for Load.
-// Directories are implied by the paths. The byte slices are shared.
+// Directories are implied by the paths. The byte slices are shared, and
+// must not be modified: a list loaded from the tree holds its file's
+// bytes instead of a copy (sharedFile).
 func TreeFS(files map[string][]byte) fs.FS {
 	m := make(fstest.MapFS, len(files))
 	for name, data := range files {
 		m[name] = &fstest.MapFile{Data: data, Mode: 0o444}
 	}
-	return m
+	return treeFS{m}
+}
+
+// treeFS is TreeFS's file system. Reading a file through fs.FS copies
+// it; a node's generation is a tree in memory (its raft state's bytes,
+// never modified), and a list of a million entries is 18 MB of text that
+// the node would then hold twice for as long as it serves the generation.
+type treeFS struct{ fstest.MapFS }
+
+// sharedFile returns the bytes of name without a copy.
+func (t treeFS) sharedFile(name string) ([]byte, bool) {
+	f, ok := t.MapFS[name]
+	if !ok || !f.Mode.IsRegular() {
+		return nil, false
+	}
+	return f.Data, true
 }
 
 // ReadTree reads every regular file under the root of fsys, as the leader
