@@ -118,13 +118,18 @@ func compilePolicy(p *policy.Policy, opts Options, base *CompiledPolicy, parsed 
 	shared := sharedPrograms(base, opts, p.Lists)
 	if parsed == nil {
 		var over *policy.Error
-		if parsed, over = measure(env, p.Name, rules, shared, nil); over != nil {
+		if parsed, over = measure(env, p.Name, rules, shared, nil, opts); over == errAbortedMeasure {
+			return nil, ErrAborted
+		} else if over != nil {
 			// Over a program budget: nothing is compiled, which is
 			// what would cost.
 			return nil, append(errs, over)
 		}
 	}
 	for i := range rules {
+		if opts.aborted() {
+			return nil, ErrAborted
+		}
 		cr, c, err := shared.compileRule(env, &rules[i], parsed[i], opts)
 		if err != nil {
 			errs = append(errs, err)

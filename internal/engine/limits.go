@@ -1,6 +1,11 @@
 package engine
 
-import "github.com/policyrollout/reconciler/internal/policy"
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/policyrollout/reconciler/internal/policy"
+)
 
 // Budgets. docs/policy-language.md documents every one of these; change
 // both together. Costs are in CEL cost units (roughly one unit per node
@@ -69,10 +74,22 @@ type Options struct {
 	// A pointer, so that Options stay comparable; never sent to the
 	// validation child.
 	FindList *ListFinder `json:"-"`
+	// Abort, once it holds true, stops a compile between two rules with
+	// ErrAborted: a node shutting down does not wait for the compile of a
+	// large experiment it has begun (seconds for the heaviest policy the
+	// budgets admit). A pointer, so that Options stay comparable; never
+	// sent to the validation child.
+	Abort *atomic.Bool `json:"-"`
 	// lists are the compiled lists of the policy being compiled, which
 	// its programs are bound to (set by compilePolicy).
 	lists *policyLists
 }
+
+// ErrAborted is the error of a compile stopped by Options.Abort.
+var ErrAborted = errors.New("engine: compile aborted")
+
+// aborted reports whether the compile o belongs to was asked to stop.
+func (o Options) aborted() bool { return o.Abort != nil && o.Abort.Load() }
 
 // ListFinder finds the data of a list by its content (Options.FindList).
 type ListFinder struct {

@@ -61,10 +61,13 @@ type parsedMatch struct {
 // A rule whose match the live policy already compiled (shared) is not
 // parsed but charged all the same, so that Compile and CompileBeside
 // refuse alike. Parse errors are kept for compileRule to report.
-func measure(env *cel.Env, name string, rules []policy.Rule, shared shared, tree *programSize) ([]parsedMatch, *policy.Error) {
+func measure(env *cel.Env, name string, rules []policy.Rule, shared shared, tree *programSize, opts Options) ([]parsedMatch, *policy.Error) {
 	b := programBudget{policyName: name, tree: tree}
 	out := make([]parsedMatch, len(rules))
 	for i := range rules {
+		if opts.aborted() {
+			return nil, errAbortedMeasure
+		}
 		r := &rules[i]
 		if cr, _, ok := shared.lookup(r.Match); ok {
 			out[i].size = cr.size
@@ -81,6 +84,10 @@ func measure(env *cel.Env, name string, rules []policy.Rule, shared shared, tree
 	return out, nil
 }
 
+// errAbortedMeasure is what measure returns when Options.Abort stopped it;
+// its callers answer ErrAborted.
+var errAbortedMeasure = &policy.Error{Msg: ErrAborted.Error()}
+
 // measureTree parses and measures every policy of a tree against the
 // policy and tree budgets before any is compiled, in the order compiling
 // takes them: the first rule over a budget is the one refused.
@@ -92,7 +99,7 @@ func measureTree(policies []*policy.Policy) ([][]parsedMatch, *policy.Error) {
 	var tree programSize
 	out := make([][]parsedMatch, len(policies))
 	for i, p := range policies {
-		parsed, over := measure(env, p.Name, sortedRules(p.Rules), shared{}, &tree)
+		parsed, over := measure(env, p.Name, sortedRules(p.Rules), shared{}, &tree, Options{})
 		if over != nil {
 			return nil, over
 		}

@@ -48,7 +48,10 @@ func CompileWithin(p *policy.Policy, opts Options, base *CompiledPolicy, admit f
 	}
 	rules := sortedRules(p.Rules)
 	reuse := sharedPrograms(base, opts.withDefaults(), p.Lists)
-	parsed, over := measure(env, p.Name, rules, reuse, nil)
+	parsed, over := measure(env, p.Name, rules, reuse, nil, opts)
+	if over == errAbortedMeasure {
+		return nil, Size{}, ErrAborted
+	}
 	if over != nil {
 		return nil, Size{}, policy.ErrorList{over}
 	}
@@ -60,6 +63,9 @@ func CompileWithin(p *policy.Policy, opts Options, base *CompiledPolicy, admit f
 	}
 	if err := admit(added); err != nil {
 		return nil, added, err
+	}
+	if opts.aborted() {
+		return nil, added, ErrAborted
 	}
 	cp, err := compilePolicy(p, opts, base, parsed)
 	return cp, added, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/policy"
@@ -116,5 +117,27 @@ func TestCompileWithinCountsOnlyNewRules(t *testing.T) {
 	cp, _, err = CompileWithin(exp, DefaultOptions(), nil, func(Size) error { return refused })
 	if cp != nil || !errors.Is(err, refused) {
 		t.Fatalf("refused: %v, %v", cp, err)
+	}
+}
+
+// TestAbortStopsACompile: a compile whose Options.Abort is set while it
+// runs (here by admit, between measuring and compiling) or before it
+// begins returns ErrAborted and no policy; a node that stops does not wait
+// for it.
+func TestAbortStopsACompile(t *testing.T) {
+	t.Parallel()
+	exp := prefixPolicy("web", 50)
+	opts := DefaultOptions()
+	opts.Abort = new(atomic.Bool)
+	cp, _, err := CompileWithin(exp, opts, nil, func(Size) error { opts.Abort.Store(true); return nil })
+	if cp != nil || !errors.Is(err, ErrAborted) {
+		t.Fatalf("aborted while compiling: %v, %v", cp, err)
+	}
+	if cp, err := Compile(exp, opts); cp != nil || !errors.Is(err, ErrAborted) {
+		t.Fatalf("aborted before compiling: %v, %v", cp, err)
+	}
+	opts.Abort.Store(false)
+	if cp, err := Compile(exp, opts); cp == nil || err != nil {
+		t.Fatalf("not aborted: %v, %v", cp, err)
 	}
 }

@@ -54,6 +54,9 @@ type previewRuntime struct {
 	live      map[string]*engine.CompiledPolicy
 	seed      maphash.Seed
 	compileMu sync.Mutex
+	// abort stops a compile under way when the node stops
+	// (engine.Options.Abort): shutting down never waits for it.
+	abort *atomic.Bool
 
 	merged      atomic.Pointer[[]preview.Stats] // the last merge adopted from a heartbeat
 	trimmedOnce atomic.Bool                     // warned that the stats were trimmed
@@ -85,11 +88,12 @@ func (m *Main) newPreviewRuntime(eopts engine.Options) (*previewRuntime, error) 
 	registerPreviewQueueMetrics(m.registry, sh)
 	m.registry.MustRegister(newPreviewCollector(sh))
 	eopts.FindList = &engine.ListFinder{Find: storeLists(m.store)}
+	eopts.Abort = new(atomic.Bool)
 	comp := preview.NewCompiler(eopts).WithBudget(cfg.MaxCompiledBytes)
 	registerCompilerMetrics(m.registry, comp)
 	return &previewRuntime{
 		nodeID: m.Config.Node.ID, group: m.Config.Node.Group, ruleCap: cfg.MaxExperimentsPerPolicy, store: m.store, gens: &m.gens, shadow: sh, logFile: f,
-		compiler: comp, log: log, seed: maphash.MakeSeed(),
+		compiler: comp, log: log, seed: maphash.MakeSeed(), abort: eopts.Abort,
 	}, nil
 }
 
@@ -151,6 +155,8 @@ func (p *previewRuntime) run(ctx context.Context) {
 	if err := p.shadow.Start(ctx); err != nil {
 		return
 	}
+	p.abort.Store(false)
+	defer context.AfterFunc(ctx, func() { p.abort.Store(true) })()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = p.shadow.Stop(sctx)
@@ -217,6 +223,9 @@ func (p *previewRuntime) sync() {
 		debug.FreeOSMemory()
 	}
 	p.compileMu.Unlock()
+	if p.abort.Load() {
+		return // stopping: nothing half compiled is installed
+	}
 	for name, err := range cerrs {
 		p.log.Warn("experiment not previewed on this node", "experiment", name, "error", err)
 	}

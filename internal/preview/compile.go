@@ -91,6 +91,11 @@ func (c *Compiler) CompileAll(exps []*Experiment, live map[string]*engine.Compil
 			continue
 		}
 		got, key, err := c.compile(e, live[e.PolicyName()], &acct)
+		if errors.Is(err, engine.ErrAborted) {
+			// The node is stopping (engine.Options.Abort): what was
+			// compiled before stays cached, nothing is installed.
+			return out, map[string]error{e.Name: err}
+		}
 		if err != nil {
 			if errors.Is(err, ErrResourceExhausted) {
 				next[key] = compiled{size: got.size} // measured: not parsed again while refused
