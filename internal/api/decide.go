@@ -55,7 +55,7 @@ func (s *decisions) evaluate(w http.ResponseWriter, r *http.Request, snap *Snaps
 		s.fail(w, r, err)
 		return
 	}
-	d := cp.Evaluate(req)
+	d := cp.EvaluateDecoded(req, body.Len())
 	s.stats.count(&d)
 	if mode == raftstore.NodeTest {
 		s.writeUnenforced(w, name, &d, snap.Generation)
