@@ -24,7 +24,9 @@
 # Knobs: BENCH_ROUNDS (5), BENCH_DURATION (10s), BENCH_CONNS (64),
 # BENCH_LIST (0; 1 adds evaluate1M), BENCH_OPA (0; 1 adds list100k and opa100k;
 # BENCH_OPA_CONNS, 2, connections to OPA), BENCH_PROFILE (a file: the evaluate
-# node writes its CPU profile there, read it with `go tool pprof`).
+# node writes its CPU profile there, read it with `go tool pprof`),
+# BENCH_REF_TIMEOUTS (0; 1 runs trivial and nodecode with the node's
+# http.Server read, write and idle timeouts, benchref -node-timeouts).
 # wrk comes from Debian's package; without it this fails loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -123,9 +125,14 @@ head -n 1 policies.example/_traffic/sample.jsonl >"$work/one.json"
 declare -A url pid port
 node evaluate "$PWD/policies.example"
 url[evaluate]=http://127.0.0.1:${port[evaluate]}/v1/policies/edge-firewall:evaluate
+refflags=()
+if [ "${BENCH_REF_TIMEOUTS:-0}" = 1 ]; then
+	refflags=(-node-timeouts)
+	echo "bench-http: trivial and nodecode run with the node's server timeouts" >&2
+fi
 for mode in trivial nodecode; do
 	freeport; port[$mode]=$fp
-	taskset -c 0 "$work/benchref" -addr "127.0.0.1:${port[$mode]}" -mode $mode 2>"$work/$mode.log" &
+	taskset -c 0 "$work/benchref" -addr "127.0.0.1:${port[$mode]}" -mode $mode "${refflags[@]}" 2>"$work/$mode.log" &
 	pids+=($!)
 	pid[$mode]=$!
 	url[$mode]=http://127.0.0.1:${port[$mode]}/v1/policies/edge-firewall:evaluate

@@ -36,13 +36,16 @@ func (s *decisions) evaluate(w http.ResponseWriter, r *http.Request, snap *Snaps
 		s.fail(w, r, errPassive())
 		return
 	}
-	received := s.now()
+	received := start
+	if !s.realClock {
+		received = s.now()
+	}
 	cp, err := s.lookupServed(snap, name)
 	if err != nil {
 		s.evaluateUnknown(w, r, snap, name, err)
 		return
 	}
-	body, ok := s.receiveDecision(w, r, FormEvaluate)
+	body, ok := s.receiveDecisionAt(w, r, FormEvaluate, start)
 	if !ok {
 		return
 	}
@@ -52,7 +55,7 @@ func (s *decisions) evaluate(w http.ResponseWriter, r *http.Request, snap *Snaps
 		s.fail(w, r, err)
 		return
 	}
-	d := cp.Evaluate(req)
+	d := cp.EvaluateDecoded(req, body.Len())
 	s.stats.count(&d)
 	if mode == raftstore.NodeTest {
 		s.writeUnenforced(w, name, &d, snap.Generation)

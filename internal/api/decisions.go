@@ -28,6 +28,9 @@ type decisions struct {
 	states  NodeState
 	group   string
 	now     func() time.Time
+	// realClock is now being time.Now: a decision then reads the clock
+	// once for its receipt time, its latency and its body deadline.
+	realClock bool
 
 	trusted []netip.Prefix
 	slashes engine.EscapedSlashes
@@ -58,17 +61,18 @@ type stateReader interface {
 
 func newDecisions(c *core, cfg Config, reg *prometheus.Registry, now func() time.Time) *decisions {
 	d := &decisions{
-		core:    c,
-		gens:    cfg.Generations,
-		mirror:  cfg.Mirror,
-		preview: cfg.Preview,
-		cluster: cfg.Cluster,
-		states:  cfg.States,
-		group:   cfg.Group,
-		now:     now,
-		trusted: cfg.TrustedProxies,
-		slashes: cfg.PathEscapedSlashes,
-		failure: cfg.FailureModes,
+		core:      c,
+		gens:      cfg.Generations,
+		mirror:    cfg.Mirror,
+		preview:   cfg.Preview,
+		cluster:   cfg.Cluster,
+		states:    cfg.States,
+		group:     cfg.Group,
+		now:       now,
+		realClock: cfg.Now == nil,
+		trusted:   cfg.TrustedProxies,
+		slashes:   cfg.PathEscapedSlashes,
+		failure:   cfg.FailureModes,
 
 		undecidedTotal: newUndecidedCounter(reg),
 		unenforcedLog:  logging.NewLimiter(unenforcedLines, time.Second),

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +25,14 @@ type metrics struct {
 	// path does no label hashing. Policy names are bounded: only policies
 	// that exist in a generation are ever counted.
 	perPolicy sync.Map // string → *policySeries
+	// last is the series of the policy decided last: a node usually
+	// answers for one policy at a time, and comparing its name costs less
+	// than hashing it into perPolicy.
+	last atomic.Pointer[policySeries]
 }
 
 type policySeries struct {
+	policy              string
 	allow, deny, mirror prometheus.Counter
 	latency             prometheus.Observer
 }
@@ -72,10 +78,15 @@ func (m *metrics) handler() http.Handler {
 }
 
 func (m *metrics) series(policy string) *policySeries {
+	if l := m.last.Load(); l != nil && l.policy == policy {
+		return l
+	}
 	if ps, ok := m.perPolicy.Load(policy); ok {
+		m.last.Store(ps.(*policySeries))
 		return ps.(*policySeries)
 	}
 	ps := &policySeries{
+		policy:  policy,
 		allow:   m.decisions.WithLabelValues(policy, string(engine.Allow)),
 		deny:    m.decisions.WithLabelValues(policy, string(engine.Deny)),
 		mirror:  m.mirrors.WithLabelValues(policy),

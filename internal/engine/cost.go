@@ -91,6 +91,27 @@ func fitsEstimate(r *Request) bool {
 	return r.Attributes == nil || fitsValue(r.Attributes)
 }
 
+// maxDecodedGrowth is how much longer a string decoded from JSON can be
+// than its text: an invalid UTF-8 byte becomes U+FFFD (3 bytes), a \u
+// escape of 6 bytes at most 3; lower-casing a header name makes a 2-byte
+// rune at most 3 bytes long.
+const maxDecodedGrowth = 3
+
+// fitsEstimateDecoded is fitsEstimate for r decoded from body bytes of
+// JSON (0: unknown). Every string of a body of at most
+// EstimatedMaxStringBytes/maxDecodedGrowth bytes is within the estimate,
+// so only the entries need counting: len of a map is free, where
+// measuring its strings walks it.
+func fitsEstimateDecoded(r *Request, body int) bool {
+	if body <= 0 || body > EstimatedMaxStringBytes/maxDecodedGrowth {
+		return fitsEstimate(r)
+	}
+	if len(r.Query) > EstimatedMaxEntries || len(r.Headers) > EstimatedMaxEntries || len(r.Groups) > EstimatedMaxEntries {
+		return false
+	}
+	return r.Attributes == nil || fitsValue(r.Attributes)
+}
+
 func fitsStringMap(m map[string]string) bool {
 	if len(m) > EstimatedMaxEntries {
 		return false

@@ -23,7 +23,19 @@ import (
 // req is only read. It is not validated: a source_ip that is not an
 // address simply fails the IP tests (see docs/policy-language.md).
 func (cp *CompiledPolicy) Evaluate(req *Request) Decision {
-	ev := evaluation{cp: cp, req: req}
+	return cp.evaluate(evaluation{cp: cp, req: req})
+}
+
+// EvaluateDecoded is Evaluate for a request decoded from a JSON body of
+// body bytes (DecodeRequestWithin): no string of a body that short can
+// outgrow the cost estimate's, so the check that the request fits the
+// estimate counts entries without measuring every header.
+func (cp *CompiledPolicy) EvaluateDecoded(req *Request, body int) Decision {
+	return cp.evaluate(evaluation{cp: cp, req: req, body: body})
+}
+
+func (cp *CompiledPolicy) evaluate(ev evaluation) Decision {
+	req := ev.req
 	defer ev.release()
 	if cp.index == nil {
 		for i := range cp.rules {
@@ -53,6 +65,7 @@ type evaluation struct {
 	req     *Request
 	st      *evalState // from the pool once CEL or the index needs it
 	fits    int8       // 0 unknown, 1 within the estimate's sizes, -1 not
+	body    int        // the bytes of the JSON req was decoded from; 0 unknown
 	skipped string     // the first error of a rule skipped by on_error = skip
 }
 
@@ -137,7 +150,7 @@ func (ev *evaluation) program(r *compiledRule, known bool) cel.Program {
 func (ev *evaluation) fitsEstimate() bool {
 	if ev.fits == 0 {
 		ev.fits = -1
-		if fitsEstimate(ev.req) {
+		if fitsEstimateDecoded(ev.req, ev.body) {
 			ev.fits = 1
 		}
 	}

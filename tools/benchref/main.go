@@ -5,6 +5,10 @@
 //	benchref -addr 127.0.0.1:18183 -mode nodecode  # reads the body, decodes nothing
 //	benchref -gen-list 1000000 >big.netset          # N random mixed IPv4/IPv6 CIDRs, one a line
 //
+// -node-timeouts gives the server the read, write and idle timeouts of
+// `reconciler serve` (internal/node): with them net/http sets two more
+// deadlines a request, which the node pays and a bare server does not.
+//
 // "trivial" is the simplest Go JSON service: it decodes the same request
 // object the node decodes into a struct (engine.Request, whose JSON tags are
 // the request schema) with encoding/json and encodes a
@@ -27,6 +31,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/engine"
 )
 
@@ -69,6 +74,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:18182", "loopback address to listen on")
 	mode := flag.String("mode", "trivial", `"trivial" (decode with encoding/json) or "nodecode" (read the body only)`)
 	genList := flag.Int("gen-list", 0, "write this many random mixed IPv4/IPv6 CIDRs to stdout and exit")
+	nodeTimeouts := flag.Bool("node-timeouts", false, "serve with the read, write and idle timeouts of reconciler serve")
 	flag.Parse()
 	if *genList > 0 {
 		if err := writeList(os.Stdout, *genList); err != nil {
@@ -93,6 +99,11 @@ func main() {
 		os.Exit(2)
 	}
 	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if *nodeTimeouts { // as internal/node's startHTTP
+		srv.ReadTimeout = 30 * time.Second
+		srv.WriteTimeout = api.MaxHandlerTime + time.Minute
+		srv.IdleTimeout = 2 * time.Minute
+	}
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintf(os.Stderr, "benchref: %v\n", err)
 		os.Exit(1)
