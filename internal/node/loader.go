@@ -64,6 +64,10 @@ type loader struct {
 	frozenAt uint64 // the active generation a SAFE node last declined
 	heldBack uint64 // the staged generation a PASSIVE node last did not report failed
 
+	// release is set by a compile of a generation with large lists: the
+	// next sync hands the load's garbage back to the system (releaseMemory).
+	release bool
+
 	cache    map[uint64]compiled          // by generation number
 	pending  map[uint64]raftstore.Payload // reports not yet accepted
 	reported map[uint64]bool              // reports accepted (or moot)
@@ -103,7 +107,13 @@ func (l *loader) sync(ctx context.Context) bool {
 	l.load(st)
 	l.stage(st)
 	l.evict(st)
-	return l.flush(ctx)
+	ok := l.flush(ctx)
+	if l.release {
+		// After the report, so that it never delays the generation.
+		l.release = false
+		releaseMemory()
+	}
+	return ok
 }
 
 // load serves the active generation of st if it is newer than the one
@@ -225,6 +235,7 @@ func (l *loader) compiled(g raftstore.Generation) compiled {
 	}
 	c := compiled{bundle: b, problems: problems}
 	l.cache[g.Number] = c
+	l.release = l.release || listBytes(g.Files) >= releaseListBytes
 	l.metrics.compiled(b != nil)
 	l.log.Info("compiled generation", "generation", g.Number, "ok", b != nil, "took", time.Since(start))
 	return c

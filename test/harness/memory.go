@@ -63,3 +63,25 @@ func (n *Node) RSS() (int64, error) {
 	}
 	return 0, fmt.Errorf("%s: no VmRSS in /proc/%d/status", n.ID, pid)
 }
+
+// RSSFile is the part of RSS that is pages of mapped files (RssFile: the
+// executable, bolt's memory-mapped database), which the kernel may drop
+// and read back, unlike the anonymous part (the Go heap).
+func (n *Node) RSSFile() (int64, error) {
+	pid := n.Pid()
+	if pid == 0 {
+		return 0, fmt.Errorf("%s: not running", n.ID)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("%s: resident memory needs Linux's /proc: %w", n.ID, err)
+	}
+	for line := range bytes.Lines(b) {
+		f := bytes.Fields(line)
+		if len(f) == 3 && string(f[0]) == "RssFile:" && string(f[2]) == "kB" {
+			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("%s: no RssFile in /proc/%d/status", n.ID, pid)
+}

@@ -3,7 +3,9 @@ package lists_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"syscall"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +27,12 @@ func TestNodeMemoryForAMillionEntryList(t *testing.T) {
 		"_lists/blocklist.netset":  small,
 		"_lists/retired-hosts.txt": retiredHosts,
 	}})
-	c := harness.StartCluster(t, harness.ClusterOptions{Size: 3, Repo: repo, Race: false})
+	profiles := os.Getenv("RECONCILER_LISTS_HEAPDIR")
+	var env []string
+	if profiles != "" {
+		env = append(env, "RECONCILER_HEAPPROFILE="+profiles)
+	}
+	c := harness.StartCluster(t, harness.ClusterOptions{Size: 3, Repo: repo, Race: false, Env: env})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	decide := func(n *harness.Node, ip string) string {
@@ -49,6 +56,8 @@ func TestNodeMemoryForAMillionEntryList(t *testing.T) {
 	before := make([][2]float64, len(c.Nodes))
 	for i, n := range c.Nodes {
 		before[i][0], before[i][1] = memory(t, c, n)
+		file, _ := n.RSSFile()
+		t.Logf("%s: file-backed RSS before %.1f MiB", n.ID, float64(file)/(1<<20))
 	}
 
 	big := millionList(1_000_000)
@@ -70,6 +79,11 @@ func TestNodeMemoryForAMillionEntryList(t *testing.T) {
 			t.Errorf("%s: 198.51.100.1 (in no entry): %s", n.ID, got)
 		}
 		rss, heap := memory(t, c, n)
+		file, _ := n.RSSFile()
+		t.Logf("%s: file-backed RSS %.1f MiB", n.ID, float64(file)/(1<<20))
+		if profiles != "" {
+			_ = syscall.Kill(n.Pid(), syscall.SIGUSR1)
+		}
 		t.Logf("%s: RSS %.1f -> %.1f MiB (%.1f bytes per entry); Go heap in use %.1f -> %.1f MiB (%.1f bytes per entry)", n.ID,
 			before[i][0]/(1<<20), rss/(1<<20), (rss-before[i][0])/entries, before[i][1]/(1<<20), heap/(1<<20), (heap-before[i][1])/entries)
 	}
