@@ -60,6 +60,10 @@ type loader struct {
 	metrics *nodeMetrics
 	state   *nodeState  // nil: always ACTIVE (states.go)
 	stop    func(error) // stops the node when an admin sets it TERMINATED; nil ignores it
+	// share is given every compiled generation's files, so that the git
+	// clone keeps these rather than copies (gitsource.Source.ShareBlobs);
+	// nil shares nothing.
+	share func(files map[string][]byte)
 
 	frozenAt uint64 // the active generation a SAFE node last declined
 	heldBack uint64 // the staged generation a PASSIVE node last did not report failed
@@ -235,6 +239,9 @@ func (l *loader) compiled(g raftstore.Generation) compiled {
 	}
 	c := compiled{bundle: b, problems: problems}
 	l.cache[g.Number] = c
+	if l.share != nil && b != nil {
+		l.share(g.Files)
+	}
 	l.release = l.release || listBytes(g.Files) >= releaseListBytes
 	l.metrics.compiled(b != nil)
 	l.log.Info("compiled generation", "generation", g.Number, "ok", b != nil, "took", time.Since(start))

@@ -166,6 +166,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		metrics: newNodeMetrics(m.registry),
 		state:   &m.state,
 		stop:    m.fail,
+		share:   src.ShareBlobs,
 	})
 	return nil
 }
