@@ -64,6 +64,9 @@ type loader struct {
 	// clone keeps these rather than copies (gitsource.Source.ShareBlobs);
 	// nil shares nothing.
 	share func(files map[string][]byte)
+	// dropLogPages drops the raft log's pages from resident memory with
+	// the garbage (raftstore.Store.ReleaseLogPages); nil drops nothing.
+	dropLogPages func() error
 
 	frozenAt uint64 // the active generation a SAFE node last declined
 	heldBack uint64 // the staged generation a PASSIVE node last did not report failed
@@ -116,6 +119,11 @@ func (l *loader) sync(ctx context.Context) bool {
 		// After the report, so that it never delays the generation.
 		l.release = false
 		releaseMemory()
+		if l.dropLogPages != nil {
+			if err := l.dropLogPages(); err != nil {
+				l.log.Debug("raft log pages kept resident", "error", err)
+			}
+		}
 	}
 	return ok
 }
@@ -136,6 +144,8 @@ func (l *loader) load(st *raftstore.State) {
 	next := &api.Snapshot{Generation: g.Number, Commit: g.Commit, Bundle: c.bundle}
 	l.gens.publish(next, l.previous(st, cur, g))
 	l.metrics.switched()
+	// The generation it replaces may hold a large list no longer served.
+	l.release = l.release || listBytes(g.Files) >= releaseListBytes
 	from := uint64(0)
 	if cur != nil {
 		from = cur.Generation

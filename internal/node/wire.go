@@ -167,6 +167,8 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		state:   &m.state,
 		stop:    m.fail,
 		share:   src.ShareBlobs,
+
+		dropLogPages: m.store.ReleaseLogPages,
 	})
 	return nil
 }
