@@ -1,7 +1,6 @@
 package node
 
 import (
-	"path"
 	"runtime/debug"
 
 	"github.com/policyrollout/reconciler/internal/policy"
@@ -22,11 +21,12 @@ const releaseListBytes = 4 << 20
 // system (a variable so that tests can count the calls).
 var releaseMemory = debug.FreeOSMemory
 
-// listBytes is the bytes of the list files (policy.ListsDir) among files.
+// listBytes is the bytes of the list files (policy.IsListFile) among
+// files, named relative to the policies root.
 func listBytes(files map[string][]byte) int {
 	n := 0
 	for name, data := range files {
-		if path.Base(path.Dir(name)) == policy.ListsDir {
+		if policy.IsListFile(name) {
 			n += len(data)
 		}
 	}
