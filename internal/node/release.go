@@ -2,19 +2,21 @@ package node
 
 import (
 	"runtime/debug"
+	"sync"
 
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
-// releaseListBytes is the list text from which compiling a generation hands
-// the memory it no longer uses back to the system. Applying and compiling a
-// 16 MB list (1,000,000 entries) leaves about 60 MB of garbage: the raft
-// entries its chunks came in, the compile's scratch and, on the leader, the
-// fetch and the chunks it proposed. Left to the runtime, that garbage stays
-// resident until the heap grows into it again, twice what the node holds
-// for the list (docs/performance.md). One forced collection and release
-// costs a few tens of milliseconds of CPU for a heap of that size, once
-// per generation with such lists on each node, never on the decision path.
+// releaseListBytes is the list text from which serving a generation hands the memory the node no longer uses back to the system.
+// Applying and compiling a 16 MB list (1,000,000 entries) leaves about
+// 60 MB of garbage: the raft entries its chunks came in, the compile's
+// scratch and, on the leader, the fetch and the chunks it proposed; and
+// serving it drops the generation before the previous one. Left to the
+// runtime, that garbage stays resident until the heap grows into it again,
+// as much again as the node holds for the list (docs/performance.md). A
+// forced collection and release costs a few tens of milliseconds of CPU
+// for a heap of that size, once per generation with such lists on each node,
+// off the loader's goroutine and never on the decision path.
 const releaseListBytes = 4 << 20
 
 // releaseMemory collects the garbage and returns the free pages to the
@@ -31,4 +33,17 @@ func listBytes(files map[string][]byte) int {
 		}
 	}
 	return n
+}
+
+// serially returns an offload that runs each function on a goroutine of
+// its own, one at a time.
+func serially() func(func()) {
+	var mu sync.Mutex
+	return func(f func()) {
+		go func() {
+			mu.Lock()
+			defer mu.Unlock()
+			f()
+		}()
+	}
 }

@@ -169,6 +169,7 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		share:   src.ShareBlobs,
 
 		dropLogPages: m.store.ReleaseLogPages,
+		offload:      serially(),
 	})
 	return nil
 }
