@@ -5,36 +5,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/policyrollout/reconciler/internal/procmem"
 )
 
 // mappedKB is this process's resident memory in mappings of path.
 func mappedKB(t *testing.T, path string) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/smaps")
+	b, err := procmem.MappedRSS(os.Getpid(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kb int64
-	in := false
-	for line := range bytes.Lines(b) {
-		f := bytes.Fields(line)
-		switch {
-		case len(f) >= 5 && bytes.Contains(f[0], []byte("-")) && !bytes.HasSuffix(f[0], []byte(":")):
-			in = len(f) == 6 && string(f[5]) == path
-		case in && len(f) == 3 && string(f[0]) == "Rss:":
-			v, err := strconv.ParseInt(string(f[1]), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kb += v
-		}
-	}
-	return kb
+	return b >> 10
 }
 
 // TestDropMappedLogPages: the entries a node read back from bolt (to apply

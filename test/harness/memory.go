@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/policyrollout/reconciler/internal/procmem"
 )
 
 // PeakRSS is the most resident memory, in bytes, the node's current
@@ -65,33 +67,16 @@ func (n *Node) RSS() (int64, error) {
 }
 
 // MappedRSS is the resident memory, in bytes, of the node's mappings of
-// files whose path ends with suffix (/proc/PID/smaps): bolt's
-// memory-mapped raft log is "raft/raft.db". These are pages of the page
-// cache, clean (bolt writes with pwrite, never through the map), which the
-// kernel drops under pressure and reads back on use.
+// files whose path ends with suffix: bolt's memory-mapped raft log is
+// "raft/raft.db".
 func (n *Node) MappedRSS(suffix string) (int64, error) {
 	pid := n.Pid()
 	if pid == 0 {
 		return 0, fmt.Errorf("%s: not running", n.ID)
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	b, err := procmem.MappedRSS(pid, suffix)
 	if err != nil {
-		return 0, fmt.Errorf("%s: mapped memory needs Linux's /proc: %w", n.ID, err)
+		return 0, fmt.Errorf("%s: %w", n.ID, err)
 	}
-	var kb int64
-	in := false
-	for line := range bytes.Lines(b) {
-		f := bytes.Fields(line)
-		switch {
-		case len(f) >= 5 && bytes.Contains(f[0], []byte("-")) && !bytes.HasSuffix(f[0], []byte(":")):
-			in = len(f) == 6 && bytes.HasSuffix(f[5], []byte(suffix)) // a mapping's header line
-		case in && len(f) == 3 && string(f[0]) == "Rss:":
-			v, err := strconv.ParseInt(string(f[1]), 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			kb += v
-		}
-	}
-	return kb << 10, nil
+	return b, nil
 }
