@@ -81,12 +81,18 @@ func keepBuffer(typ plumbing.ObjectType, size int64) *bytes.Buffer {
 	return b
 }
 
-// share makes the kept content equal to one of contents that content: the
-// caller's copy is then the only one held.
+// share replaces each kept content with one of contents holding the same
+// bytes, so that only the caller's copy is held.
 func (c *blobCache) share(contents map[string][]byte) {
+	bySize := map[int][][]byte{}
+	for _, data := range contents {
+		if len(data) >= cachedBlobMin {
+			bySize[len(data)] = append(bySize[len(data)], data)
+		}
+	}
 	for h, kept := range c.m {
-		for _, data := range contents {
-			if len(data) == len(kept) && (len(data) == 0 || &data[0] != &kept[0]) && bytes.Equal(data, kept) {
+		for _, data := range bySize[len(kept)] {
+			if &data[0] != &kept[0] && bytes.Equal(data, kept) {
 				c.m[h] = data
 				break
 			}
