@@ -105,6 +105,9 @@ func (a *app) serve(args []string) int {
 		}
 		defer stopProfile()
 	}
+	if path := os.Getenv(heapProfileEnv); path != "" {
+		heapProfileOnSignal(ctx, path, func(format string, args ...any) { logger.Error(fmt.Sprintf(format, args...)) })
+	}
 
 	m := &node.Main{Config: cfg, Logger: logger, Version: version}
 	if a.self != "" {

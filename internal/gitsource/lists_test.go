@@ -120,3 +120,44 @@ func TestThinFetchOfManyNewObjects(t *testing.T) {
 		}
 	}
 }
+
+// The leader holds a list it read from git a second time in the
+// generation its raft state assembled: ShareBlobs has the clone keep that
+// copy instead of its own, and only a copy of the same content.
+func TestShareBlobsKeepsTheCallersCopy(t *testing.T) {
+	t.Parallel()
+	srv, url := newRepo(t, gittest.Options{})
+	work := srv.Clone(srv.RepoPath("policies"))
+	var b strings.Builder
+	for i := 0; b.Len() <= 2*cachedBlobMin; i++ {
+		fmt.Fprintf(&b, "10.%d.%d.0/24\n", i>>8&255, i&255)
+	}
+	list := b.String()
+	head := srv.Commit(work, map[string]string{"policies/_lists/blocklist.netset": list}, "a list")
+	srv.Push(work, "main")
+	s := newSource(t, Config{URL: url})
+	mustFetch(t, s)
+	read := func() []byte {
+		t.Helper()
+		files, err := s.Files(head)
+		if err != nil || string(files["_lists/blocklist.netset"]) != list {
+			t.Fatalf("Files = %v", err)
+		}
+		return files["_lists/blocklist.netset"]
+	}
+	kept := read()
+	if &read()[0] != &kept[0] {
+		t.Fatal("the list is not kept: nothing to share")
+	}
+	other := []byte(list)
+	other[0] = '9' // same size, other content
+	s.ShareBlobs(map[string][]byte{"_lists/other.netset": other})
+	if &read()[0] != &kept[0] {
+		t.Fatal("the clone took a copy of other content")
+	}
+	mine := []byte(list)
+	s.ShareBlobs(map[string][]byte{"_lists/blocklist.netset": mine})
+	if &read()[0] != &mine[0] {
+		t.Error("the clone still holds its own copy of the list")
+	}
+}

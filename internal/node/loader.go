@@ -60,9 +60,25 @@ type loader struct {
 	metrics *nodeMetrics
 	state   *nodeState  // nil: always ACTIVE (states.go)
 	stop    func(error) // stops the node when an admin sets it TERMINATED; nil ignores it
+	// share is given every compiled generation's files, so that the git
+	// clone keeps these rather than copies (gitsource.Source.ShareBlobs);
+	// nil shares nothing.
+	share func(files map[string][]byte)
+	// dropLogPages drops the raft log's pages from resident memory with
+	// the garbage (raftstore.Store.ReleaseLogPages); nil drops nothing.
+	dropLogPages func() error
 
 	frozenAt uint64 // the active generation a SAFE node last declined
 	heldBack uint64 // the staged generation a PASSIVE node last did not report failed
+
+	// release is set by serving a generation with large lists: the next
+	// sync hands the load's garbage back to the system (releaseMemory).
+	release bool
+	// toShare is the files of the generation compiled last, for share.
+	toShare map[string][]byte
+	// offload runs tidy off the loader's goroutine (serially); nil runs it
+	// in place (tests).
+	offload func(func())
 
 	cache    map[uint64]compiled          // by generation number
 	pending  map[uint64]raftstore.Payload // reports not yet accepted
@@ -71,6 +87,9 @@ type loader struct {
 
 // newLoader returns a loader.
 func newLoader(l loader) *loader {
+	if l.offload == nil {
+		l.offload = func(f func()) { f() }
+	}
 	l.cache = map[uint64]compiled{}
 	l.pending = map[uint64]raftstore.Payload{}
 	l.reported = map[uint64]bool{}
@@ -103,7 +122,31 @@ func (l *loader) sync(ctx context.Context) bool {
 	l.load(st)
 	l.stage(st)
 	l.evict(st)
-	return l.flush(ctx)
+	ok := l.flush(ctx)
+	if files, release := l.toShare, l.release; files != nil || release {
+		// After the report and off the loader, so that neither delays a
+		// generation: a forced collection takes tens of milliseconds.
+		l.toShare, l.release = nil, false
+		l.offload(func() { l.tidy(files, release) })
+	}
+	return ok
+}
+
+// tidy shares files with the git clone and, when release is set, hands the
+// garbage and the raft log's pages back to the system (release.go).
+func (l *loader) tidy(files map[string][]byte, release bool) {
+	if files != nil && l.share != nil {
+		l.share(files)
+	}
+	if !release {
+		return
+	}
+	releaseMemory()
+	if l.dropLogPages != nil {
+		if err := l.dropLogPages(); err != nil {
+			l.log.Debug("raft log pages kept resident", "error", err)
+		}
+	}
 }
 
 // load serves the active generation of st if it is newer than the one
@@ -122,6 +165,9 @@ func (l *loader) load(st *raftstore.State) {
 	next := &api.Snapshot{Generation: g.Number, Commit: g.Commit, Bundle: c.bundle}
 	l.gens.publish(next, l.previous(st, cur, g))
 	l.metrics.switched()
+	// Once served, not when staged: the collection would compete for the
+	// CPU with the other nodes' compiles while the cluster activates it.
+	l.release = l.release || listBytes(g.Files) >= releaseListBytes
 	from := uint64(0)
 	if cur != nil {
 		from = cur.Generation
@@ -225,6 +271,9 @@ func (l *loader) compiled(g raftstore.Generation) compiled {
 	}
 	c := compiled{bundle: b, problems: problems}
 	l.cache[g.Number] = c
+	if b != nil {
+		l.toShare = g.Files
+	}
 	l.metrics.compiled(b != nil)
 	l.log.Info("compiled generation", "generation", g.Number, "ok", b != nil, "took", time.Since(start))
 	return c

@@ -166,6 +166,10 @@ func (m *Main) wireLeaderAndLoader(ctx context.Context) error {
 		metrics: newNodeMetrics(m.registry),
 		state:   &m.state,
 		stop:    m.fail,
+		share:   src.ShareBlobs,
+
+		dropLogPages: m.store.ReleaseLogPages,
+		offload:      serially(),
 	})
 	return nil
 }

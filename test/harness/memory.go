@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/policyrollout/reconciler/internal/procmem"
 )
 
 // PeakRSS is the most resident memory, in bytes, the node's current
@@ -62,4 +64,19 @@ func (n *Node) RSS() (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s: no VmRSS in /proc/%d/status", n.ID, pid)
+}
+
+// MappedRSS is the resident memory, in bytes, of the node's mappings of
+// files whose path ends with suffix: bolt's memory-mapped raft log is
+// "raft/raft.db".
+func (n *Node) MappedRSS(suffix string) (int64, error) {
+	pid := n.Pid()
+	if pid == 0 {
+		return 0, fmt.Errorf("%s: not running", n.ID)
+	}
+	b, err := procmem.MappedRSS(pid, suffix)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", n.ID, err)
+	}
+	return b, nil
 }
