@@ -88,28 +88,36 @@ func (a *app) snapshotSave(args []string) int {
 	if !ok {
 		return code
 	}
-	var h backup.Header
-	var err error
 	if *dataDir != "" {
-		err = writeAtomic(file, func(w io.Writer) (err error) {
+		var h backup.Header
+		err := writeAtomic(file, func(w io.Writer) (err error) {
 			h, err = backup.SaveOffline(w, filepath.Join(*dataDir, raftDirName), *nodeID, time.Now())
 			return err
 		})
-	} else {
-		var c *apiClient
-		if c, err = cf.client(); err == nil {
-			ctx, cancel := context.WithTimeout(a.ctx, c.timeout)
-			defer cancel()
-			h, err = saveSnapshot(ctx, c, file)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "reconciler snapshot save: %v\n", err)
+			return exitCheck
 		}
+		a.printSaved(file, h)
+		return exitOK
 	}
-	if err != nil {
-		fmt.Fprintf(a.stderr, "reconciler snapshot save: %v\n", err)
-		return exitCheck
-	}
+	// remote: bad connection flags are a usage error, as for every other
+	// remote command; what the server or the transfer says is a failure.
+	return a.remote("snapshot save", cf, func(c *apiClient) error {
+		ctx, cancel := context.WithTimeout(a.ctx, c.timeout)
+		defer cancel()
+		h, err := saveSnapshot(ctx, c, file)
+		if err == nil {
+			a.printSaved(file, h)
+		}
+		return err
+	})
+}
+
+// printSaved is the line a successful save prints.
+func (a *app) printSaved(file string, h backup.Header) {
 	fmt.Fprintf(a.stdout, "saved %s: generation %s, raft index %d, %d bytes, checksum verified\n",
 		file, generationLabel(h.ActiveGeneration, h.Commit), h.Index, h.Size)
-	return exitOK
 }
 
 // saveSnapshot downloads a snapshot file into path: written beside it,

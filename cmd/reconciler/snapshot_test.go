@@ -73,3 +73,24 @@ func TestSnapshotRestoreFlags(t *testing.T) {
 		t.Fatalf("the old raft directory was not kept aside: %v", m)
 	}
 }
+
+// TestSnapshotSaveClientFlags: bad connection flags are a usage error (2)
+// as for every other remote command, not a failed save (1), and nothing
+// is written.
+func TestSnapshotSaveClientFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "snap")
+	for _, args := range [][]string{
+		{"snapshot", "save", file, "--server", "http://127.0.0.1:1", "--timeout", "2h"},
+		{"snapshot", "save", file, "--server", "http://127.0.0.1:1", "--token-file", filepath.Join(dir, "missing")},
+		{"snapshot", "save", file, "--server", "http://127.0.0.1:1", "--ca-file", filepath.Join(dir, "missing")},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, exitUsage, errb.String())
+		}
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("a refused save wrote %s", file)
+	}
+}

@@ -79,20 +79,8 @@ func printStatus(w io.Writer, v *apiv1.Status, now time.Time) {
 	printNodes(w, v.Nodes, now)
 }
 
-// branchView is what the table shows of a branch experiment, the leader's
-// record of a branch or pull request it validated (kind "branch"); the
-// AIP-236 experiments (kind "experiment") are apiv1.ExperimentStatus.
-type branchView struct {
-	Name            string   `json:"name"`
-	Kind            string   `json:"kind"`
-	HeadCommit      string   `json:"headCommit"`
-	ChangedPolicies []string `json:"changedPolicies"`
-	Validation      *struct {
-		Valid  bool     `json:"valid"`
-		Errors []string `json:"errors"`
-	} `json:"validation"`
-}
-
+// printExperiments is the experiments table: branch records decode as
+// apiv1.BranchStatus, the AIP-236 experiments as apiv1.ExperimentStatus.
 func printExperiments(w io.Writer, exps []json.RawMessage) {
 	if len(exps) == 0 {
 		fmt.Fprintln(w, "  none")
@@ -109,18 +97,15 @@ func printExperiments(w io.Writer, exps []json.RawMessage) {
 			printExperimentStatus(tw, &e)
 			continue
 		}
-		var b branchView
+		var b apiv1.BranchStatus
 		if json.Unmarshal(raw, &b) != nil {
 			continue
 		}
-		changed, valid := strings.Join(b.ChangedPolicies, ","), "-"
-		if b.Validation != nil {
-			valid = "yes"
-			if !b.Validation.Valid {
-				valid = "no"
-				if len(b.Validation.Errors) > 0 {
-					valid += ": " + firstLine(b.Validation.Errors[0])
-				}
+		changed, valid := strings.Join(b.ChangedPolicies, ","), "yes"
+		if !b.Validation.Valid {
+			valid = "no"
+			if len(b.Validation.Errors) > 0 {
+				valid += ": " + firstLine(b.Validation.Errors[0])
 			}
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t-\t-\t%s\n", b.Name, orDash(b.Kind), orDash(shortHash(b.HeadCommit)), orDash(changed), valid)

@@ -15,6 +15,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/node"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // statusFixture is a three-node cluster's status with a staged generation
@@ -34,8 +35,15 @@ const statusFixture = `{"nodeId":"n2","leader":"n1","raftState":"Follower","acti
  {"id":"n4","raftAddr":"127.0.0.1:8303","httpAddr":"127.0.0.1:8184","group":"default","subgroup":"default","state":"ACTIVE","voter":false,"leader":false,"reachable":false,"generation":1,"joinTime":"2026-01-02T15:00:00Z","loadFailures":[{"generation":2,"errors":["web/policy.toml:9: rule \"r\" is already defined\nat line 9","second"]}]}]}`
 
 func TestStatusExperimentsTable(t *testing.T) {
+	// A branch row as the server writes it (the view of a record).
+	valid, err := json.Marshal(apiv1.FromBranch("branches/ok", raftstore.BranchRecord{Branch: "ok", HeadCommit: "b2",
+		Revision: "ok@sha1:b2", ChangedPolicies: []string{"api", "web"}, Validation: raftstore.Validation{Valid: true}}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	exps := []json.RawMessage{
 		json.RawMessage(`{"name":"branches/feature/x","kind":"branch","headCommit":"b1","changedPolicies":["web"],"validation":{"valid":false,"errors":["web/policy.toml:3: boom"]}}`),
+		valid,
 		json.RawMessage(`{"name":"policies/web/experiments/mine","kind":"experiment","etag":"e1","previewed":false,"source":{"kind":"api"}}`),
 		json.RawMessage(`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`),
 		json.RawMessage(`{"name":"policies/web/experiments/pr-8","kind":"experiment","etag":"e8","state":"SUSPENDED","stopReason":"auto-stopped after 3600s (autoStop.duration)","previewed":true,"source":{"kind":"pull_request","number":8}}`),
@@ -44,6 +52,7 @@ func TestStatusExperimentsTable(t *testing.T) {
 	printExperiments(&out, exps)
 	want := `  NAME                           SOURCE           HEAD          CHANGED POLICIES  ETAG  STATE                                                     VALID
   branches/feature/x             branch           b1            web               -     -                                                         no: web/policy.toml:3: boom
+  branches/ok                    branch           b2            api,web           -     -                                                         yes
   policies/web/experiments/mine  api              -             -                 e1    - (not previewed)                                         -
   policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE                                                    -
   policies/web/experiments/pr-8  pull_request #8  -             -                 e8    SUSPENDED (auto-stopped after 3600s (autoStop.duration))  -

@@ -177,13 +177,6 @@ func (s *policies) readExperiments() []*preview.Experiment {
 	return exps
 }
 
-func (s *policies) mergedStats() []preview.Stats {
-	if s.preview == nil {
-		return nil
-	}
-	return s.preview.Stats()
-}
-
 func (s *policies) getExperiment(w http.ResponseWriter, r *http.Request, name string) {
 	samples, err := withSamples(r)
 	if err != nil {
@@ -195,7 +188,7 @@ func (s *policies) getExperiment(w http.ResponseWriter, r *http.Request, name st
 		s.fail(w, r, err)
 		return
 	}
-	s.writeValue(w, r, s.experimentView(e, s.mergedStats(), samples))
+	s.writeValue(w, r, s.experimentView(e, s.previewStats(), samples))
 }
 
 func (s *policies) listExperiments(w http.ResponseWriter, r *http.Request, parent string) {
@@ -215,7 +208,7 @@ func (s *policies) listExperiments(w http.ResponseWriter, r *http.Request, paren
 		s.fail(w, r, err)
 		return
 	}
-	stats := s.mergedStats()
+	stats := s.previewStats()
 	out := experimentList{Experiments: make([]apiv1.Experiment, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
 	for _, e := range res.Experiments {
 		out.Experiments = append(out.Experiments, s.experimentView(e, stats, samples))

@@ -71,8 +71,8 @@ func (s *policies) getPolicy(w http.ResponseWriter, r *http.Request, name string
 	s.writeValue(w, r, res)
 }
 
-// previewStats are the cluster's preview stats, nil without a preview
-// runtime.
+// previewStats are the cluster's preview stats (merged over the
+// heartbeats), nil without a preview runtime.
 func (s *policies) previewStats() []preview.Stats {
 	if s.preview == nil {
 		return nil

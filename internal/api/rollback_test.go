@@ -187,6 +187,11 @@ func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
 		fmt.Sprint(s.Experiments[0]["changedPolicies"]) != "[web]" {
 		t.Fatalf("experiments = %v", s.Experiments)
 	}
+	// The branch row is what it was when the record was its JSON.
+	if got, _ := json.Marshal(s.Experiments[0]); string(got) != `{"branch":"feature/x","changedPolicies":["web"],"headCommit":"b1",`+
+		`"kind":"branch","name":"branches/feature/x","revision":"feature/x@sha1:b1","validation":{"errors":[],"valid":true}}` {
+		t.Errorf("branch row = %s", got)
+	}
 	mine, pr := s.Experiments[1], s.Experiments[2]
 	if mine["name"] != "policies/web/experiments/mine" || mine["kind"] != "experiment" || mine["etag"] != "e1" ||
 		mine["previewed"] != false || mine["state"] != nil || fmt.Sprint(mine["source"]) != "map[kind:api]" {

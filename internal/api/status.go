@@ -65,8 +65,10 @@ func (s *clusterAPI) status(w http.ResponseWriter, r *http.Request) {
 type LeaderRecords interface {
 	// PullError is the policy source's replicated pull error, if any.
 	PullError(st *raftstore.State) (msg string, since time.Time, ok bool)
-	// Branches renders each branch experiment's record as JSON, by name.
-	Branches(st *raftstore.State) []json.RawMessage
+	// Branches are the replicated branch records by record name
+	// ("branches/<branch>"); the API maps them to its view
+	// (apiv1.FromBranch), so the record is never its JSON.
+	Branches(st *raftstore.State) map[string]raftstore.BranchRecord
 }
 
 // sourceStatus is the leader's last read of the source (from the cluster
@@ -88,7 +90,14 @@ func (s *clusterAPI) branchExperiments(st *raftstore.State) []json.RawMessage {
 	if s.records == nil {
 		return []json.RawMessage{}
 	}
-	return s.records.Branches(st)
+	recs := s.records.Branches(st)
+	out := make([]json.RawMessage, 0, len(recs))
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		if data, err := json.Marshal(apiv1.FromBranch(name, recs[name])); err == nil {
+			out = append(out, data)
+		}
+	}
+	return out
 }
 
 // aipExperiments renders the AIP-236 experiments of the replicated state

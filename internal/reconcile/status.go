@@ -1,9 +1,6 @@
 package reconcile
 
 import (
-	"encoding/json"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -21,20 +18,8 @@ func (StatusRecords) PullError(st *raftstore.State) (msg string, since time.Time
 	return rec.Error, rec.Since, ok
 }
 
-// Branches renders the branch records (every branch other than the live
-// one) by name: {"name": "branches/<branch>", "kind": "branch", ...}.
-func (StatusRecords) Branches(st *raftstore.State) []json.RawMessage {
-	recs := ReadBranchRecords(st)
-	out := make([]json.RawMessage, 0, len(recs))
-	for _, name := range slices.Sorted(maps.Keys(recs)) {
-		data, err := json.Marshal(struct {
-			Name string `json:"name"`
-			Kind string `json:"kind"`
-			BranchRecord
-		}{name, "branch", recs[name]})
-		if err == nil {
-			out = append(out, data)
-		}
-	}
-	return out
+// Branches returns the branch records (every branch other than the live
+// one) by record name; the API maps them to its own view.
+func (StatusRecords) Branches(st *raftstore.State) map[string]BranchRecord {
+	return ReadBranchRecords(st)
 }

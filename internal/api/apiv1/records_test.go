@@ -36,8 +36,9 @@ func mappings() map[string]mapping {
 		ops    preview.OperationListResponse
 		change cluster.ChangeStateResponse
 		health cluster.HealthCheckResponse
+		branch raftstore.BranchRecord
 	)
-	for _, r := range []any{&gen, &node, &hb, &status, &stats, &source, &parts, &exp, &view, &op, &ops, &change, &health} {
+	for _, r := range []any{&gen, &node, &hb, &status, &stats, &source, &parts, &exp, &view, &op, &ops, &change, &health, &branch} {
 		fill(r)
 	}
 	view.ListChunks = nil // never shown: preview.ViewWith drops them
@@ -49,6 +50,7 @@ func mappings() map[string]mapping {
 		"SourceStatus":     {view: func() any { return FromSource(source) }},
 		"Parts":            {view: func() any { return FromParts(parts) }},
 		"ExperimentStatus": {view: func() any { return FromExperimentStatus(&exp) }},
+		"BranchStatus":     {view: func() any { return FromBranch("branches/x", branch) }},
 		"Experiment":       {view: func() any { return FromExperiment(view) }},
 		"Operation":        {view: func() any { return FromOperation(&op) }},
 		"OperationList":    {view: func() any { return FromOperationList(ops) }},

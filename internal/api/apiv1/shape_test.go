@@ -128,6 +128,7 @@ func views() map[string]func() any {
 		"generations":       func() any { return &GenerationList{} },
 		"rollback":          func() any { return &Rollback{} },
 		"experiment_status": func() any { return &ExperimentStatus{} },
+		"branch_status":     func() any { return &BranchStatus{} },
 		"experiment":        func() any { return &Experiment{} },
 		"experiments":       func() any { return &ExperimentList{} },
 		"operation":         func() any { return &Operation{} },

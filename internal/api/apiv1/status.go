@@ -25,8 +25,9 @@ type Status struct {
 	ServedGeneration uint64         `json:"servedGeneration"`
 	Source           SourceStatus   `json:"source"`
 	Policies         []PolicyStatus `json:"policies"`
-	// Experiments are the leader's branch records (kind "branch") and the
-	// AIP-236 experiments (kind "experiment", ExperimentStatus), by name.
+	// Experiments are the leader's branch records (kind "branch",
+	// BranchStatus) and the AIP-236 experiments (kind "experiment",
+	// ExperimentStatus), by name.
 	Experiments []json.RawMessage `json:"experiments"`
 	Nodes       []Node            `json:"nodes"`
 	// PreviewRules are the served policies' rules in preview with the
