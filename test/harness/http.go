@@ -17,6 +17,9 @@ type Client struct {
 	// Token, if set, is sent as "Authorization: Bearer <Token>" (the
 	// nodes' [api] token_env).
 	Token string
+	// LeaderWait bounds DoRetry's wait for a leader (DefaultLeaderWait
+	// when zero).
+	LeaderWait time.Duration
 }
 
 // NewClient returns a client whose requests time out after timeout;
