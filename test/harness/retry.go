@@ -34,20 +34,29 @@ var electionReasons = map[string]bool{
 //
 // Only for idempotent requests or those the API makes idempotent itself:
 // a LEADERSHIP_LOST, a FORWARD_FAILED or a reset connection may come
-// after the write was applied, so a retry must be harmless twice — an
-// `:reconcile`, a state change to a state, a `:commit` or `:start` with
-// the experiment's etag (a second one is refused for the etag, or finds
-// the operation done), a webhook delivery (run once per delivery id).
-// Not for a create that would make a second resource.
+// after the write was applied, so a retry must be harmless twice: a
+// `:reconcile`, a state change to a state, a `:commit` with the
+// experiment's etag (a second is refused for the etag), a create with an
+// experimentId (a second is ALREADY_EXISTS), a webhook redelivered with
+// its delivery id (GitHub.Deliver). Not a rollback, which would roll back
+// twice, nor a create that would make a second resource.
 func (c *Client) DoRetry(method, url, body string) (int, []byte, error) {
-	wait := c.LeaderWait
+	return untilElected(c.LeaderWait, func() (int, []byte, error) {
+		return c.do(context.Background(), method, url, body)
+	})
+}
+
+// untilElected sends (again) while its answer says the cluster is between
+// leaders, for at most wait (DefaultLeaderWait when zero), and returns
+// the last answer.
+func untilElected(wait time.Duration, send func() (int, []byte, error)) (int, []byte, error) {
 	if wait <= 0 {
 		wait = DefaultLeaderWait
 	}
 	deadline := time.Now().Add(wait)
 	pause := 100 * time.Millisecond
 	for {
-		code, data, err := c.do(context.Background(), method, url, body)
+		code, data, err := send()
 		if !betweenLeaders(code, data, err) || time.Now().Add(pause).After(deadline) {
 			return code, data, err
 		}
