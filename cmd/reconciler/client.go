@@ -61,12 +61,33 @@ func addClientFlags(fs *flag.FlagSet, role string, timeout time.Duration) *clien
 	return f
 }
 
+// leaderWait bounds how long a read or an idempotent write is sent again
+// while the cluster is between leaders (an election takes seconds).
+var leaderWait = 30 * time.Second
+
+// electionReasons are the reasons of a 503 that says the cluster is
+// between leaders (docs/api.md, Errors).
+var electionReasons = map[string]bool{"NO_LEADER": true, "NOT_LEADER": true, "LEADERSHIP_LOST": true, "FORWARD_FAILED": true}
+
 // apiClient sends requests to one node's API with the caller's token.
 type apiClient struct {
 	base    string
 	token   string
 	timeout time.Duration
 	http    *http.Client
+	// retry sends a write again while the cluster is between leaders
+	// (reads always are): set by idempotent.
+	retry bool
+}
+
+// idempotent is c for a write that is harmless twice (a state change to
+// a state, a health check, starting or stopping a preview, cancelling or
+// waiting for an operation): a LEADERSHIP_LOST or FORWARD_FAILED answer
+// can come after the leader applied it.
+func (c *apiClient) idempotent() *apiClient {
+	r := *c
+	r.retry = true
+	return &r
 }
 
 // client builds the apiClient the flags describe.
@@ -171,6 +192,7 @@ type apiError struct {
 	Code       int
 	Status     string // "NOT_FOUND"
 	Message    string
+	Reason     string // the ErrorInfo reason, "NO_LEADER"
 }
 
 func (e *apiError) Error() string {
@@ -190,10 +212,37 @@ func (c *apiClient) post(ctx context.Context, path string, in any) ([]byte, erro
 	return c.do(ctx, http.MethodPost, path, in)
 }
 
-// do sends one request within the client's timeout (or ctx's deadline,
+// do is once, sent again with backoff for at most leaderWait while the
+// answer says the cluster is between leaders, when the request is a read
+// or c is idempotent. A refused connection is not retried: it is more
+// often a wrong --server than a node restarting.
+func (c *apiClient) do(ctx context.Context, method, path string, in any) ([]byte, error) {
+	data, err := c.once(ctx, method, path, in)
+	if !c.retry && method != http.MethodGet {
+		return data, err
+	}
+	deadline := time.Now().Add(leaderWait)
+	for pause := 200 * time.Millisecond; betweenLeaders(err) && time.Now().Add(pause).Before(deadline); pause = min(2*pause, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+			return data, err
+		case <-time.After(pause):
+		}
+		data, err = c.once(ctx, method, path, in)
+	}
+	return data, err
+}
+
+// betweenLeaders reports whether err is a 503 of a cluster between leaders.
+func betweenLeaders(err error) bool {
+	var e *apiError
+	return errors.As(err, &e) && e.Code == http.StatusServiceUnavailable && electionReasons[e.Reason]
+}
+
+// once sends one request within the client's timeout (or ctx's deadline,
 // when sooner) and returns the body of a 2xx answer; any other answer is
 // an *apiError.
-func (c *apiClient) do(ctx context.Context, method, path string, in any) ([]byte, error) {
+func (c *apiClient) once(ctx context.Context, method, path string, in any) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var body io.Reader
@@ -246,10 +295,18 @@ func answerError(base string, resp *http.Response, data []byte) error {
 		Error struct {
 			Status  string `json:"status"`
 			Message string `json:"message"`
+			Details []struct {
+				Reason string `json:"reason"`
+			} `json:"details"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(data, &v) == nil && v.Error.Message != "" {
 		e.Status, e.Message = v.Error.Status, v.Error.Message
+		for _, d := range v.Error.Details {
+			if d.Reason != "" {
+				e.Reason = d.Reason
+			}
+		}
 	}
 	if resp.StatusCode/100 == 3 {
 		e.Message = "redirected to " + resp.Header.Get("Location") + " (not followed: use that node's API address)"

@@ -240,7 +240,7 @@ func (a *app) experimentsStop(args []string) int { return a.previewVerb("stop", 
 func (a *app) previewVerb(name, verb string, args []string) int {
 	fs := a.flagSet("experiments "+name, "POLICY ID")
 	return a.operateVerb(fs, args, 2, nil, func(c *apiClient) ([]byte, error) {
-		return c.post(a.ctx, experimentPath(fs.Arg(0), fs.Arg(1))+":"+verb, struct{}{})
+		return c.idempotent().post(a.ctx, experimentPath(fs.Arg(0), fs.Arg(1))+":"+verb, struct{}{})
 	})
 }
 

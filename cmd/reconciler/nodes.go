@@ -105,7 +105,7 @@ func (a *app) nodesState(args []string) int {
 	req := cluster.ChangeStateRequest{State: raftstore.NodeState(strings.ToUpper(fs.Arg(0))),
 		Group: scope.group, Subgroup: scope.subgroup, Name: scope.name}
 	return a.remote(fs.Name(), cf, func(c *apiClient) error {
-		body, err := c.post(a.ctx, "/v1/nodes:changeState", req)
+		body, err := c.idempotent().post(a.ctx, "/v1/nodes:changeState", req)
 		if err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func (a *app) nodesHealth(args []string) int {
 	}
 	healthy := true
 	code := a.remote(fs.Name(), cf, func(c *apiClient) error {
-		body, err := c.post(a.ctx, "/v1/nodes:healthCheck",
+		body, err := c.idempotent().post(a.ctx, "/v1/nodes:healthCheck",
 			cluster.HealthCheckRequest{Group: scope.group, Subgroup: scope.subgroup, Name: scope.name})
 		if err != nil {
 			return err

@@ -156,7 +156,7 @@ func (a *app) operationsCancel(args []string) int {
 	}
 	id := operationID(fs.Arg(0))
 	code := a.remote("operations cancel", cf, func(c *apiClient) error {
-		_, err := c.post(a.ctx, "/v1/operations/"+seg(id)+":cancel", struct{}{})
+		_, err := c.idempotent().post(a.ctx, "/v1/operations/"+seg(id)+":cancel", struct{}{})
 		return err
 	})
 	if code == exitOK {
@@ -212,7 +212,7 @@ func (a *app) waitOperation(c *apiClient, id string, wait time.Duration, op *api
 		if step < time.Second {
 			step = time.Second
 		}
-		body, err := c.post(ctx, "/v1/operations/"+seg(id)+":wait", map[string]string{"timeout": fmt.Sprintf("%ds", int(step.Seconds()))})
+		body, err := c.idempotent().post(ctx, "/v1/operations/"+seg(id)+":wait", map[string]string{"timeout": fmt.Sprintf("%ds", int(step.Seconds()))})
 		if err != nil {
 			if ctx.Err() != nil && op.Name != "" {
 				return nil, fmt.Errorf("operations/%s is not done after %s", id, wait)

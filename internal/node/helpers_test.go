@@ -19,6 +19,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/config"
 	"github.com/policyrollout/reconciler/internal/gittest"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // webPolicy is version k of the shared test policy: /healthz is allowed by
@@ -158,10 +159,15 @@ func nodeConfig(t *testing.T, id, url string) *config.Config {
 // httpClient has a deadline, so a hung node fails the test instead of it.
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
+// apiClient is call's: it waits out an election (harness.Client.DoRetry),
+// which a loaded machine sees now and then; the writes sent through call
+// are idempotent or carry an etag or an experimentId.
+var apiClient = harness.NewClient(10*time.Second, 0)
+
 // call sends a request and decodes a JSON answer into out (if not nil).
 func call(t *testing.T, method, url, body string, out any) int {
 	t.Helper()
-	code, data, err := tryCall(method, url, body)
+	code, data, err := apiClient.DoRetry(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}

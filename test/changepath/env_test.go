@@ -136,10 +136,12 @@ func startWith(t *testing.T, files map[string]string, previewExtra string) *env 
 var client = harness.NewClient(30*time.Second, 8)
 
 // call sends body to a node (any node: followers forward) and decodes the
-// answer into out when it is set.
+// answer into out when it is set. It waits out an election (DoRetry): the
+// writes of these tests are idempotent, carry an etag or create with an
+// experimentId.
 func (e *env) call(node int, method, path, body string, out any) int {
 	e.t.Helper()
-	code, data, err := client.Do(method, e.c.Nodes[node].Base()+path, body)
+	code, data, err := client.DoRetry(method, e.c.Nodes[node].Base()+path, body)
 	if err != nil {
 		e.t.Fatal(err)
 	}

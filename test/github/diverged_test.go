@@ -17,7 +17,7 @@ func TestForcePushedMainFailsPromote(t *testing.T) {
 	e.git.Git(e.work, "checkout", "-q", "--orphan", "other")
 	other := e.git.Commit(e.work, map[string]string{"web/policy.toml": webPolicy("/other"), "README.md": gittest.Deleted}, "unrelated")
 	e.git.Git(e.work, "push", "-qf", "origin", "other:main")
-	if code, body, err := client.Do(http.MethodPost, e.nodes[1].Base()+"/v1/cluster:reconcile", "{}"); err != nil || code != 202 {
+	if code, body, err := client.DoRetry(http.MethodPost, e.nodes[1].Base()+"/v1/cluster:reconcile", "{}"); err != nil || code != 202 {
 		t.Fatalf("reconcile: %d %s %v", code, body, err)
 	}
 	s := e.gh.WaitStatus(other, forge.ContextPromote, forge.StateFailure)

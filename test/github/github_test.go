@@ -172,7 +172,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 		return nil
 	})
 	commit := func(etag string) (int, []byte) {
-		code, data, err := client.Do(http.MethodPost, e.nodes[1].Base()+exp+":commit", fmt.Sprintf(`{"etag":%q}`, etag))
+		code, data, err := client.DoRetry(http.MethodPost, e.nodes[1].Base()+exp+":commit", fmt.Sprintf(`{"etag":%q}`, etag))
 		if err != nil {
 			t.Fatal(err)
 		}

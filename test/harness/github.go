@@ -113,10 +113,20 @@ func (g *GitHub) merge(req githubemu.MergeRequest) (string, error) {
 }
 
 // Deliver sends a signed webhook to n and fails the test unless n
-// accepts it (202).
+// accepts it (202). While the cluster is between leaders it redelivers,
+// as GitHub would, with the same delivery id: the node runs a delivery
+// once.
 func (g *GitHub) Deliver(n *Node, event string, payload []byte) {
 	g.T.Helper()
-	res, err := g.Emu.Deliver(Hook(n), event, payload)
+	d := g.Emu.NewDelivery(event, payload)
+	var res *githubemu.DeliveryResult
+	_, _, err := untilElected(0, func() (int, []byte, error) {
+		var err error
+		if res, err = g.Emu.Redeliver(Hook(n), d); err != nil {
+			return 0, nil, err
+		}
+		return res.Status, res.Body, nil
+	})
 	if err != nil || res.Status != http.StatusAccepted {
 		g.T.Fatalf("deliver %s to %s: %v %+v", event, n.ID, err, res)
 	}

@@ -17,6 +17,9 @@ type Client struct {
 	// Token, if set, is sent as "Authorization: Bearer <Token>" (the
 	// nodes' [api] token_env).
 	Token string
+	// LeaderWait bounds DoRetry's wait for a leader (DefaultLeaderWait
+	// when zero).
+	LeaderWait time.Duration
 }
 
 // NewClient returns a client whose requests time out after timeout;
@@ -114,10 +117,15 @@ func (c *Client) Ready(n *Node) error {
 	return c.Call(context.Background(), http.MethodGet, n.Base()+"/readyz", "", http.StatusOK, nil)
 }
 
-// Reconcile asks n to reconcile now (a follower forwards to the leader)
-// and expects 202.
+// Reconcile asks n to reconcile now (a follower forwards to the leader),
+// waiting out an election (DoRetry: a pass more is harmless), and expects
+// 202.
 func (c *Client) Reconcile(n *Node) error {
-	return c.Call(context.Background(), http.MethodPost, n.Base()+"/v1/cluster:reconcile", "{}", http.StatusAccepted, nil)
+	code, data, err := c.DoRetry(http.MethodPost, n.Base()+"/v1/cluster:reconcile", "{}")
+	if err == nil && code != http.StatusAccepted {
+		err = &HTTPError{Code: code, Body: string(data)}
+	}
+	return err
 }
 
 // Evaluate asks n for one decision of policy on the request body.

@@ -78,10 +78,11 @@ func (e *env) node(id string) *harness.Node {
 	return nil
 }
 
-// post sends body and decodes the JSON answer into out (when not nil).
+// post sends body and decodes the JSON answer into out (when not nil),
+// waiting out an election (DoRetry: these posts are idempotent).
 func (e *env) post(n *harness.Node, path, body string, out any) int {
 	e.t.Helper()
-	code, data, err := client.Do(http.MethodPost, n.Base()+path, body)
+	code, data, err := client.DoRetry(http.MethodPost, n.Base()+path, body)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -98,14 +99,7 @@ func (e *env) post(n *harness.Node, path, body string, out any) int {
 func (e *env) changeState(via *harness.Node, body string) (int, []string) {
 	e.t.Helper()
 	var a apiv1.StateChangeList
-	// 503 means the cluster had no leader at that moment (a loaded CI machine
-	// loses one now and then); a client retries it, and so does the test.
 	code := e.post(via, "/v1/nodes:changeState", body, &a)
-	for deadline := time.Now().Add(30 * time.Second); code == http.StatusServiceUnavailable && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
-		a = apiv1.StateChangeList{}
-		code = e.post(via, "/v1/nodes:changeState", body, &a)
-	}
 	var ids []string
 	for _, c := range a.Changed {
 		ids = append(ids, c.ID)
