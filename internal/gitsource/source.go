@@ -99,6 +99,8 @@ type Source struct {
 	own map[plumbing.Hash]bool
 	// blobs keeps the contents of large blobs (blobcache.go), under mu.
 	blobs blobCache
+	// gc are Housekeep's limits (housekeeping.go); the defaults when zero.
+	gc gcLimits
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository
