@@ -28,6 +28,12 @@ const (
 	// gcPacks is the number of packs (each first fetch after a restart
 	// into an empty clone, and each housekeeping, leaves one).
 	gcPacks = 8
+	// gcWindow is how many objects before it (by size) each object is
+	// tried as a delta on. The versions of a list that grows or shrinks
+	// by a line are next to each other, so one is enough, where git's
+	// default of 10 keeps ten versions and their delta indexes in memory
+	// and tries each: measured in docs/git.md.
+	gcWindow = 2
 )
 
 // gcLimits are the thresholds of one Source; the tests lower them.
@@ -35,9 +41,10 @@ type gcLimits struct {
 	looseObjects int
 	looseBytes   int64
 	packs        int
+	window       uint
 }
 
-var defaultGCLimits = gcLimits{looseObjects: gcLooseObjects, looseBytes: gcLooseBytes, packs: gcPacks}
+var defaultGCLimits = gcLimits{looseObjects: gcLooseObjects, looseBytes: gcLooseBytes, packs: gcPacks, window: gcWindow}
 
 // ObjectStats is what the clone's object directory holds.
 type ObjectStats struct {
@@ -88,7 +95,7 @@ func (s *Source) Housekeep(ctx context.Context) (Housekeeping, error) {
 	}
 	start := time.Now()
 	s.mu.Lock()
-	err = s.repack(objects)
+	err = s.repack(objects, lim.window)
 	s.mu.Unlock()
 	if err != nil {
 		return h, err
@@ -108,7 +115,18 @@ func (s *Source) Housekeep(ctx context.Context) (Housekeeping, error) {
 // loose objects it packed and every other pack; Prune then deletes the
 // loose objects no ref reaches. No grace period, as git keeps for
 // writers racing it: the locks held exclude every writer of the clone.
-func (s *Source) repack(objects string) error {
+func (s *Source) repack(objects string, window uint) error {
+	// go-git reads the window from the clone's configuration only.
+	cfg, err := s.repo.Config()
+	if err != nil {
+		return fmt.Errorf("gitsource: reading the clone's configuration: %w", err)
+	}
+	if cfg.Pack.Window != window {
+		cfg.Pack.Window = window
+		if err := s.repo.SetConfig(cfg); err != nil {
+			return fmt.Errorf("gitsource: setting the pack window: %w", err)
+		}
+	}
 	if err := s.repo.RepackObjects(&git.RepackConfig{}); err != nil {
 		return fmt.Errorf("gitsource: repacking the clone: %w", err)
 	}
@@ -117,7 +135,7 @@ func (s *Source) repack(objects string) error {
 	if r, ok := s.repo.Storer.(interface{ Reindex() }); ok {
 		r.Reindex()
 	}
-	err := s.repo.Prune(git.PruneOptions{Handler: func(h plumbing.Hash) error {
+	err = s.repo.Prune(git.PruneOptions{Handler: func(h plumbing.Hash) error {
 		return s.repo.DeleteObject(h)
 	}})
 	if err != nil {

@@ -60,7 +60,7 @@ func TestHousekeepingBoundsTheCloneOfAChangingList(t *testing.T) {
 		}
 		revs[head] = list
 	}
-	s.gc = gcLimits{looseObjects: 1000, looseBytes: 2 * one.Bytes(), packs: 8}
+	s.gc = gcLimits{looseObjects: 1000, looseBytes: 2 * one.Bytes(), packs: 8, window: gcWindow}
 	h := mustHousekeep(t, s)
 	if !h.Ran || h.Before.LooseBytes < pushes*one.Bytes()/2 {
 		t.Fatalf("housekeeping = %+v, want a run over %d pushes of a %d-byte version", h, pushes, one.Bytes())
@@ -102,7 +102,7 @@ func TestHousekeepingPrunesDeletedBranches(t *testing.T) {
 	work := srv.Clone(url)
 	s := newSource(t, Config{URL: url})
 	mustFetch(t, s)
-	s.gc = gcLimits{looseObjects: 0, looseBytes: 1 << 40, packs: 8}
+	s.gc = gcLimits{looseObjects: 0, looseBytes: 1 << 40, packs: 8, window: gcWindow}
 	var gone []string
 	for _, branch := range []string{"packed", "loose"} {
 		srv.Checkout(work, "main")
