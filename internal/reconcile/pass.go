@@ -37,7 +37,8 @@ type passStep struct {
 
 // passSteps is a pass, in order, as flux's source-controller runs its
 // reconcile: fetch, skip when unchanged, sync main, sync the sources of
-// experiments (branches or pull requests), sync the experiments.
+// experiments (branches or pull requests), sync the experiments, then
+// housekeeping of the clone.
 func (l *Loop) passSteps() []passStep {
 	return []passStep{
 		{name: "fetch", run: l.stepFetch},
@@ -45,6 +46,7 @@ func (l *Loop) passSteps() []passStep {
 		{name: "sync main", run: l.stepSyncMain, failed: "cannot promote the live branch"},
 		{name: "sync sources", run: l.stepSyncSources, failed: "cannot record the branches"},
 		{name: "sync experiments", run: l.stepSyncExperiments, failed: "cannot record the branch experiments"},
+		{name: "housekeeping", run: l.stepHousekeeping},
 	}
 }
 
