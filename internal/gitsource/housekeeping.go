@@ -23,8 +23,10 @@ const (
 	// gcLooseObjects is git's gc.auto halved: a pass fetches a handful of
 	// objects per commit, so this is a few hundred pushes of small files.
 	gcLooseObjects = 3000
-	// gcLooseBytes is about three versions of a 1,000,000-entry list.
-	gcLooseBytes = 16 << 20
+	// gcLooseBytes is about nine versions of a 1,000,000-entry list: a
+	// run costs seconds to a minute of holding the clone for such a list
+	// (docs/git.md), so not every few pushes.
+	gcLooseBytes = 64 << 20
 	// gcPacks is the number of packs (each first fetch after a restart
 	// into an empty clone, and each housekeeping, leaves one).
 	gcPacks = 8
@@ -68,11 +70,11 @@ type Housekeeping struct {
 // Housekeep repacks the clone when its loose objects or packs pass the
 // limits, and deletes what no ref reaches: objects of pushes since
 // overwritten, of branches and pull requests gone upstream, of a commit
-// whose push was refused. The caller runs it after a pass has promoted
-// what it fetched, off the path of push→Active; it holds the storage
-// (reads wait) for the whole run, which costs about one inflate and one
-// deflate of every object the refs reach plus go-git's delta search,
-// docs/git.md. A clone under its limits costs one listing of the
+// whose push was refused. The caller runs it when idle, off the path of
+// push→Active; it holds the storage (reads wait) for the whole run, which
+// costs an inflate and a deflate of every object the refs reach, go-git's
+// delta search and its resolution of the pack's delta chains (seconds to
+// a minute for a large list's history, docs/git.md). A clone under its limits costs one listing of the
 // objects directory.
 func (s *Source) Housekeep(ctx context.Context) (Housekeeping, error) {
 	s.opMu.Lock()

@@ -23,21 +23,27 @@ func (r *housekeptRepo) Housekeep(context.Context) (gitsource.Housekeeping, erro
 	return gitsource.Housekeeping{}, nil
 }
 
-// Housekeeping runs after a pass that fetched a new commit has staged it,
-// and not on idle passes.
-func TestLoopHousekeepsAfterPromotingOnly(t *testing.T) {
+// Housekeeping runs on the first idle pass after one that fetched a new
+// commit, never in the pass that stages it nor again on later idle ones.
+func TestLoopHousekeepsOnTheFirstIdlePass(t *testing.T) {
 	store := newFakeStore()
 	repo := &housekeptRepo{fakeRepo: newFakeRepo(), store: store}
 	repo.Commit("main", webPolicy("a"))
 	l := startLoop(t, store, repo, fixedMembers{"n1"})
-	eventually(t, "generation 1 staged and the clone housekept", func() bool { return repo.runs.Load() == 1 })
-	if n := repo.stagedN.Load(); n != 1 {
-		t.Fatalf("housekeeping ran with generation %d staged, want after staging 1", n)
+	eventually(t, "the first pass", func() bool { return l.passes.Load() >= 1 && store.State().Staged == 1 })
+	if n := repo.runs.Load(); n != 0 {
+		t.Fatalf("housekeeping ran %d times in the pass that staged", n)
 	}
 	for range 3 {
 		settle(t, l, repo.fakeRepo)
 	}
-	if n := repo.runs.Load(); n != 1 {
-		t.Errorf("housekeeping ran %d times, want once: idle passes fetch nothing", n)
+	if n, staged := repo.runs.Load(), repo.stagedN.Load(); n != 1 || staged != 1 {
+		t.Fatalf("housekeeping ran %d times (generation %d staged), want once after staging 1", n, staged)
+	}
+	repo.Commit("main", webPolicy("b"))
+	settle(t, l, repo.fakeRepo)
+	settle(t, l, repo.fakeRepo)
+	if n := repo.runs.Load(); n != 2 {
+		t.Errorf("housekeeping ran %d times after a second commit, want twice", n)
 	}
 }

@@ -287,6 +287,9 @@ type term struct {
 	open string
 	// pruned is when pruneOperations last scanned.
 	pruned time.Time
+	// housekeep is set by a pass that was not idle, for the next idle
+	// one (housekeeping.go).
+	housekeep bool
 }
 
 // Leading reports whether a leadership term runs here (Run), for the

@@ -37,8 +37,8 @@ type passStep struct {
 
 // passSteps is a pass, in order, as flux's source-controller runs its
 // reconcile: fetch, skip when unchanged, sync main, sync the sources of
-// experiments (branches or pull requests), sync the experiments, then
-// housekeeping of the clone.
+// experiments (branches or pull requests), sync the experiments. The
+// clone's housekeeping waits for the next idle pass (stepSkipUnchanged).
 func (l *Loop) passSteps() []passStep {
 	return []passStep{
 		{name: "fetch", run: l.stepFetch},
@@ -46,7 +46,6 @@ func (l *Loop) passSteps() []passStep {
 		{name: "sync main", run: l.stepSyncMain, failed: "cannot promote the live branch"},
 		{name: "sync sources", run: l.stepSyncSources, failed: "cannot record the branches"},
 		{name: "sync experiments", run: l.stepSyncExperiments, failed: "cannot record the branch experiments"},
-		{name: "housekeeping", run: l.stepHousekeeping},
 	}
 }
 
@@ -99,14 +98,20 @@ func (l *Loop) stepFetch(ctx context.Context, p *pass) (bool, error) {
 
 // stepSkipUnchanged ends an idle pass: no ref moved and no pull request
 // opened, closed or moved since the last complete pass, and no operator
-// accepted a new history (AcceptHistory forces a pass).
-func (l *Loop) stepSkipUnchanged(_ context.Context, p *pass) (bool, error) {
+// accepted a new history (AcceptHistory forces a pass). The first idle
+// pass after one that was not does the clone's housekeeping.
+func (l *Loop) stepSkipUnchanged(ctx context.Context, p *pass) (bool, error) {
 	t := p.term
 	if t.refs != nil && sameRefs(t.refs, p.refs) && t.open == p.open && !l.forcePass.Swap(false) {
 		l.metrics.result("unchanged")
 		l.log.Trace("unchanged", "revision", p.refs.Main.String())
+		if t.housekeep {
+			t.housekeep = false
+			l.housekeep(ctx)
+		}
 		return true, nil
 	}
+	t.housekeep = true // this pass may have fetched objects
 	return false, nil
 }
 
