@@ -146,11 +146,11 @@ func (s *Source) repack(objects string, window uint) error {
 	return removeTemp(objects)
 }
 
-// removeTemp deletes the temporary files of objects a fetch that failed
-// left behind (thinpack.go); the caller holds opMu, so none is being
-// written.
+// removeTemp deletes the temporary files of objects and packs a fetch or
+// push that failed left behind (ours, thinpack.go, and go-git's); the
+// caller holds opMu, so none is being written.
 func removeTemp(objects string) error {
-	for _, pattern := range []string{"tmp_obj_*", "pack/tmp_pack_*"} {
+	for _, pattern := range []string{"tmp_obj_*", "pack/tmp_obj_*", "pack/tmp_pack_*"} {
 		stale, err := filepath.Glob(filepath.Join(objects, pattern))
 		if err != nil {
 			return fmt.Errorf("gitsource: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,7 +97,8 @@ func TestHousekeepingBoundsTheCloneOfAChangingList(t *testing.T) {
 }
 
 // The objects of branches deleted upstream, packed or loose, are gone
-// after housekeeping; the live branch's are not.
+// after housekeeping, as are the temporary files of a failed fetch; the
+// live branch's objects are not.
 func TestHousekeepingPrunesDeletedBranches(t *testing.T) {
 	t.Parallel()
 	srv, url := newRepo(t, gittest.Options{})
@@ -120,11 +123,22 @@ func TestHousekeepingPrunesDeletedBranches(t *testing.T) {
 		srv.DeleteRef("policies", "refs/heads/"+branch)
 	}
 	refs := mustFetch(t, s)
+	stale := []string{filepath.Join(s.cfg.Dir, "objects", "tmp_obj_1"), filepath.Join(s.cfg.Dir, "objects", "pack", "tmp_pack_1")}
+	for _, f := range stale { // what a fetch killed mid-object leaves
+		if err := os.WriteFile(f, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if len(refs.Branches) != 1 {
 		t.Fatalf("branches after the deletions: %v", refs.Branches)
 	}
 	if h := mustHousekeep(t, s); !h.Ran || h.After.LooseObjects != 0 || h.After.Packs != 1 {
 		t.Fatalf("housekeeping = %+v, want one pack", h)
+	}
+	for _, f := range stale {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s after housekeeping: %v, want it removed", f, err)
+		}
 	}
 	for _, c := range gone {
 		if _, err := s.repo.Storer.EncodedObject(plumbing.AnyObject, plumbing.NewHash(c)); !errors.Is(err, plumbing.ErrObjectNotFound) {
