@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/policyrollout/reconciler/internal/gitsource"
 )
@@ -23,13 +24,16 @@ func (r *housekeptRepo) Housekeep(context.Context) (gitsource.Housekeeping, erro
 	return gitsource.Housekeeping{}, nil
 }
 
-// Housekeeping runs on the first idle pass after one that fetched a new
-// commit, never in the pass that stages it nor again on later idle ones.
+// Housekeeping runs on the first idle pass (its quiet period over) after
+// one that fetched a new commit, never in the pass that stages it nor
+// again on later idle ones.
 func TestLoopHousekeepsOnTheFirstIdlePass(t *testing.T) {
 	store := newFakeStore()
 	repo := &housekeptRepo{fakeRepo: newFakeRepo(), store: store}
 	repo.Commit("main", webPolicy("a"))
-	l := startLoop(t, store, repo, fixedMembers{"n1"})
+	l := newLoop(t, store, repo, fixedMembers{"n1"})
+	l.housekeepQuiet = 0
+	runLoop(t, l)
 	eventually(t, "the first pass", func() bool { return l.passes.Load() >= 1 && store.State().Staged == 1 })
 	if n := repo.runs.Load(); n != 0 {
 		t.Fatalf("housekeeping ran %d times in the pass that staged", n)
@@ -45,5 +49,22 @@ func TestLoopHousekeepsOnTheFirstIdlePass(t *testing.T) {
 	settle(t, l, repo.fakeRepo)
 	if n := repo.runs.Load(); n != 2 {
 		t.Errorf("housekeeping ran %d times after a second commit, want twice", n)
+	}
+}
+
+// Within the quiet period after a change, idle passes do not housekeep.
+func TestLoopHousekeepsOnlyAfterAQuietPeriod(t *testing.T) {
+	store := newFakeStore()
+	repo := &housekeptRepo{fakeRepo: newFakeRepo(), store: store}
+	repo.Commit("main", webPolicy("a"))
+	l := newLoop(t, store, repo, fixedMembers{"n1"})
+	l.housekeepQuiet = time.Hour
+	runLoop(t, l)
+	eventually(t, "generation 1 staged", func() bool { return store.State().Staged == 1 })
+	for range 3 {
+		settle(t, l, repo.fakeRepo)
+	}
+	if n := repo.runs.Load(); n != 0 {
+		t.Errorf("housekeeping ran %d times within the quiet period", n)
 	}
 }

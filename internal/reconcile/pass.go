@@ -99,19 +99,20 @@ func (l *Loop) stepFetch(ctx context.Context, p *pass) (bool, error) {
 // stepSkipUnchanged ends an idle pass: no ref moved and no pull request
 // opened, closed or moved since the last complete pass, and no operator
 // accepted a new history (AcceptHistory forces a pass). The first idle
-// pass after one that was not does the clone's housekeeping.
+// pass housekeepQuiet after the last one that was not does the clone's
+// housekeeping.
 func (l *Loop) stepSkipUnchanged(ctx context.Context, p *pass) (bool, error) {
 	t := p.term
 	if t.refs != nil && sameRefs(t.refs, p.refs) && t.open == p.open && !l.forcePass.Swap(false) {
 		l.metrics.result("unchanged")
 		l.log.Trace("unchanged", "revision", p.refs.Main.String())
-		if t.housekeep {
+		if t.housekeep && l.cfg.Now().Sub(t.changed) >= l.housekeepQuiet {
 			t.housekeep = false
 			l.housekeep(ctx)
 		}
 		return true, nil
 	}
-	t.housekeep = true // this pass may have fetched objects
+	t.housekeep, t.changed = true, l.cfg.Now() // this pass may have fetched objects
 	return false, nil
 }
 
