@@ -77,7 +77,8 @@ type Config struct {
 // Source is a bare clone of the policy repository. Its methods, and the
 // file systems FS returns, are safe for concurrent use; reads wait while a
 // fetch that brings objects, or a push, holds the storage (at most
-// Config.Timeout).
+// Config.Timeout), or Housekeep repacks it (seconds for a large list's
+// history, housekeeping.go).
 type Source struct {
 	cfg    Config
 	repo   *git.Repository
@@ -99,6 +100,8 @@ type Source struct {
 	own map[plumbing.Hash]bool
 	// blobs keeps the contents of large blobs (blobcache.go), under mu.
 	blobs blobCache
+	// gc are Housekeep's limits (housekeeping.go); the defaults when zero.
+	gc gcLimits
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository

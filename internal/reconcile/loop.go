@@ -180,6 +180,8 @@ type Loop struct {
 	metrics *metrics
 	leading atomic.Bool
 	steps   []passStep
+	// housekeepQuiet is housekeepQuiet; the tests shorten it.
+	housekeepQuiet time.Duration
 	// run is the current term (Start/Stop).
 	run lifecycle.Runner
 
@@ -239,6 +241,7 @@ func New(cfg Config) (*Loop, error) {
 	l.committer = &Committer{cfg: &l.cfg, trees: l.trees}
 	l.rollbacks = &Rollbacks{cfg: &l.cfg, log: l.log, loop: l}
 	l.steps = l.passSteps()
+	l.housekeepQuiet = housekeepQuiet
 	return l, nil
 }
 
@@ -287,6 +290,10 @@ type term struct {
 	open string
 	// pruned is when pruneOperations last scanned.
 	pruned time.Time
+	// housekeep is set by a pass that was not idle, at changed, for an
+	// idle one (housekeeping.go).
+	housekeep bool
+	changed   time.Time
 }
 
 // Leading reports whether a leadership term runs here (Run), for the

@@ -37,7 +37,8 @@ type passStep struct {
 
 // passSteps is a pass, in order, as flux's source-controller runs its
 // reconcile: fetch, skip when unchanged, sync main, sync the sources of
-// experiments (branches or pull requests), sync the experiments.
+// experiments (branches or pull requests), sync the experiments. The
+// clone's housekeeping waits for the next idle pass (stepSkipUnchanged).
 func (l *Loop) passSteps() []passStep {
 	return []passStep{
 		{name: "fetch", run: l.stepFetch},
@@ -97,14 +98,21 @@ func (l *Loop) stepFetch(ctx context.Context, p *pass) (bool, error) {
 
 // stepSkipUnchanged ends an idle pass: no ref moved and no pull request
 // opened, closed or moved since the last complete pass, and no operator
-// accepted a new history (AcceptHistory forces a pass).
-func (l *Loop) stepSkipUnchanged(_ context.Context, p *pass) (bool, error) {
+// accepted a new history (AcceptHistory forces a pass). The first idle
+// pass housekeepQuiet after the last one that was not does the clone's
+// housekeeping.
+func (l *Loop) stepSkipUnchanged(ctx context.Context, p *pass) (bool, error) {
 	t := p.term
 	if t.refs != nil && sameRefs(t.refs, p.refs) && t.open == p.open && !l.forcePass.Swap(false) {
 		l.metrics.result("unchanged")
 		l.log.Trace("unchanged", "revision", p.refs.Main.String())
+		if t.housekeep && l.cfg.Now().Sub(t.changed) >= l.housekeepQuiet {
+			t.housekeep = false
+			l.housekeep(ctx)
+		}
 		return true, nil
 	}
+	t.housekeep, t.changed = true, l.cfg.Now() // this pass may have fetched objects
 	return false, nil
 }
 

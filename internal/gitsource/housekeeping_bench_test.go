@@ -1,0 +1,125 @@
+package gitsource
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/policyrollout/reconciler/internal/gittest"
+)
+
+// randomList is n mixed IPv4 and IPv6 CIDRs, as the lists benchmarks'
+// (about 16 bytes each, poorly compressible).
+func randomList(n int) string {
+	r := rand.New(rand.NewPCG(23, 1))
+	var b strings.Builder
+	b.Grow(n * 20)
+	for i := range n {
+		v := r.Uint64()
+		if i%4 == 0 {
+			fmt.Fprintf(&b, "2a%02x:%x:%x::/48\n", v%200, v>>8&0xffff, v>>24&0xffff)
+			continue
+		}
+		fmt.Fprintf(&b, "%d.%d.%d.0/24\n", 11+v%180, v>>8&255, v>>16&255)
+	}
+	return b.String()
+}
+
+// BenchmarkHousekeepingAfterTwentyListPushes is one housekeeping run on a
+// clone that fetched 20 one-line pushes of a 1,000,000-entry list (each
+// run starts from a copy of it, all loose). bytes-before/after are the
+// objects directory, peak-heap-MB the heap's high-water mark during the
+// run, by pack window; after-a-repack is a later run, on a clone
+// housekept once then pushed to three more times.
+func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
+	srv := gittest.NewServer(b, gittest.Options{})
+	list := randomList(1_000_000)
+	url := srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": list})
+	work := srv.Clone(url)
+	prepared := filepath.Join(b.TempDir(), "clone.git")
+	s := newSource(b, Config{URL: url, Path: ".", Dir: prepared, Logger: hclog.NewNullLogger()})
+	mustFetch(b, s)
+	for i := range 20 {
+		list += fmt.Sprintf("192.0.2.%d/32\n", i)
+		srv.Commit(work, map[string]string{"_lists/blocklist.netset": list}, "one more")
+		srv.Push(work, "main")
+		mustFetch(b, s)
+	}
+	// again is the same clone housekept once, then three more pushes:
+	// what each later run has to do.
+	again := filepath.Join(b.TempDir(), "clone.git")
+	if err := os.CopyFS(again, os.DirFS(prepared)); err != nil {
+		b.Fatal(err)
+	}
+	a := newSource(b, Config{URL: url, Path: ".", Dir: again, Logger: hclog.NewNullLogger()})
+	a.gc = gcLimits{looseObjects: -1, window: gcWindow}
+	if _, err := a.Housekeep(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 3 {
+		list += fmt.Sprintf("198.51.100.%d/32\n", i)
+		srv.Commit(work, map[string]string{"_lists/blocklist.netset": list}, "one more")
+		srv.Push(work, "main")
+		mustFetch(b, a)
+	}
+	for _, bc := range []struct {
+		name   string
+		dir    string
+		window uint
+	}{{"window=10", prepared, 10}, {fmt.Sprintf("window=%d", gcWindow), prepared, gcWindow}, {"after-a-repack", again, gcWindow}} {
+		prepared, window := bc.dir, bc.window
+		b.Run(bc.name, func(b *testing.B) {
+			var before, after ObjectStats
+			var peak uint64
+			for b.Loop() {
+				b.StopTimer()
+				dir := filepath.Join(b.TempDir(), "clone.git")
+				if err := os.CopyFS(dir, os.DirFS(prepared)); err != nil {
+					b.Fatal(err)
+				}
+				c := newSource(b, Config{URL: url, Path: ".", Dir: dir, Logger: hclog.NewNullLogger()})
+				c.gc = gcLimits{looseObjects: -1, window: window}
+				runtime.GC()
+				stop := sampleHeap(&peak)
+				b.StartTimer()
+				h, err := c.Housekeep(context.Background())
+				b.StopTimer()
+				stop()
+				if err != nil || !h.Ran {
+					b.Fatalf("Housekeep = %+v, %v", h, err)
+				}
+				before, after = h.Before, h.After
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(before.Bytes()), "bytes-before")
+			b.ReportMetric(float64(after.Bytes()), "bytes-after")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
+}
+
+// sampleHeap keeps the largest live heap seen into peak until stopped.
+func sampleHeap(peak *uint64) (stop func()) {
+	var done atomic.Bool
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for !done.Load() {
+			metrics.Read(sample)
+			*peak = max(*peak, sample[0].Value.Uint64())
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() { done.Store(true); <-finished }
+}

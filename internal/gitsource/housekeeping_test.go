@@ -1,0 +1,151 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/policyrollout/reconciler/internal/gittest"
+)
+
+func mustHousekeep(t *testing.T, s *Source) Housekeeping {
+	t.Helper()
+	h, err := s.Housekeep(context.Background())
+	if err != nil {
+		t.Fatalf("Housekeep: %v", err)
+	}
+	return h
+}
+
+// bigList is a list of n entries, about 14 bytes each.
+func bigList(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "10.%d.%d.0/24\n", i>>8&255, i&255)
+	}
+	return b.String()
+}
+
+// Pushes of one-line changes to a large list each leave a loose copy of
+// it in the clone; housekeeping packs them as deltas, and every revision
+// stays readable, from the blob cache and from the pack, and the next
+// thin fetch still resolves its delta on a packed base.
+func TestHousekeepingBoundsTheCloneOfAChangingList(t *testing.T) {
+	t.Parallel()
+	srv := gittest.NewServer(t, gittest.Options{})
+	list := bigList(100_000)
+	url := srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": list})
+	work := srv.Clone(url)
+	s := newSource(t, Config{URL: url, Path: "."})
+	first := mustFetch(t, s).Main.Hash
+	one, err := objectStats(s.cfg.Dir + "/objects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := mustHousekeep(t, s); h.Ran {
+		t.Fatalf("housekeeping ran on a fresh clone: %+v", h)
+	}
+	revs := map[string]string{first: list}
+	const pushes = 10
+	for i := range pushes {
+		list += fmt.Sprintf("192.0.2.%d/32\n", i)
+		head := srv.Commit(work, map[string]string{"_lists/blocklist.netset": list}, "one more")
+		srv.Push(work, "main")
+		if got := mustFetch(t, s).Main.Hash; got != head {
+			t.Fatalf("fetched %s, want %s", got, head)
+		}
+		revs[head] = list
+	}
+	s.gc = gcLimits{looseObjects: 1000, looseBytes: 2 * one.Bytes(), packs: 8, window: gcWindow}
+	h := mustHousekeep(t, s)
+	if !h.Ran || h.Before.LooseBytes < pushes*one.Bytes()/2 {
+		t.Fatalf("housekeeping = %+v, want a run over %d pushes of a %d-byte version", h, pushes, one.Bytes())
+	}
+	if h.After.LooseObjects != 0 || h.After.Packs != 1 || h.After.Bytes() > 2*one.Bytes() {
+		t.Errorf("after housekeeping %+v, want one pack under twice one version (%d bytes)", h.After, one.Bytes())
+	}
+	t.Logf("one version %d bytes; %d pushes: %d bytes loose, %d bytes after housekeeping in %v",
+		one.Bytes(), pushes, h.Before.Bytes(), h.After.Bytes(), h.Took)
+	fresh := newSource(t, Config{URL: url, Path: ".", Dir: s.cfg.Dir}) // no blob cache: read from the pack
+	for _, src := range []*Source{s, fresh} {
+		for rev, want := range revs {
+			files, err := src.Files(rev)
+			if err != nil || string(files["_lists/blocklist.netset"]) != want {
+				t.Fatalf("Files(%s) after housekeeping: %v", rev, err)
+			}
+		}
+	}
+	list += "198.51.100.1/32\n"
+	head := srv.Commit(work, map[string]string{"_lists/blocklist.netset": list}, "after the repack")
+	srv.Push(work, "main")
+	before := srv.BytesSent()
+	if got := mustFetch(t, fresh).Main.Hash; got != head {
+		t.Fatalf("fetched %s, want %s", got, head)
+	}
+	if sent := srv.BytesSent() - before; sent > 16<<10 {
+		t.Errorf("a thin fetch on a packed base downloaded %d bytes", sent)
+	}
+	if files, err := fresh.Files(head); err != nil || string(files["_lists/blocklist.netset"]) != list {
+		t.Fatalf("Files(%s) after a thin fetch on the pack: %v", head, err)
+	}
+}
+
+// The objects of branches deleted upstream, packed or loose, are gone
+// after housekeeping, as are the temporary files of a failed fetch; the
+// live branch's objects are not.
+func TestHousekeepingPrunesDeletedBranches(t *testing.T) {
+	t.Parallel()
+	srv, url := newRepo(t, gittest.Options{})
+	work := srv.Clone(url)
+	s := newSource(t, Config{URL: url})
+	mustFetch(t, s)
+	s.gc = gcLimits{looseObjects: 0, looseBytes: 1 << 40, packs: 8, window: gcWindow}
+	var gone []string
+	for _, branch := range []string{"packed", "loose"} {
+		srv.Checkout(work, "main")
+		srv.CreateBranch(work, branch)
+		gone = append(gone, srv.Commit(work, map[string]string{"policies/" + branch + "/policy.toml": policyFile("deny", "", "request.path == '/"+branch+"'")}, branch))
+		srv.Push(work, branch)
+		mustFetch(t, s)
+		if branch == "packed" {
+			if h := mustHousekeep(t, s); !h.Ran || h.After.LooseObjects != 0 {
+				t.Fatalf("housekeeping = %+v, want everything packed", h)
+			}
+		}
+	}
+	for _, branch := range []string{"packed", "loose"} {
+		srv.DeleteRef("policies", "refs/heads/"+branch)
+	}
+	refs := mustFetch(t, s)
+	stale := []string{filepath.Join(s.cfg.Dir, "objects", "tmp_obj_1"), filepath.Join(s.cfg.Dir, "objects", "pack", "tmp_pack_1")}
+	for _, f := range stale { // what a fetch killed mid-object leaves
+		if err := os.WriteFile(f, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(refs.Branches) != 1 {
+		t.Fatalf("branches after the deletions: %v", refs.Branches)
+	}
+	if h := mustHousekeep(t, s); !h.Ran || h.After.LooseObjects != 0 || h.After.Packs != 1 {
+		t.Fatalf("housekeeping = %+v, want one pack", h)
+	}
+	for _, f := range stale {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s after housekeeping: %v, want it removed", f, err)
+		}
+	}
+	for _, c := range gone {
+		if _, err := s.repo.Storer.EncodedObject(plumbing.AnyObject, plumbing.NewHash(c)); !errors.Is(err, plumbing.ErrObjectNotFound) {
+			t.Errorf("commit %s of a deleted branch: %v, want it pruned", c, err)
+		}
+	}
+	if _, err := s.Files(refs.Main.Hash); err != nil {
+		t.Fatalf("Files(main) after pruning: %v", err)
+	}
+}

@@ -1,0 +1,35 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/policyrollout/reconciler/internal/gitsource"
+)
+
+// housekeepQuiet is how long after the last pass that was not idle the
+// clone's housekeeping may run: a run on a large list's history holds the
+// clone for seconds, and a push in a burst of them would wait for it
+// (measured in TestBenchListPush: one push in twelve 4 s late).
+const housekeepQuiet = time.Minute
+
+// housekeeper is a Source whose clone needs housekeeping
+// (gitsource.Source.Housekeep); the tests' fakes have none.
+type housekeeper interface {
+	Housekeep(ctx context.Context) (gitsource.Housekeeping, error)
+}
+
+// housekeep runs the clone's housekeeping on the first idle pass a quiet
+// minute after one that fetched something: what was fetched has been
+// promoted long since, and a burst of pushes never waits for it (a push
+// that lands while it runs waits for the next pass, after it). A failure is logged;
+// the next idle pass after a change tries again.
+func (l *Loop) housekeep(ctx context.Context) {
+	h, ok := l.cfg.Source.(housekeeper)
+	if !ok {
+		return
+	}
+	if _, err := h.Housekeep(ctx); err != nil && ctx.Err() == nil {
+		l.log.Warn("cannot repack the policy repository's clone; trying again after the next change", "error", err)
+	}
+}
