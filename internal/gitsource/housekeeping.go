@@ -97,7 +97,7 @@ func (s *Source) Housekeep(ctx context.Context) (Housekeeping, error) {
 	}
 	start := time.Now()
 	s.mu.Lock()
-	err = s.repack(objects, lim.window)
+	err = repack(s.repo, objects, lim.window)
 	s.mu.Unlock()
 	if err != nil {
 		return h, err
@@ -112,33 +112,33 @@ func (s *Source) Housekeep(ctx context.Context) (Housekeeping, error) {
 	return h, nil
 }
 
-// repack packs what the refs reach and deletes the rest; the caller holds
-// opMu and mu. go-git's RepackObjects writes the new pack, deletes the
+// repack packs what the refs of repo reach and deletes the rest; the
+// caller holds the source's opMu and mu. go-git's RepackObjects writes the new pack, deletes the
 // loose objects it packed and every other pack; Prune then deletes the
 // loose objects no ref reaches. No grace period, as git keeps for
 // writers racing it: the locks held exclude every writer of the clone.
-func (s *Source) repack(objects string, window uint) error {
+func repack(repo *git.Repository, objects string, window uint) error {
 	// go-git reads the window from the clone's configuration only.
-	cfg, err := s.repo.Config()
+	cfg, err := repo.Config()
 	if err != nil {
 		return fmt.Errorf("gitsource: reading the clone's configuration: %w", err)
 	}
 	if cfg.Pack.Window != window {
 		cfg.Pack.Window = window
-		if err := s.repo.SetConfig(cfg); err != nil {
+		if err := repo.SetConfig(cfg); err != nil {
 			return fmt.Errorf("gitsource: setting the pack window: %w", err)
 		}
 	}
-	if err := s.repo.RepackObjects(&git.RepackConfig{}); err != nil {
+	if err := repo.RepackObjects(&git.RepackConfig{}); err != nil {
 		return fmt.Errorf("gitsource: repacking the clone: %w", err)
 	}
 	// go-git keeps the index of every pack it has read: without this a
 	// read could look an object up in a pack just deleted.
-	if r, ok := s.repo.Storer.(interface{ Reindex() }); ok {
+	if r, ok := repo.Storer.(interface{ Reindex() }); ok {
 		r.Reindex()
 	}
-	err = s.repo.Prune(git.PruneOptions{Handler: func(h plumbing.Hash) error {
-		return s.repo.DeleteObject(h)
+	err = repo.Prune(git.PruneOptions{Handler: func(h plumbing.Hash) error {
+		return repo.DeleteObject(h)
 	}})
 	if err != nil {
 		return fmt.Errorf("gitsource: pruning the clone: %w", err)
