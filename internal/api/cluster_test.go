@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 	"github.com/policyrollout/reconciler/internal/version"
@@ -178,9 +179,9 @@ func TestStatusResource(t *testing.T) {
 		Experiments                        []any
 		Policies                           []struct {
 			Name, Etag string
-			Conditions []condition
+			Conditions []apiv1.Condition
 		}
-		Nodes []nodeResource
+		Nodes []apiv1.Node
 	}
 	if err := json.Unmarshal(a.body, &s); err != nil {
 		t.Fatal(err)
@@ -237,7 +238,7 @@ func TestStatusPullErrorAndRevert(t *testing.T) {
 
 func TestGenerationResources(t *testing.T) {
 	e, _ := newClusterEnv(t, "")
-	var list struct{ Generations []generationResource }
+	var list struct{ Generations []apiv1.Generation }
 	if a := e.do(http.MethodGet, "/v1/generations", nil, nil); a.code != 200 || json.Unmarshal(a.body, &list) != nil {
 		t.Fatalf("list = %d %s", a.code, a.body)
 	}
@@ -258,7 +259,7 @@ func TestGenerationResources(t *testing.T) {
 		t.Errorf("generation 4 = %s", a.body)
 	}
 	a = e.do(http.MethodGet, "/v1/generations/8", nil, nil)
-	var g8 generationResource
+	var g8 apiv1.Generation
 	json.Unmarshal(a.body, &g8)
 	if len(g8.Errors) != 3 || g8.Errors[2] != "node n3: boom" {
 		t.Errorf("generation 8 errors = %q", g8.Errors)
@@ -276,7 +277,7 @@ func TestGenerationResources(t *testing.T) {
 
 func TestNodeResources(t *testing.T) {
 	e, _ := newClusterEnv(t, "")
-	var list struct{ Nodes []nodeResource }
+	var list struct{ Nodes []apiv1.Node }
 	if a := e.do(http.MethodGet, "/v1/nodes", nil, nil); a.code != 200 || json.Unmarshal(a.body, &list) != nil || len(list.Nodes) != 2 {
 		t.Fatalf("list = %d %s", a.code, a.body)
 	}

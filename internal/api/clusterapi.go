@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/preview"
@@ -37,8 +38,8 @@ type clusterAPI struct {
 
 // nodeViews renders node resources (nodes).
 type nodeViews interface {
-	nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) nodeResource
-	nodeResources(st *raftstore.State, v cluster.View) []nodeResource
+	nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) apiv1.Node
+	nodeResources(st *raftstore.State, v cluster.View) []apiv1.Node
 }
 
 // previewRules lists the rules in preview of a generation (policies).

@@ -209,7 +209,7 @@ func (s *policies) listExperiments(w http.ResponseWriter, r *http.Request, paren
 		return
 	}
 	stats := s.previewStats()
-	out := experimentList{Experiments: make([]apiv1.Experiment, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
+	out := apiv1.ExperimentList{Experiments: make([]apiv1.Experiment, 0, len(res.Experiments)), NextPageToken: res.NextPageToken}
 	for _, e := range res.Experiments {
 		out.Experiments = append(out.Experiments, s.experimentView(e, stats, samples))
 	}

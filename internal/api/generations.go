@@ -14,7 +14,7 @@ import (
 
 // generationResource is a generation as GET /v1/generations/{n} shows it,
 // kept when this node can still answer requests pinned to it.
-func (s *clusterAPI) generationResource(g raftstore.Generation) generationResource {
+func (s *clusterAPI) generationResource(g raftstore.Generation) apiv1.Generation {
 	return apiv1.FromGeneration(g, s.gens.Get(g.Number) != nil)
 }
 
@@ -22,7 +22,7 @@ func (s *clusterAPI) generationResource(g raftstore.Generation) generationResour
 func (s *clusterAPI) listGenerations(w http.ResponseWriter, r *http.Request) {
 	st := s.cluster.State()
 	nums := st.GenerationNumbers()
-	resp := listGenerationsResponse{Generations: make([]generationResource, 0, len(nums))}
+	resp := apiv1.GenerationList{Generations: make([]apiv1.Generation, 0, len(nums))}
 	for i := len(nums) - 1; i >= 0; i-- {
 		resp.Generations = append(resp.Generations, s.generationResource(st.Generations[nums[i]]))
 	}
@@ -47,7 +47,7 @@ func (s *clusterAPI) getGeneration(w http.ResponseWriter, r *http.Request, n uin
 // nodeResource is a node as GET /v1/nodes/{id} and /v1/status show it,
 // with what only this node knows: who leads, why a node is held, and its
 // own generation and applied index right now.
-func (s *nodes) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) nodeResource {
+func (s *nodes) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.View) apiv1.Node {
 	res := apiv1.FromNode(n, v.Nodes[n.ID])
 	res.Leader, res.HeldReasons = n.ID == s.cluster.Leader(), s.cluster.HeldReasons(n, v)
 	if n.ID == s.cluster.NodeID() {
@@ -61,8 +61,8 @@ func (s *nodes) nodeResource(n raftstore.Node, st *raftstore.State, v cluster.Vi
 	return res
 }
 
-func (s *nodes) nodeResources(st *raftstore.State, v cluster.View) []nodeResource {
-	out := make([]nodeResource, 0, len(st.Nodes))
+func (s *nodes) nodeResources(st *raftstore.State, v cluster.View) []apiv1.Node {
+	out := make([]apiv1.Node, 0, len(st.Nodes))
 	for _, id := range slices.Sorted(maps.Keys(st.Nodes)) {
 		out = append(out, s.nodeResource(st.Nodes[id], st, v))
 	}
@@ -72,7 +72,7 @@ func (s *nodes) nodeResources(st *raftstore.State, v cluster.View) []nodeResourc
 // listNodes answers GET /v1/nodes, by id.
 func (s *nodes) listNodes(w http.ResponseWriter, r *http.Request) {
 	st := s.cluster.State()
-	s.writeValue(w, r, listNodesResponse{Nodes: s.nodeResources(st, s.cluster.View())})
+	s.writeValue(w, r, apiv1.NodeList{Nodes: s.nodeResources(st, s.cluster.View())})
 }
 
 // getNode answers GET /v1/nodes/{id}.

@@ -100,12 +100,12 @@ func (s *nodes) outOfRotation(snap *Snapshot) error {
 // that node id reported it cannot load, with its errors: why the node is
 // behind, left out of rotation by the leader rather than holding the
 // others back. A node that loads a later generation has none.
-func loadFailures(st *raftstore.State, id string, served uint64) []loadFailure {
-	var out []loadFailure
+func loadFailures(st *raftstore.State, id string, served uint64) []apiv1.LoadFailure {
+	var out []apiv1.LoadFailure
 	for _, n := range []uint64{st.Active, st.Staged} {
 		g, ok := st.Generation(n)
 		if errs := g.NodeErrors[id]; ok && n > served && len(errs) > 0 {
-			out = append(out, loadFailure{Generation: n, Errors: errs})
+			out = append(out, apiv1.LoadFailure{Generation: n, Errors: errs})
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
@@ -209,7 +210,7 @@ func TestLeftBehindNodeSaysWhy(t *testing.T) {
 		t.Fatalf("readyz: %d %s", a.code, a.body)
 	}
 	var n struct {
-		LoadFailures []loadFailure `json:"loadFailures"`
+		LoadFailures []apiv1.LoadFailure `json:"loadFailures"`
 	}
 	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/nodes/n2", nil, nil).body, &n); err != nil ||
 		len(n.LoadFailures) != 1 || n.LoadFailures[0].Generation != 8 || len(n.LoadFailures[0].Errors) != 2 {

@@ -9,17 +9,17 @@ import (
 	"github.com/policyrollout/reconciler/internal/preview"
 )
 
-func newPolicyResource(snap *Snapshot, name string) (policyResource, bool) {
+func newPolicyResource(snap *Snapshot, name string) (apiv1.Policy, bool) {
 	cp, ok := snap.Bundle.Policy(name)
 	if !ok {
-		return policyResource{}, false
+		return apiv1.Policy{}, false
 	}
 	p := cp.Source()
 	rules := p.Rules
 	if rules == nil {
 		rules = []policy.Rule{}
 	}
-	return policyResource{
+	return apiv1.Policy{
 		Name:          "policies/" + name,
 		Etag:          cp.Etag(),
 		Generation:    snap.Generation,
@@ -43,7 +43,7 @@ func (s *policies) listPolicies(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	names := snap.Bundle.Names()
-	resp := listPoliciesResponse{Policies: make([]policyResource, 0, len(names))}
+	resp := apiv1.PolicyList{Policies: make([]apiv1.Policy, 0, len(names))}
 	stats := s.previewStats()
 	for _, name := range names {
 		if res, ok := newPolicyResource(snap, name); ok {
@@ -96,7 +96,7 @@ func (s *policies) allPreviewRules(snap *Snapshot) []preview.RuleView {
 }
 
 // addPreviewRules shows the policy's rules in preview with their counts.
-func (s *policies) addPreviewRules(res *policyResource, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
+func (s *policies) addPreviewRules(res *apiv1.Policy, snap *Snapshot, name string, stats []preview.Stats, samples bool) {
 	if cp, ok := snap.Bundle.Policy(name); ok {
 		res.PreviewRules = preview.RuleViews(cp.Source(), stats, s.ruleCap, samples)
 	}

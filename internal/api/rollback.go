@@ -101,8 +101,8 @@ func (s *clusterAPI) runRollback(w http.ResponseWriter, r *http.Request, raw []b
 	})
 }
 
-func toRollbackResource(res RollbackResult) rollbackResource {
-	out := rollbackResource{TargetGeneration: res.Target, TargetCommit: res.TargetCommit, Commit: res.Commit,
+func toRollbackResource(res RollbackResult) apiv1.Rollback {
+	out := apiv1.Rollback{TargetGeneration: res.Target, TargetCommit: res.TargetCommit, Commit: res.Commit,
 		Revision: res.Revision, Message: res.Message, Generation: res.Generation, Errors: res.Errors,
 		PullRequestURL: res.PullRequestURL}
 	if res.Generation != 0 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/gitsource"
@@ -54,7 +55,7 @@ func TestRollbackOnTheLeader(t *testing.T) {
 	if a.code != 200 {
 		t.Fatalf("rollback = %d %s", a.code, a.body)
 	}
-	var res rollbackResource
+	var res apiv1.Rollback
 	if err := json.Unmarshal(a.body, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestStatusShowsReplicatedSourceAndBranches(t *testing.T) {
 	var s struct {
 		Source      cluster.SourceStatus
 		Experiments []map[string]any
-		Policies    []struct{ Conditions []condition }
+		Policies    []struct{ Conditions []apiv1.Condition }
 	}
 	if err := json.Unmarshal(e.do(http.MethodGet, "/v1/status", nil, nil).body, &s); err != nil {
 		t.Fatal(err)

@@ -16,12 +16,12 @@ import (
 )
 
 // versionStatus fills the cluster version and the features it enables.
-func (s *clusterAPI) versionStatus(res *statusResource) {
+func (s *clusterAPI) versionStatus(res *apiv1.Status) {
 	v := s.cluster.Version()
 	res.ClusterVersion = v.String()
-	res.Features = []featureStatus{}
+	res.Features = []apiv1.Feature{}
 	for _, f := range raftstore.Features() {
-		res.Features = append(res.Features, featureStatus{Name: f.Name, Since: f.Since.String(), Enabled: !v.Less(f.Since)})
+		res.Features = append(res.Features, apiv1.Feature{Name: f.Name, Since: f.Since.String(), Enabled: !v.Less(f.Since)})
 	}
 }
 
@@ -39,7 +39,7 @@ const (
 func (s *clusterAPI) status(w http.ResponseWriter, r *http.Request) {
 	st, v := s.cluster.State(), s.cluster.View()
 	v.Source = s.sourceStatus(st, v.Source)
-	res := statusResource{
+	res := apiv1.Status{
 		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
 		ActiveGeneration: st.Active, Source: apiv1.FromSource(v.Source),
 		Policies: conditions(st, v, policyGroups(s.gens.Current())), Experiments: append(s.branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
@@ -115,18 +115,18 @@ func aipExperiments(st *raftstore.State) []json.RawMessage {
 }
 
 // policyConditions accumulates conditions by policy name.
-type policyConditions map[string]*policyStatus
+type policyConditions map[string]*apiv1.PolicyStatus
 
-func (pc policyConditions) add(name string, c condition) {
+func (pc policyConditions) add(name string, c apiv1.Condition) {
 	p := pc.get(name)
 	c.Status = "True"
 	p.Conditions = append(p.Conditions, c)
 }
 
-func (pc policyConditions) get(name string) *policyStatus {
+func (pc policyConditions) get(name string) *apiv1.PolicyStatus {
 	p, ok := pc[name]
 	if !ok {
-		p = &policyStatus{Name: "policies/" + name, Conditions: []condition{}}
+		p = &apiv1.PolicyStatus{Name: "policies/" + name, Conditions: []apiv1.Condition{}}
 		pc[name] = p
 	}
 	return p
@@ -135,7 +135,7 @@ func (pc policyConditions) get(name string) *policyStatus {
 // conditions derives every policy's conditions from the replicated state
 // and the leader's view, in name order. groupOf (nil: unknown) names the
 // group serving a policy, so that Ready lists only the nodes of that group.
-func conditions(st *raftstore.State, v cluster.View, groupOf groupOfFunc) []policyStatus {
+func conditions(st *raftstore.State, v cluster.View, groupOf groupOfFunc) []apiv1.PolicyStatus {
 	pc := policyConditions{}
 	if g, ok := st.ActiveGeneration(); ok {
 		for name, etag := range g.Etags {
@@ -151,10 +151,10 @@ func conditions(st *raftstore.State, v cluster.View, groupOf groupOfFunc) []poli
 	}
 	if v.Source.Error != "" {
 		for name := range pc {
-			pc.add(name, condition{Type: condPullError, Message: v.Source.Error, LastTransitionTime: v.Source.Time})
+			pc.add(name, apiv1.Condition{Type: condPullError, Message: v.Source.Error, LastTransitionTime: v.Source.Time})
 		}
 	}
-	out := make([]policyStatus, 0, len(pc))
+	out := make([]apiv1.PolicyStatus, 0, len(pc))
 	for _, name := range slices.Sorted(maps.Keys(pc)) {
 		out = append(out, *pc[name])
 	}
@@ -176,18 +176,18 @@ func backToActive(st *raftstore.State, v cluster.View) bool {
 func generationConditions(pc policyConditions, g raftstore.Generation, nodes map[string]raftstore.Node, groupOf groupOfFunc) {
 	ready := slices.Sorted(maps.Keys(g.ReadyNodes))
 	for name := range g.Etags {
-		pc.add(name, condition{Type: condValid, Generation: g.Number, LastTransitionTime: g.CreateTime})
+		pc.add(name, apiv1.Condition{Type: condValid, Generation: g.Number, LastTransitionTime: g.CreateTime})
 		for _, id := range ready {
 			if !groupOf.serves(nodes[id], name) {
 				continue
 			}
-			pc.add(name, condition{Type: condReady, NodeID: id, Generation: g.Number,
+			pc.add(name, apiv1.Condition{Type: condReady, NodeID: id, Generation: g.Number,
 				LastTransitionTime: g.ReadyNodes[id]})
 		}
 		if g.State == raftstore.GenerationActive {
-			pc.add(name, condition{Type: condActive, Generation: g.Number, LastTransitionTime: g.ActivateTime})
+			pc.add(name, apiv1.Condition{Type: condActive, Generation: g.Number, LastTransitionTime: g.ActivateTime})
 		} else {
-			pc.add(name, condition{Type: condPending, Generation: g.Number, LastTransitionTime: g.CreateTime,
+			pc.add(name, apiv1.Condition{Type: condPending, Generation: g.Number, LastTransitionTime: g.CreateTime,
 				Message: fmt.Sprintf("staged; %d of %d nodes ready", len(ready), len(nodes))})
 		}
 	}
@@ -215,7 +215,7 @@ func invalidConditions(pc policyConditions, g raftstore.Generation) {
 		if len(msgs) == 0 {
 			continue
 		}
-		pc.add(name, condition{Type: condInvalid, Generation: g.Number, LastTransitionTime: g.StateTime,
+		pc.add(name, apiv1.Condition{Type: condInvalid, Generation: g.Number, LastTransitionTime: g.StateTime,
 			Message: strings.Join(msgs, "\n")})
 	}
 }

@@ -21,7 +21,7 @@ import (
 // themselves fresh sends no If-None-Match.
 
 // writeStatus answers GET /v1/status with res under its weak tag.
-func (s *clusterAPI) writeStatus(w http.ResponseWriter, r *http.Request, res statusResource) {
+func (s *clusterAPI) writeStatus(w http.ResponseWriter, r *http.Request, res apiv1.Status) {
 	body, err := json.Marshal(res)
 	if err != nil {
 		s.fail(w, r, err)
@@ -40,7 +40,7 @@ func (s *clusterAPI) writeStatus(w http.ResponseWriter, r *http.Request, res sta
 
 // withoutReadings is res with its clock readings and counters zeroed, for
 // the tag. res is not modified: its slices are copied where changed.
-func withoutReadings(res statusResource) statusResource {
+func withoutReadings(res apiv1.Status) apiv1.Status {
 	res.Source.Time = time.Time{}
 	res.Statistics = apiv1.Statistics{}
 	res.Nodes = slices.Clone(res.Nodes)
