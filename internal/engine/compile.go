@@ -257,7 +257,7 @@ func (reuse shared) compileRule(env *cel.Env, r *policy.Rule, parsed parsedMatch
 	if iss.Err() != nil {
 		return compiledRule{}, nil, ruleError(r, "match: %s", issueText(iss))
 	}
-	if probs := checkListCalls(a.NativeRep(), opts.lists); len(probs) > 0 {
+	if probs := checkListCalls(a.NativeRep(), opts.lists, r.Match); len(probs) > 0 {
 		return compiledRule{}, nil, ruleError(r, "match: %s", strings.Join(probs, "; "))
 	}
 	if !a.OutputType().IsExactType(cel.BoolType) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"weak"
@@ -252,9 +253,16 @@ func (listDecls) CompileOptions() []cel.EnvOption {
 func (listDecls) ProgramOptions() []cel.ProgramOption { return nil }
 
 // checkListCalls checks every list call of a checked match against the
-// policy's lists: the name a literal, the list present and of the kind
-// the function wants. The problems name the list; the caller the rule.
-func checkListCalls(a *ast.AST, pl *policyLists) []string {
+// policy's lists: the name a plain quoted literal in match's text, the
+// list present and of the kind the function wants. The problems name the
+// list; the caller the rule.
+//
+// The name must appear in the text as written ('name' or "name", no
+// escapes) because the loader attaches a policy's lists by reading the
+// text (policy.attachLists) and previews find the rules a changed list
+// touches the same way (namesAny): a name spelt with escapes would reach
+// neither.
+func checkListCalls(a *ast.AST, pl *policyLists, match string) []string {
 	var out []string
 	root := ast.NavigateAST(a)
 	for _, f := range []struct {
@@ -269,6 +277,8 @@ func checkListCalls(a *ast.AST, pl *policyLists) []string {
 			switch {
 			case !ok:
 				out = append(out, fmt.Sprintf("%s: the list name must be a string literal", fn))
+			case !strings.Contains(match, "'"+name+"'") && !strings.Contains(match, `"`+name+`"`):
+				out = append(out, fmt.Sprintf("%s: write the list name as it is, in quotes ('%s'), without escapes", fn, name))
 			case l == nil:
 				out = append(out, fmt.Sprintf("%s: unknown list %q (no %s/%s.netset, .ipset or .txt at the policies root)", fn, name, policy.ListsDir, name))
 			case l.kind != want:

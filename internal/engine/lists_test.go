@@ -183,9 +183,25 @@ func TestPolicyJSONCarriesListHashes(t *testing.T) {
 
 // An experiment that changes only a list's content (the same rule text)
 // decides as its own list says in a DeltaSet beside the live policy: the
-// rule is not the live rule's twin.
+// rule is not the live rule's twin. Twins are found by the list's name in
+// the rule's text, so a name must be written as it is: r'…' and "…" are,
+// a name spelt with escapes is refused.
 func TestDeltaOfAListChange(t *testing.T) {
-	rule := denyRule("tor", "inIpList(request.source_ip, 'tor-exit') || request.path == '/x'")
+	for _, name := range []string{`'tor-exit'`, `"tor-exit"`, `r'tor-exit'`} {
+		t.Run(name, func(t *testing.T) { testDeltaOfAListChange(t, name) })
+	}
+	// Spelt with escapes, the name is refused with a message that says how
+	// to write it (it was "unknown list", the list file being there).
+	for _, name := range []string{`'tor\x2dexit'`, `"tor\u002dexit"`, `'\164or-exit'`} {
+		tree := listTree(denyRule("tor", "inIpList(request.source_ip, "+name+")"), map[string]string{"_lists/tor-exit.netset": "10.0.0.0/8\n"})
+		if _, errs := CompileTree(tree, policy.LoadOptions{}, DefaultOptions()); errs == nil || !strings.Contains(errs.Error(), "without escapes") {
+			t.Errorf("%s: %v, want the name refused for its escapes", name, errs)
+		}
+	}
+}
+
+func testDeltaOfAListChange(t *testing.T, name string) {
+	rule := denyRule("tor", "inIpList(request.source_ip, "+name+") || request.path == '/x'")
 	other := denyRule("other", "inList(request.host, 'hosts')")
 	lists := func(ips string) map[string]string {
 		return map[string]string{"_lists/tor-exit.netset": ips, "_lists/hosts.txt": "a.example\n"}

@@ -295,7 +295,7 @@ func loadList(fsys fs.FS, file string, e fs.DirEntry) (*List, ErrorList) {
 // listCall finds the list names a match names as a literal: the engine
 // checks the same calls exactly, on the parsed expression; this finds at
 // least those, so that a policy's etag covers every list it uses.
-var listCall = regexp.MustCompile(`\b(inIpList|inList)\s*\(\s*[^,()]*(?:\([^()]*\))?[^,()]*,\s*(?:'([a-z0-9-]+)'|"([a-z0-9-]+)")`)
+var listCall = regexp.MustCompile(`\b(inIpList|inList)\s*\(\s*[^,()]*(?:\([^()]*\))?[^,()]*,\s*[rR]?(?:'([a-z0-9-]+)'|"([a-z0-9-]+)")`)
 
 // attachLists gives p the lists its rules name (those that exist: the
 // engine refuses a name that does not), and a problem per rule using a
