@@ -266,3 +266,25 @@ func TestFindListSuppliesAnExperimentsList(t *testing.T) {
 		t.Errorf("list matches %+v", m)
 	}
 }
+
+// A list call whose first argument holds commas or nested calls uses its
+// list like any other: the loader attaches lists by their quoted names in
+// a rule that calls a list function. Its pattern of the call's shape
+// missed these, so the rule was refused as naming an unknown list.
+func TestAListCallWithAnyFirstArgument(t *testing.T) {
+	for _, match := range []string{
+		"inIpList([request.source_ip, '192.0.2.1'][0], 'tor-exit')",
+		"inIpList(string(string(request.source_ip)), 'tor-exit')",
+		"inIpList((request.source_ip) + (''), \"tor-exit\")",
+	} {
+		tree := listTree(denyRule("tor", match), map[string]string{"_lists/tor-exit.netset": "10.0.0.0/8\n"})
+		b, errs := CompileTree(tree, policy.LoadOptions{}, DefaultOptions())
+		if errs != nil {
+			t.Errorf("%s: %v", match, errs)
+			continue
+		}
+		if d, _ := b.Evaluate("edge", &Request{SourceIP: "10.1.2.3"}); d.Verdict != Deny {
+			t.Errorf("%s: %+v, want the list's address denied", match, d)
+		}
+	}
+}

@@ -292,10 +292,19 @@ func loadList(fsys fs.FS, file string, e fs.DirEntry) (*List, ErrorList) {
 	return parseList(file, name, kind, data)
 }
 
-// listCall finds the list names a match names as a literal: the engine
-// checks the same calls exactly, on the parsed expression; this finds at
-// least those, so that a policy's etag covers every list it uses.
-var listCall = regexp.MustCompile(`\b(inIpList|inList)\s*\(\s*[^,()]*(?:\([^()]*\))?[^,()]*,\s*[rR]?(?:'([a-z0-9-]+)'|"([a-z0-9-]+)")`)
+// listCall finds whether a match calls a list function, and quotedName
+// the names it quotes ('name', "name", r'name'). The engine checks the
+// calls exactly, on the parsed expression, and wants a list's name
+// written as it is; every quoted name of a rule that calls a list function
+// is at least those, so that a policy's etag covers every list it uses (a
+// pattern of the call's shape missed calls whose first argument held
+// commas or nested calls). A rule that also quotes a list's name for
+// another purpose is given that list too: its etag then follows a list it
+// does not read, which is safe.
+var (
+	listCall   = regexp.MustCompile(`\b(?:inIpList|inList)\s*\(`)
+	quotedName = regexp.MustCompile(`'([a-z0-9-]+)'|"([a-z0-9-]+)"`)
+)
 
 // attachLists gives p the lists its rules name (those that exist: the
 // engine refuses a name that does not), and a problem per rule using a
@@ -303,8 +312,11 @@ var listCall = regexp.MustCompile(`\b(inIpList|inList)\s*\(\s*[^,()]*(?:\([^()]*
 func (p *Policy) attachLists(lists Lists) ErrorList {
 	var errs ErrorList
 	for _, r := range p.Rules {
-		for _, m := range listCall.FindAllStringSubmatch(r.Match, -1) {
-			name := m[2] + m[3]
+		if !listCall.MatchString(r.Match) {
+			continue
+		}
+		for _, m := range quotedName.FindAllStringSubmatch(r.Match, -1) {
+			name := m[1] + m[2]
 			l, ok := lists[name]
 			if ok && l == nil {
 				errs = append(errs, &Error{File: r.Pos.File, Line: r.Pos.Line, Rule: r.Name,
