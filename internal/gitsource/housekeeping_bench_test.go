@@ -63,7 +63,7 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 	}
 	a := newSource(b, Config{URL: url, Path: ".", Dir: again, Logger: hclog.NewNullLogger()})
 	a.gc = gcLimits{looseObjects: -1, window: gcWindow}
-	if _, err := a.Housekeep(context.Background()); err != nil {
+	if _, err := a.Housekeep(context.Background(), nil); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 3 {
@@ -92,7 +92,7 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 				runtime.GC()
 				stop := sampleHeap(&peak)
 				b.StartTimer()
-				h, err := c.Housekeep(context.Background())
+				h, err := c.Housekeep(context.Background(), nil)
 				b.StopTimer()
 				stop()
 				if err != nil || !h.Ran {

@@ -16,7 +16,7 @@ import (
 
 func mustHousekeep(t *testing.T, s *Source) Housekeeping {
 	t.Helper()
-	h, err := s.Housekeep(context.Background())
+	h, err := s.Housekeep(context.Background(), nil)
 	if err != nil {
 		t.Fatalf("Housekeep: %v", err)
 	}

@@ -72,6 +72,9 @@ type Config struct {
 	// Verifier, when set ([git] verify = "signed"), is what VerifyCommit
 	// checks commit signatures with (verify.go).
 	Verifier *Verifier
+	// GC are the limits past which Housekeep repacks the clone; the
+	// defaults (housekeeping.go) when zero. Tests lower them.
+	GC GCLimits
 }
 
 // Source is a bare clone of the policy repository. Its methods, and the
@@ -100,6 +103,9 @@ type Source struct {
 	own map[plumbing.Hash]bool
 	// blobs keeps the contents of large blobs (blobcache.go), under mu.
 	blobs blobCache
+	// hkMu lets one Housekeep run at a time: it writes its pack holding
+	// neither opMu nor mu (repack.go).
+	hkMu sync.Mutex
 	// gc are Housekeep's limits (housekeeping.go); the defaults when zero.
 	gc gcLimits
 }
@@ -124,6 +130,9 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("gitsource: setting remote %s in %s: %s", Redact(cfg.URL), cfg.Dir, scrub(err.Error(), cfg.URL, cfg.Token))
 	}
 	s := &Source{cfg: cfg, repo: repo, remote: remote, auth: authFor(cfg.URL, cfg.Token), log: cfg.Logger}
+	if cfg.GC != (GCLimits{}) {
+		s.gc = gcLimits{looseObjects: cfg.GC.LooseObjects, looseBytes: cfg.GC.LooseBytes, packs: cfg.GC.Packs, window: gcWindow}
+	}
 	s.log.Debug("opened clone", "dir", cfg.Dir, "url", Redact(cfg.URL), "branch", cfg.Branch, "path", cfg.Path)
 	return s, nil
 }

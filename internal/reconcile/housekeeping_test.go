@@ -18,7 +18,7 @@ type housekeptRepo struct {
 	stagedN atomic.Uint64
 }
 
-func (r *housekeptRepo) Housekeep(context.Context) (gitsource.Housekeeping, error) {
+func (r *housekeptRepo) Housekeep(context.Context, map[uint64]string) (gitsource.Housekeeping, error) {
 	r.runs.Add(1)
 	r.stagedN.Store(r.store.State().Staged)
 	return gitsource.Housekeeping{}, nil
