@@ -100,6 +100,9 @@ func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Houseke
 		return plan.result(), err
 	}
 	start := time.Now()
+	if s.packing != nil {
+		s.packing()
+	}
 	pack, err := writePack(ctx, s.cfg.Dir, plan, lim.window)
 	if err != nil {
 		return plan.result(), err

@@ -108,6 +108,9 @@ type Source struct {
 	hkMu sync.Mutex
 	// gc are Housekeep's limits (housekeeping.go); the defaults when zero.
 	gc gcLimits
+	// packing, when set (by tests), is called while Housekeep writes its
+	// pack, holding no lock.
+	packing func()
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository
