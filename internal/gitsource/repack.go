@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"path/filepath"
 	"strconv"
@@ -152,7 +153,7 @@ func writePack(ctx context.Context, dir string, plan repackPlan, window uint) (n
 	if err != nil {
 		return newPack{}, fmt.Errorf("gitsource: writing a pack: %w", err)
 	}
-	h, err := packfile.NewEncoder(w, st, false).Encode(objs, window)
+	h, err := packfile.NewEncoder(ctxWriter{ctx, w}, st, false).Encode(objs, window)
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -164,6 +165,20 @@ func writePack(ctx context.Context, dir string, plan repackPlan, window uint) (n
 		p.objects[o] = struct{}{}
 	}
 	return p, nil
+}
+
+// ctxWriter fails its writes once ctx is done: go-git's encoder takes no
+// context, and a term that ends need not wait for the rest of a pack.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // swapPack makes the new pack the clone's: it deletes the packs the plan
