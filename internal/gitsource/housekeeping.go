@@ -21,8 +21,8 @@ const (
 	// objects per commit, so this is a few hundred pushes of small files.
 	gcLooseObjects = 3000
 	// gcLooseBytes is about nine versions of a 1,000,000-entry list: a
-	// run costs seconds to a minute of holding the clone for such a list
-	// (docs/git.md), so not every few pushes.
+	// run costs seconds to a minute of CPU and a few hundred MB of heap
+	// for such a list (docs/git.md), so not every few pushes.
 	gcLooseBytes = 64 << 20
 	// gcPacks is the number of packs (each first fetch after a restart
 	// into an empty clone, and each housekeeping, leaves one).

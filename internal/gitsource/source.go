@@ -80,8 +80,8 @@ type Config struct {
 // Source is a bare clone of the policy repository. Its methods, and the
 // file systems FS returns, are safe for concurrent use; reads wait while a
 // fetch that brings objects, or a push, holds the storage (at most
-// Config.Timeout), or Housekeep repacks it (seconds for a large list's
-// history, housekeeping.go).
+// Config.Timeout), or Housekeep swaps its new pack in (a few deletes: it
+// writes the pack without the locks, repack.go).
 type Source struct {
 	cfg    Config
 	repo   *git.Repository
