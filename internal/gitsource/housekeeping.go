@@ -7,9 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // A fetch into a clone that has refs stores what it brings loose
@@ -24,8 +21,8 @@ const (
 	// objects per commit, so this is a few hundred pushes of small files.
 	gcLooseObjects = 3000
 	// gcLooseBytes is about nine versions of a 1,000,000-entry list: a
-	// run costs seconds to a minute of holding the clone for such a list
-	// (docs/git.md), so not every few pushes.
+	// run costs seconds to a minute of CPU and a few hundred MB of heap
+	// for such a list (docs/git.md), so not every few pushes.
 	gcLooseBytes = 64 << 20
 	// gcPacks is the number of packs (each first fetch after a restart
 	// into an empty clone, and each housekeeping, leaves one).
@@ -37,6 +34,15 @@ const (
 	// and tries each: measured in docs/git.md.
 	gcWindow = 2
 )
+
+// GCLimits are the thresholds past which Housekeep repacks: more loose
+// objects, or more bytes of them, or more packs than these. A negative
+// LooseObjects repacks at every call.
+type GCLimits struct {
+	LooseObjects int
+	LooseBytes   int64
+	Packs        int
+}
 
 // gcLimits are the thresholds of one Source; the tests lower them.
 type gcLimits struct {
@@ -70,80 +76,46 @@ type Housekeeping struct {
 // Housekeep repacks the clone when its loose objects or packs pass the
 // limits, and deletes what no ref reaches: objects of pushes since
 // overwritten, of branches and pull requests gone upstream, of a commit
-// whose push was refused. The caller runs it when idle, off the path of
-// push→Active; it holds the storage (reads wait) for the whole run, which
-// costs an inflate and a deflate of every object the refs reach, go-git's
-// delta search and its resolution of the pack's delta chains (seconds to
-// a minute for a large list's history, docs/git.md). A clone under its limits costs one listing of the
-// objects directory.
-func (s *Source) Housekeep(ctx context.Context) (Housekeeping, error) {
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return Housekeeping{}, err
-	}
-	objects := filepath.Join(s.cfg.Dir, "objects")
-	before, err := objectStats(objects)
-	if err != nil {
-		return Housekeeping{}, err
-	}
-	h := Housekeeping{Before: before, After: before}
+// whose push was refused. keep names the commits the cluster still
+// records (generation number to commit): each is held by a ref under
+// refs/reconciler/generations/, set and removed here, so that a rollback
+// to a generation whose branch history was rewritten still finds it.
+//
+// The expensive part, writing the new pack (an inflate and a deflate of
+// every object the refs reach, go-git's delta search: seconds to a minute
+// for a large list's history, docs/git.md), reads a snapshot of the refs
+// through its own storage and holds no lock: fetches, pushes and reads go
+// on meanwhile. The locks are held to take the snapshot and to swap the
+// pack in (delete what it replaced, prune), a listing and a few deletes.
+// A clone under its limits costs one listing of the objects directory.
+func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Housekeeping, error) {
+	s.hkMu.Lock()
+	defer s.hkMu.Unlock()
 	lim := s.gc
 	if lim == (gcLimits{}) {
 		lim = defaultGCLimits
 	}
-	if before.LooseObjects <= lim.looseObjects && before.LooseBytes <= lim.looseBytes && before.Packs <= lim.packs {
-		return h, nil
+	plan, err := planRepack(ctx, s, keep, lim)
+	if err != nil || plan.skip {
+		return plan.result(), err
 	}
 	start := time.Now()
-	s.mu.Lock()
-	err = repack(s.repo, objects, lim.window)
-	s.mu.Unlock()
+	if s.packing != nil {
+		s.packing()
+	}
+	pack, err := writePack(ctx, s.cfg.Dir, plan, lim.window)
 	if err != nil {
+		return plan.result(), err
+	}
+	h := plan.result()
+	if h.After, err = swapPack(s, plan, pack); err != nil {
 		return h, err
 	}
 	h.Ran, h.Took = true, time.Since(start)
-	if h.After, err = objectStats(objects); err != nil {
-		return h, err
-	}
 	s.log.Info("repacked the clone", "took", h.Took.Round(time.Millisecond),
-		"bytes_before", before.Bytes(), "bytes_after", h.After.Bytes(),
-		"loose_before", before.LooseObjects, "packs_before", before.Packs)
+		"bytes_before", h.Before.Bytes(), "bytes_after", h.After.Bytes(),
+		"loose_before", h.Before.LooseObjects, "packs_before", h.Before.Packs)
 	return h, nil
-}
-
-// repack packs what the refs of repo reach and deletes the rest; the
-// caller holds the source's opMu and mu. go-git's RepackObjects writes the new pack, deletes the
-// loose objects it packed and every other pack; Prune then deletes the
-// loose objects no ref reaches. No grace period, as git keeps for
-// writers racing it: the locks held exclude every writer of the clone.
-func repack(repo *git.Repository, objects string, window uint) error {
-	// go-git reads the window from the clone's configuration only.
-	cfg, err := repo.Config()
-	if err != nil {
-		return fmt.Errorf("gitsource: reading the clone's configuration: %w", err)
-	}
-	if cfg.Pack.Window != window {
-		cfg.Pack.Window = window
-		if err := repo.SetConfig(cfg); err != nil {
-			return fmt.Errorf("gitsource: setting the pack window: %w", err)
-		}
-	}
-	if err := repo.RepackObjects(&git.RepackConfig{}); err != nil {
-		return fmt.Errorf("gitsource: repacking the clone: %w", err)
-	}
-	// go-git keeps the index of every pack it has read: without this a
-	// read could look an object up in a pack just deleted.
-	if r, ok := repo.Storer.(interface{ Reindex() }); ok {
-		r.Reindex()
-	}
-	err = repo.Prune(git.PruneOptions{Handler: func(h plumbing.Hash) error {
-		return repo.DeleteObject(h)
-	}})
-	if err != nil {
-		return fmt.Errorf("gitsource: pruning the clone: %w", err)
-	}
-	return removeTemp(objects)
 }
 
 // removeTemp deletes the temporary files of objects and packs a fetch or

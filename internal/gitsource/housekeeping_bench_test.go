@@ -42,19 +42,7 @@ func randomList(n int) string {
 // run, by pack window; after-a-repack is a later run, on a clone
 // housekept once then pushed to three more times.
 func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
-	srv := gittest.NewServer(b, gittest.Options{})
-	list := randomList(1_000_000)
-	url := srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": list})
-	work := srv.Clone(url)
-	prepared := filepath.Join(b.TempDir(), "clone.git")
-	s := newSource(b, Config{URL: url, Path: ".", Dir: prepared, Logger: hclog.NewNullLogger()})
-	mustFetch(b, s)
-	for i := range 20 {
-		list += fmt.Sprintf("192.0.2.%d/32\n", i)
-		srv.Commit(work, map[string]string{"_lists/blocklist.netset": list}, "one more")
-		srv.Push(work, "main")
-		mustFetch(b, s)
-	}
+	srv, url, work, list, prepared := twentyListPushes(b)
 	// again is the same clone housekept once, then three more pushes:
 	// what each later run has to do.
 	again := filepath.Join(b.TempDir(), "clone.git")
@@ -63,7 +51,7 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 	}
 	a := newSource(b, Config{URL: url, Path: ".", Dir: again, Logger: hclog.NewNullLogger()})
 	a.gc = gcLimits{looseObjects: -1, window: gcWindow}
-	if _, err := a.Housekeep(context.Background()); err != nil {
+	if _, err := a.Housekeep(context.Background(), nil); err != nil {
 		b.Fatal(err)
 	}
 	for i := range 3 {
@@ -92,7 +80,7 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 				runtime.GC()
 				stop := sampleHeap(&peak)
 				b.StartTimer()
-				h, err := c.Housekeep(context.Background())
+				h, err := c.Housekeep(context.Background(), nil)
 				b.StopTimer()
 				stop()
 				if err != nil || !h.Ran {
@@ -106,6 +94,26 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 		})
 	}
+}
+
+// twentyListPushes is a clone that fetched 20 one-line pushes of a
+// 1,000,000-entry list, all loose, in prepared; work is a user's clone
+// of the remote at url, and list the last version.
+func twentyListPushes(b *testing.B) (srv *gittest.Server, url, work, list, prepared string) {
+	srv = gittest.NewServer(b, gittest.Options{})
+	list = randomList(1_000_000)
+	url = srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": list})
+	work = srv.Clone(url)
+	prepared = filepath.Join(b.TempDir(), "clone.git")
+	s := newSource(b, Config{URL: url, Path: ".", Dir: prepared, Logger: hclog.NewNullLogger()})
+	mustFetch(b, s)
+	for i := range 20 {
+		list += fmt.Sprintf("192.0.2.%d/32\n", i)
+		srv.Commit(work, map[string]string{"_lists/blocklist.netset": list}, "one more")
+		srv.Push(work, "main")
+		mustFetch(b, s)
+	}
+	return srv, url, work, list, prepared
 }
 
 // sampleHeap keeps the largest live heap seen into peak until stopped.

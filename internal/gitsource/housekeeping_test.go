@@ -16,7 +16,7 @@ import (
 
 func mustHousekeep(t *testing.T, s *Source) Housekeeping {
 	t.Helper()
-	h, err := s.Housekeep(context.Background())
+	h, err := s.Housekeep(context.Background(), nil)
 	if err != nil {
 		t.Fatalf("Housekeep: %v", err)
 	}
@@ -147,5 +147,124 @@ func TestHousekeepingPrunesDeletedBranches(t *testing.T) {
 	}
 	if _, err := s.Files(refs.Main.Hash); err != nil {
 		t.Fatalf("Files(main) after pruning: %v", err)
+	}
+}
+
+// hasObject reports whether the clone of s holds the object h.
+func hasObject(s *Source, h string) bool {
+	_, err := s.repo.Storer.EncodedObject(plumbing.AnyObject, plumbing.NewHash(h))
+	return err == nil
+}
+
+// keepRefs are the refs under keepPrefix in the clone of s.
+func keepRefs(t *testing.T, s *Source) map[string]string {
+	t.Helper()
+	refs, err := hashRefs(s.repo.Storer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]string{}
+	for name, h := range refs {
+		if n, ok := strings.CutPrefix(name.String(), keepPrefix); ok {
+			kept[n] = h.String()
+		}
+	}
+	return kept
+}
+
+// A commit the caller keeps survives housekeeping after the force-push
+// that left no branch reaching it; once the caller stops keeping it, its
+// ref goes and the next run prunes it. A commit the clone never had is
+// not kept, and does not fail the run.
+func TestHousekeepingKeepsCommitsNoBranchReaches(t *testing.T) {
+	t.Parallel()
+	srv, url := newRepo(t, gittest.Options{})
+	work := srv.Clone(url)
+	s := newSource(t, Config{URL: url, GC: GCLimits{LooseObjects: -1}})
+	first := mustFetch(t, s).Main.Hash
+	second := srv.Commit(work, map[string]string{"policies/web/policy.toml": policyFile("deny", "", "true")}, "second")
+	srv.Push(work, "main")
+	mustFetch(t, s)
+	srv.Git(work, "checkout", "-q", "--orphan", "rewritten")
+	head := srv.Commit(work, map[string]string{"policies/web/policy.toml": policyFile("allow", "", "false")}, "rewritten")
+	srv.Git(work, "push", "-q", "-f", "origin", "rewritten:main")
+	if got := mustFetch(t, s).Main.Hash; got != head {
+		t.Fatalf("fetched %s, want %s", got, head)
+	}
+	never := strings.Repeat("ab", 20)
+	keep := map[uint64]string{1: first, 2: second, 3: head, 4: never}
+	if h, err := s.Housekeep(context.Background(), keep); err != nil || !h.Ran {
+		t.Fatalf("Housekeep = %+v, %v", h, err)
+	}
+	want := map[string]string{"1": first, "2": second, "3": head}
+	if got := keepRefs(t, s); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("kept refs %v, want %v", got, want)
+	}
+	for _, c := range []string{first, second} {
+		if _, err := s.Files(c); err != nil {
+			t.Errorf("Files(%s) of a kept commit after housekeeping: %v", c, err)
+		}
+	}
+	if h, err := s.Housekeep(context.Background(), map[uint64]string{3: head}); err != nil || !h.Ran {
+		t.Fatalf("Housekeep = %+v, %v", h, err)
+	}
+	if got := keepRefs(t, s); len(got) != 1 || got["3"] != head {
+		t.Errorf("kept refs %v, want only generation 3's", got)
+	}
+	for _, c := range []string{first, second} {
+		if hasObject(s, c) {
+			t.Errorf("commit %s, kept no more, is still in the clone", c)
+		}
+	}
+}
+
+// A fetch and a read go on while housekeeping writes its pack (they would
+// wait for the whole repack if it held the clone's locks), and what they
+// bring or reach again meanwhile survives the swap: a new commit fetched
+// loose, and a branch recreated upstream on a commit that only the old
+// pack holds.
+func TestHousekeepingLetsFetchesRunWhileItPacks(t *testing.T) {
+	t.Parallel()
+	srv, url := newRepo(t, gittest.Options{})
+	work := srv.Clone(url)
+	s := newSource(t, Config{URL: url, GC: GCLimits{LooseObjects: -1}})
+	mustFetch(t, s)
+	srv.CreateBranch(work, "gone")
+	gone := srv.Commit(work, map[string]string{"policies/gone/policy.toml": policyFile("deny", "", "true")}, "gone")
+	srv.Push(work, "gone")
+	mustFetch(t, s)
+	mustHousekeep(t, s) // gone's commit is in the pack now
+	srv.DeleteRef("policies", "refs/heads/gone")
+	mustFetch(t, s)
+	srv.Checkout(work, "main")
+	head := srv.Commit(work, map[string]string{"policies/web/policy.toml": policyFile("deny", "", "false")}, "during")
+	srv.Push(work, "main")
+	var during *Refs
+	s.packing = func() {
+		srv.SetRef("policies", "refs/heads/gone", gone)
+		during = mustFetch(t, s)
+		if _, err := s.Files(during.Main.Hash); err != nil {
+			t.Errorf("Files while packing: %v", err)
+		}
+	}
+	if h := mustHousekeep(t, s); !h.Ran {
+		t.Fatalf("housekeeping did not run: %+v", h)
+	}
+	if during == nil || during.Main.Hash != head || during.Branches["gone"].Hash != gone {
+		t.Fatalf("refs fetched while packing: %+v", during)
+	}
+	for _, c := range []string{head, gone} {
+		if _, err := s.Files(c); err != nil {
+			t.Errorf("Files(%s) after housekeeping: %v", c, err)
+		}
+	}
+	s.packing = nil
+	if h := mustHousekeep(t, s); !h.Ran || h.After.Packs != 1 || h.After.LooseObjects != 0 {
+		t.Errorf("the next housekeeping = %+v, want one pack", h)
+	}
+	for _, c := range []string{head, gone} {
+		if _, err := s.Files(c); err != nil {
+			t.Errorf("Files(%s) after the next housekeeping: %v", c, err)
+		}
 	}
 }

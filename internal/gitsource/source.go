@@ -72,13 +72,16 @@ type Config struct {
 	// Verifier, when set ([git] verify = "signed"), is what VerifyCommit
 	// checks commit signatures with (verify.go).
 	Verifier *Verifier
+	// GC are the limits past which Housekeep repacks the clone; the
+	// defaults (housekeeping.go) when zero. Tests lower them.
+	GC GCLimits
 }
 
 // Source is a bare clone of the policy repository. Its methods, and the
 // file systems FS returns, are safe for concurrent use; reads wait while a
 // fetch that brings objects, or a push, holds the storage (at most
-// Config.Timeout), or Housekeep repacks it (seconds for a large list's
-// history, housekeeping.go).
+// Config.Timeout), or Housekeep swaps its new pack in (a few deletes: it
+// writes the pack without the locks, repack.go).
 type Source struct {
 	cfg    Config
 	repo   *git.Repository
@@ -100,8 +103,14 @@ type Source struct {
 	own map[plumbing.Hash]bool
 	// blobs keeps the contents of large blobs (blobcache.go), under mu.
 	blobs blobCache
+	// hkMu lets one Housekeep run at a time: it writes its pack holding
+	// neither opMu nor mu (repack.go).
+	hkMu sync.Mutex
 	// gc are Housekeep's limits (housekeeping.go); the defaults when zero.
 	gc gcLimits
+	// packing, when set (by tests), is called while Housekeep writes its
+	// pack, holding no lock.
+	packing func()
 }
 
 // Open opens the bare clone in cfg.Dir, creating it (an empty repository
@@ -124,6 +133,9 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("gitsource: setting remote %s in %s: %s", Redact(cfg.URL), cfg.Dir, scrub(err.Error(), cfg.URL, cfg.Token))
 	}
 	s := &Source{cfg: cfg, repo: repo, remote: remote, auth: authFor(cfg.URL, cfg.Token), log: cfg.Logger}
+	if cfg.GC != (GCLimits{}) {
+		s.gc = gcLimits{looseObjects: cfg.GC.LooseObjects, looseBytes: cfg.GC.LooseBytes, packs: cfg.GC.Packs, window: gcWindow}
+	}
 	s.log.Debug("opened clone", "dir", cfg.Dir, "url", Redact(cfg.URL), "branch", cfg.Branch, "path", cfg.Path)
 	return s, nil
 }

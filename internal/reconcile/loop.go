@@ -182,6 +182,9 @@ type Loop struct {
 	steps   []passStep
 	// housekeepQuiet is housekeepQuiet; the tests shorten it.
 	housekeepQuiet time.Duration
+	// housekeeping is set while a run of the clone's housekeeping goes
+	// on beside the passes (housekeeping.go).
+	housekeeping atomic.Bool
 	// run is the current term (Start/Stop).
 	run lifecycle.Runner
 
@@ -294,6 +297,9 @@ type term struct {
 	// idle one (housekeeping.go).
 	housekeep bool
 	changed   time.Time
+	// background is Run's: the term ends after what it started beside
+	// the passes (housekeeping).
+	background *sync.WaitGroup
 }
 
 // Leading reports whether a leadership term runs here (Run), for the
@@ -356,7 +362,7 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 	sched.Start()
 	defer sched.Stop()
-	t := &term{branches: map[string]branchEntry{}}
+	t := &term{branches: map[string]branchEntry{}, background: &wg}
 	l.Trigger()
 	for {
 		select {

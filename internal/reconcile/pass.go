@@ -106,9 +106,8 @@ func (l *Loop) stepSkipUnchanged(ctx context.Context, p *pass) (bool, error) {
 	if t.refs != nil && sameRefs(t.refs, p.refs) && t.open == p.open && !l.forcePass.Swap(false) {
 		l.metrics.result("unchanged")
 		l.log.Trace("unchanged", "revision", p.refs.Main.String())
-		if t.housekeep && l.cfg.Now().Sub(t.changed) >= l.housekeepQuiet {
+		if t.housekeep && l.cfg.Now().Sub(t.changed) >= l.housekeepQuiet && l.housekeep(ctx, t) {
 			t.housekeep = false
-			l.housekeep(ctx)
 		}
 		return true, nil
 	}
