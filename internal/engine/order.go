@@ -137,6 +137,9 @@ func sortedField(name string, slot int, get func(any) (any, error), a types.Adap
 				return newSortedMap(build(a, r)), nil
 			}
 			v, err := get(obj)
+			if p, ok := v.(*Pairs); ok && err == nil {
+				return a.NativeToValue(p), nil
+			}
 			if rv, ok := v.(ref.Val); ok && err == nil {
 				return resorted(a, rv), nil
 			}
@@ -147,13 +150,14 @@ func sortedField(name string, slot int, get func(any) (any, error), a types.Adap
 
 // requestMap returns what builds cel-go's map over the map field of Request
 // with this CEL name, or nil. newMemoRegistry fails for a map field
-// without one.
+// without one. Query and headers become a Go map here, when a program
+// reads them, and only then (pairs.go).
 func requestMap(name string) func(types.Adapter, *Request) traits.Mapper {
 	switch name {
 	case "query":
-		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringStringMap(a, r.Query) }
+		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringStringMap(a, r.Query.Map()) }
 	case "headers":
-		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringStringMap(a, r.Headers) }
+		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringStringMap(a, r.Headers.Map()) }
 	case "attributes":
 		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringInterfaceMap(a, r.Attributes) }
 	}

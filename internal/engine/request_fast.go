@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,7 @@ import (
 const sharedBodyMax = 16 << 10
 
 // maxFastPairs is how many entries of query or headers the fast path
-// collects on the stack before it builds the map.
+// collects on the stack before it copies them into their Pairs.
 const maxFastPairs = 16
 
 // Bits of the top-level fields seen, for refusing repeated fields.
@@ -58,8 +59,6 @@ type fastDecoder struct {
 	shared     string // string(data) when len(data) <= sharedBodyMax, else ""
 	count      int    // attribute values so far
 }
-
-type stringPair struct{ k, v string }
 
 // decodeRequestFast is decodeRequestFastWithin the default limits.
 func decodeRequestFast(data []byte) (*Request, bool) {
@@ -158,10 +157,10 @@ func (d *fastDecoder) field(req *Request, key []byte) (int, bool) {
 		}
 		return seenTime, ok
 	case "query":
-		req.Query, ok = d.stringMap(false, 0)
+		req.Query, ok = d.stringPairs(false, 0)
 		return seenQuery, ok
 	case "headers":
-		req.Headers, ok = d.stringMap(true, d.maxHeaders)
+		req.Headers, ok = d.stringPairs(true, d.maxHeaders)
 		return seenHeaders, ok
 	case "groups":
 		req.Groups, ok = d.stringList()
@@ -265,39 +264,40 @@ func (d *fastDecoder) stringValue() (string, bool) {
 	return s, true
 }
 
-// stringMap decodes an object of strings. Header names are lower-cased,
+// stringPairs decodes an object of strings. Header names are lower-cased,
 // and names equal once lower-cased fail: the precise decoder decides
 // whether that is an error (different names) or not (a repeated name).
-// More than limit entries (0: no limit) fail as soon as the next is read.
-func (d *fastDecoder) stringMap(lower bool, limit int) (map[string]string, bool) {
+// Of repeated query names the last wins, as in a map. More than limit
+// entries (0: no limit) fail as soon as the next is read.
+func (d *fastDecoder) stringPairs(lower bool, limit int) (Pairs, bool) {
 	if !d.consume('{') {
-		return nil, false
+		return Pairs{}, false
 	}
-	var stack [maxFastPairs]stringPair
+	var stack [maxFastPairs]Pair
 	pairs := stack[:0]
 	d.skipSpace()
 	if !d.consume('}') {
 		for {
 			k, ok := d.stringValue()
 			if !ok {
-				return nil, false
+				return Pairs{}, false
 			}
 			d.skipSpace()
 			if !d.consume(':') {
-				return nil, false
+				return Pairs{}, false
 			}
 			d.skipSpace()
 			v, ok := d.stringValue()
 			if !ok {
-				return nil, false
+				return Pairs{}, false
 			}
 			if lower {
 				k = strings.ToLower(k)
 			}
 			if len(pairs) == limit && limit > 0 {
-				return nil, false
+				return Pairs{}, false
 			}
-			pairs = append(pairs, stringPair{k, v})
+			pairs = append(pairs, Pair{k, v})
 			d.skipSpace()
 			if d.consume(',') {
 				d.skipSpace()
@@ -306,17 +306,29 @@ func (d *fastDecoder) stringMap(lower bool, limit int) (map[string]string, bool)
 			if d.consume('}') {
 				break
 			}
-			return nil, false
+			return Pairs{}, false
 		}
 	}
-	m := make(map[string]string, len(pairs))
-	for _, p := range pairs {
-		m[p.k] = p.v // in order: the last of repeated query names wins
+	sortPairs(pairs)
+	n := len(pairs)
+	if pairs = dropShadowed(pairs); lower && len(pairs) != n {
+		return Pairs{}, false
 	}
-	if lower && len(m) != len(pairs) {
-		return nil, false
+	return Pairs{list: append(make([]Pair, 0, len(pairs)), pairs...)}, true
+}
+
+// sortPairs sorts by name, stably: of repeated names, the last stays last.
+// A request has a few, which insertion sorts without a call per compare.
+func sortPairs(l []Pair) {
+	if len(l) > maxFastPairs {
+		slices.SortStableFunc(l, comparePairs)
+		return
 	}
-	return m, true
+	for i := 1; i < len(l); i++ {
+		for j := i; j > 0 && l[j-1].Name > l[j].Name; j-- {
+			l[j-1], l[j] = l[j], l[j-1]
+		}
+	}
 }
 
 // stringList decodes a list of strings.
