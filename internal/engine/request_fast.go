@@ -32,8 +32,9 @@ import (
 // bodies, which may be mostly padding, get a copy per string instead.
 const sharedBodyMax = 16 << 10
 
-// maxFastPairs is how many entries of query or headers the fast path
-// collects on the stack before it copies them into their Pairs.
+// maxFastPairs is how many strings of groups the fast path collects on the
+// stack before it copies them into the list, and half of how many entries
+// of query and headers (pairBuf).
 const maxFastPairs = 16
 
 // Bits of the top-level fields seen, for refusing repeated fields.
@@ -58,6 +59,10 @@ type fastDecoder struct {
 	pos        int
 	shared     string // string(data) when len(data) <= sharedBodyMax, else ""
 	count      int    // attribute values so far
+	// pairs holds the entries of query and headers, at query and headers,
+	// until the request they go into is allocated (request_alloc.go).
+	pairs          pairBuf
+	query, headers pairSpan
 }
 
 // decodeRequestFast is decodeRequestFastWithin the default limits.
@@ -77,7 +82,7 @@ func decodeRequestFastWithin(data []byte, lim Limits) (*Request, bool) {
 	if len(data) <= sharedBodyMax {
 		d.shared = string(data)
 	}
-	req := &Request{}
+	var req Request // on the stack: newRequest allocates it with its pairs
 	seen := 0
 	d.skipSpace()
 	if !d.consume('}') {
@@ -94,7 +99,7 @@ func decodeRequestFastWithin(data []byte, lim Limits) (*Request, bool) {
 				return nil, false
 			}
 			d.skipSpace()
-			bit, ok := d.field(req, key)
+			bit, ok := d.field(&req, key)
 			if !ok || seen&bit != 0 {
 				return nil, false
 			}
@@ -114,8 +119,8 @@ func decodeRequestFastWithin(data []byte, lim Limits) (*Request, bool) {
 	if d.pos != len(data) {
 		return nil, false
 	}
-	defaultRawPath(req)
-	return req, true
+	defaultRawPath(&req)
+	return d.pairs.newRequest(&req, d.query, d.headers), true
 }
 
 // field decodes the value of top-level field key into req and returns the
@@ -157,10 +162,10 @@ func (d *fastDecoder) field(req *Request, key []byte) (int, bool) {
 		}
 		return seenTime, ok
 	case "query":
-		req.Query, ok = d.stringPairs(false, 0)
+		d.query, ok = d.stringPairs(false, 0)
 		return seenQuery, ok
 	case "headers":
-		req.Headers, ok = d.stringPairs(true, d.maxHeaders)
+		d.headers, ok = d.stringPairs(true, d.maxHeaders)
 		return seenHeaders, ok
 	case "groups":
 		req.Groups, ok = d.stringList()
@@ -264,40 +269,39 @@ func (d *fastDecoder) stringValue() (string, bool) {
 	return s, true
 }
 
-// stringPairs decodes an object of strings. Header names are lower-cased,
-// and names equal once lower-cased fail: the precise decoder decides
-// whether that is an error (different names) or not (a repeated name).
-// Of repeated query names the last wins, as in a map. More than limit
-// entries (0: no limit) fail as soon as the next is read.
-func (d *fastDecoder) stringPairs(lower bool, limit int) (Pairs, bool) {
+// stringPairs decodes an object of strings into d.pairs. Header names are
+// lower-cased, and names equal once lower-cased fail: the precise decoder
+// decides whether that is an error (different names) or not (a repeated
+// name). Of repeated query names the last wins, as in a map. More than
+// limit entries (0: no limit) fail as soon as the next is read.
+func (d *fastDecoder) stringPairs(lower bool, limit int) (pairSpan, bool) {
 	if !d.consume('{') {
-		return Pairs{}, false
+		return pairSpan{}, false
 	}
-	var stack [maxFastPairs]Pair
-	pairs := stack[:0]
+	start := d.pairs.n
 	d.skipSpace()
 	if !d.consume('}') {
 		for {
 			k, ok := d.stringValue()
 			if !ok {
-				return Pairs{}, false
+				return pairSpan{}, false
 			}
 			d.skipSpace()
 			if !d.consume(':') {
-				return Pairs{}, false
+				return pairSpan{}, false
 			}
 			d.skipSpace()
 			v, ok := d.stringValue()
 			if !ok {
-				return Pairs{}, false
+				return pairSpan{}, false
 			}
 			if lower {
 				k = strings.ToLower(k)
 			}
-			if len(pairs) == limit && limit > 0 {
-				return Pairs{}, false
+			if d.pairs.n-start == limit && limit > 0 {
+				return pairSpan{}, false
 			}
-			pairs = append(pairs, Pair{k, v})
+			d.pairs.add(Pair{k, v})
 			d.skipSpace()
 			if d.consume(',') {
 				d.skipSpace()
@@ -306,15 +310,17 @@ func (d *fastDecoder) stringPairs(lower bool, limit int) (Pairs, bool) {
 			if d.consume('}') {
 				break
 			}
-			return Pairs{}, false
+			return pairSpan{}, false
 		}
 	}
-	sortPairs(pairs)
-	n := len(pairs)
-	if pairs = dropShadowed(pairs); lower && len(pairs) != n {
-		return Pairs{}, false
+	l := d.pairs.list()[start:]
+	sortPairs(l)
+	kept := dropShadowed(l)
+	if lower && len(kept) != len(l) {
+		return pairSpan{}, false
 	}
-	return Pairs{list: append(make([]Pair, 0, len(pairs)), pairs...)}, true
+	d.pairs.truncate(start + len(kept))
+	return pairSpan{start: start, end: d.pairs.n, present: true}, true
 }
 
 // sortPairs sorts by name, stably: of repeated names, the last stays last.

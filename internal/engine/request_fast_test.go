@@ -190,3 +190,20 @@ func FuzzDecodeRequestFast(f *testing.F) {
 		checkFastDecodeAgrees(t, data)
 	})
 }
+
+// TestDecodeAllocations (issue 26): a typical request body decodes in three
+// allocations: the one copy of the body its strings share, the request
+// with the entries of its query and headers, and its groups. Query and
+// headers as Go maps cost two allocations each and a hashed insert per
+// entry.
+func TestDecodeAllocations(t *testing.T) {
+	data := []byte(benchRequestBodies[0].body)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := decodeRequestFast(data); !ok {
+			t.Fatal("fast path refused the typical body")
+		}
+	})
+	if allocs != 3 {
+		t.Errorf("decoding the typical body allocates %v times, want 3", allocs)
+	}
+}
