@@ -218,6 +218,14 @@ func (d *fastDecoder) scanString() (end int, escaped, nonASCII, ok bool) {
 	data := d.data
 	i := d.pos + 1
 	for i < len(data) {
+		// Most bytes are plain: one table load each rather than the four
+		// comparisons below (a tenth of decoding a typical body).
+		for i < len(data) && plainStringByte[data[i]] {
+			i++
+		}
+		if i == len(data) {
+			break
+		}
 		c := data[i]
 		switch {
 		case c == '"':
@@ -236,6 +244,15 @@ func (d *fastDecoder) scanString() (end int, escaped, nonASCII, ok bool) {
 	}
 	return 0, false, false, false
 }
+
+// plainStringByte tells the bytes that stand for themselves inside a JSON
+// string: printable ASCII but the quote and the backslash.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // rawKey returns the bytes of an object key as written; a key with escapes
 // fails, which only costs the fast path (the precise decoder unescapes).
