@@ -203,9 +203,9 @@ func (a *memoAdapter) NativeToValue(value any) ref.Val {
 	case map[string]string:
 		return newSortedMap(types.NewStringStringMap(a, v))
 	case *Pairs: // a field of request read by cel-go's getter
-		return newSortedMap(types.NewStringStringMap(a, v.Map()))
+		return newSortedMap(newPairsMap(a, *v))
 	case Pairs: // a field of request used as a value
-		return newSortedMap(types.NewStringStringMap(a, v.Map()))
+		return newSortedMap(newPairsMap(a, v))
 	case map[string]any:
 		return newSortedMap(types.NewStringInterfaceMap(a, v))
 	case []any:

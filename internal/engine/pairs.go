@@ -121,6 +121,15 @@ func (p Pairs) All() iter.Seq2[string, string] {
 	}
 }
 
+// names returns the names in ascending order, in a new slice.
+func (p Pairs) names() []string {
+	out := make([]string, len(p.list))
+	for i, e := range p.list {
+		out[i] = e.Name
+	}
+	return out
+}
+
 // Map returns the entries as a new map; nil when p is absent.
 func (p Pairs) Map() map[string]string {
 	if p.list == nil {
