@@ -19,7 +19,7 @@ import (
 // one slice, sorted by name, looked up by a scan that stops at the first
 // larger name (a binary search past scanPairs). CEL still sees a
 // map(string, string): the environment declares the fields so (memo.go)
-// and builds a map only when a program that reads them runs (order.go).
+// and programs read them through a pairsMap (pairsmap.go).
 
 // Pair is one entry of Pairs.
 type Pair struct {
