@@ -169,8 +169,8 @@ func setOriginalURI(req *engine.Request, check *GatewayCheck) error {
 }
 
 // lowerHeaders copies h with lower-cased names and repeated values joined.
-func lowerHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, len(h))
+func lowerHeaders(h http.Header) engine.Pairs {
+	out := make([]engine.Pair, 0, len(h))
 	for k, vs := range h {
 		if len(vs) == 0 {
 			continue
@@ -179,24 +179,24 @@ func lowerHeaders(h http.Header) map[string]string {
 		if len(vs) > 1 {
 			v = strings.Join(vs, ", ")
 		}
-		out[strings.ToLower(k)] = v
+		out = append(out, engine.Pair{Name: strings.ToLower(k), Value: v})
 	}
-	return out
+	return engine.NewPairs(out)
 }
 
 // firstValues keeps the first value of each query parameter, the one
 // url.Values.Get and most frameworks read.
-func firstValues(q url.Values) map[string]string {
+func firstValues(q url.Values) engine.Pairs {
 	if len(q) == 0 {
-		return nil
+		return engine.Pairs{}
 	}
-	out := make(map[string]string, len(q))
+	out := make([]engine.Pair, 0, len(q))
 	for k, vs := range q {
 		if len(vs) > 0 {
-			out[k] = vs[0]
+			out = append(out, engine.Pair{Name: k, Value: vs[0]})
 		}
 	}
-	return out
+	return engine.NewPairs(out)
 }
 
 // lastValue returns the last element of a comma-separated header value: the

@@ -132,8 +132,8 @@ func TestGatewayRequestFields(t *testing.T) {
 	}
 	want := &engine.Request{
 		Method: "POST", Path: "/cart/add", RawPath: "/cart/%61dd", Host: "shop.example:8443", Scheme: "http",
-		Query:    map[string]string{"item": "1", "q": "a b"},
-		Headers:  map[string]string{"accept": "text/html", "x-multi": "one", "x-original-method": "post", "x-original-uri": "/cart/%61dd?item=1&item=2&q=a+b"},
+		Query:    engine.PairsOf(map[string]string{"item": "1", "q": "a b"}),
+		Headers:  engine.PairsOf(map[string]string{"accept": "text/html", "x-multi": "one", "x-original-method": "post", "x-original-uri": "/cart/%61dd?item=1&item=2&q=a+b"}),
 		SourceIP: "192.0.2.7", Time: fixedNow(),
 	}
 	if !reflect.DeepEqual(req, want) {
@@ -148,7 +148,7 @@ func TestGatewayRequestSuffixAndScheme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Path != "/a/b:c" || req.Query["x"] != "1" || req.Scheme != "https" || req.SourceIP != "10.0.0.5" {
+	if req.Path != "/a/b:c" || req.Query.Map()["x"] != "1" || req.Scheme != "https" || req.SourceIP != "10.0.0.5" {
 		t.Errorf("request = %+v", req)
 	}
 	req, err = gatewayCase(t, nil, "10.0.0.5:1", "/v1/policies/web:authorize", map[string]string{"X-Original-URI": "https://h.example/p"})

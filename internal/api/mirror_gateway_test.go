@@ -86,7 +86,7 @@ func TestMirrorGatewayForm(t *testing.T) {
 		})
 	}
 	e.do("GET", "/v1/policies/web:mirror", nil, map[string]string{"X-Original-URI": "/p?lang=xx&lang=de"})
-	if got := rec.take(); len(got) != 1 || got[0].Query["lang"] != "xx" {
+	if got := rec.take(); len(got) != 1 || got[0].Query.Map()["lang"] != "xx" {
 		t.Errorf("mirrored %+v, want one request whose lang is the first value", got)
 	}
 }

@@ -48,7 +48,7 @@ func TestNewPolicyShadow(t *testing.T) {
 	wantError(t, e.post("/v1/policies/fresh:evaluate", `{"method":"PUT","path":"/e"}`), 404, "NOT_FOUND")
 	wantGatewayAnswer(t, e.do("GET", "/v1/policies/fresh:authorize", nil, map[string]string{"X-Original-URI": "/a?x=1"}), 403, "NOT_FOUND: ")
 	got := rec.wait(t, 2)
-	if len(got) != 2 || got[0].Method != "PUT" || got[0].Path != "/e" || got[1].Path != "/a" || got[1].Query["x"] != "1" {
+	if len(got) != 2 || got[0].Method != "PUT" || got[0].Path != "/e" || got[1].Path != "/a" || got[1].Query.Map()["x"] != "1" {
 		t.Fatalf("experiments saw %+v, want the :evaluate and the :authorize request", got)
 	}
 	if o := pv.takeOffered(); len(o) != 0 {

@@ -65,7 +65,7 @@ func fwRequests(k int, seed uint64) []*Request {
 			Host:     fmt.Sprintf("svc%d.example.com", r.IntN(50)),
 			Path:     fmt.Sprintf("/api/v%d/svc%d/items/%d", 1+r.IntN(2), r.IntN(50), r.IntN(100)),
 			SourceIP: ip,
-			Headers:  map[string]string{"x-tenant": pick(r, []string{"t1", "t2"}), "user-agent": "bench"},
+			Headers:  PairsOf(map[string]string{"x-tenant": pick(r, []string{"t1", "t2"}), "user-agent": "bench"}),
 		}
 	}
 	return out

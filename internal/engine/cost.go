@@ -80,7 +80,7 @@ func fitsEstimate(r *Request) bool {
 			return false
 		}
 	}
-	if !fitsStringMap(r.Query) || !fitsStringMap(r.Headers) || len(r.Groups) > EstimatedMaxEntries {
+	if !fitsPairs(r.Query) || !fitsPairs(r.Headers) || len(r.Groups) > EstimatedMaxEntries {
 		return false
 	}
 	for _, g := range r.Groups {
@@ -100,24 +100,24 @@ const maxDecodedGrowth = 3
 // fitsEstimateDecoded is fitsEstimate for r decoded from body bytes of
 // JSON (0: unknown). Every string of a body of at most
 // EstimatedMaxStringBytes/maxDecodedGrowth bytes is within the estimate,
-// so only the entries need counting: len of a map is free, where
-// measuring its strings walks it.
+// so only the entries need counting, where measuring their strings walks
+// them.
 func fitsEstimateDecoded(r *Request, body int) bool {
 	if body <= 0 || body > EstimatedMaxStringBytes/maxDecodedGrowth {
 		return fitsEstimate(r)
 	}
-	if len(r.Query) > EstimatedMaxEntries || len(r.Headers) > EstimatedMaxEntries || len(r.Groups) > EstimatedMaxEntries {
+	if r.Query.Len() > EstimatedMaxEntries || r.Headers.Len() > EstimatedMaxEntries || len(r.Groups) > EstimatedMaxEntries {
 		return false
 	}
 	return r.Attributes == nil || fitsValue(r.Attributes)
 }
 
-func fitsStringMap(m map[string]string) bool {
-	if len(m) > EstimatedMaxEntries {
+func fitsPairs(p Pairs) bool {
+	if p.Len() > EstimatedMaxEntries {
 		return false
 	}
-	for k, v := range m {
-		if len(k) > EstimatedMaxStringBytes || len(v) > EstimatedMaxStringBytes {
+	for _, e := range p.list {
+		if len(e.Name) > EstimatedMaxStringBytes || len(e.Value) > EstimatedMaxStringBytes {
 			return false
 		}
 	}

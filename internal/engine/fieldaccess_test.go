@@ -12,7 +12,7 @@ import (
 // `request` through a map per evaluation, and a hand-written
 // types.Provider with direct field getters (the alternative to NativeTypes).
 func BenchmarkFieldAccess(b *testing.B) {
-	req := &Request{Principal: "alice", Headers: map[string]string{"user-agent": "bench"}}
+	req := &Request{Principal: "alice", Headers: PairsOf(map[string]string{"user-agent": "bench"})}
 	const src = `request.principal == 'bob' || request.headers['user-agent'] == 'bot'`
 	env, err := celEnv()
 	if err != nil {
@@ -91,9 +91,9 @@ func (p handProvider) FindStructFieldType(name, field string) (*types.FieldType,
 			GetFrom: func(o any) (any, error) { return types.String(o.(*Request).Principal), nil }}, true
 	case "headers":
 		return &types.FieldType{Type: types.NewMapType(types.StringType, types.StringType),
-			IsSet: func(o any) bool { return o.(*Request).Headers != nil },
+			IsSet: func(o any) bool { return o.(*Request).Headers.Present() },
 			GetFrom: func(o any) (any, error) {
-				return types.NewStringStringMap(types.DefaultTypeAdapter, o.(*Request).Headers), nil
+				return types.NewStringStringMap(types.DefaultTypeAdapter, o.(*Request).Headers.Map()), nil
 			}}, true
 	}
 	return nil, false

@@ -232,22 +232,23 @@ func genRequest(r *rand.Rand) *Request {
 		Path:      pick(r, genPaths),
 		SourceIP:  pick(r, genIPs),
 		Principal: pick(r, []string{"", "alice", "bob"}),
-		Headers:   map[string]string{},
+	}
+	h := map[string]string{}
+	if r.IntN(2) == 0 {
+		h["x-a"] = pick(r, []string{"v", "w"})
 	}
 	if r.IntN(2) == 0 {
-		req.Headers["x-a"] = pick(r, []string{"v", "w"})
-	}
-	if r.IntN(2) == 0 {
-		req.Headers["x-n"] = pick(r, []string{"3", "9", "nine"})
+		h["x-n"] = pick(r, []string{"3", "9", "nine"})
 	}
 	for _, name := range genHeaderNames {
 		if r.IntN(3) != 0 { // missing a third of the time
-			req.Headers[name] = pick(r, append(genHeaderValues, "zzz"))
+			h[name] = pick(r, append(genHeaderValues, "zzz"))
 		}
 	}
 	if r.IntN(10) == 0 {
-		req.Headers = nil
+		h = nil
 	}
+	req.Headers = PairsOf(h)
 	switch r.IntN(6) {
 	case 0:
 		req.Groups = []string{"admin"}

@@ -314,18 +314,19 @@ func (ix *ruleIndex) containers(c *cursor, ev *evaluation) {
 	unknown.or(c.unknown, ev)
 	// Which indexed headers the request carries: looked up by the
 	// request's names when it has fewer than the index (usual: a policy
-	// tests dozens of header names, a request carries a handful), saving
-	// a hashed map lookup per indexed name on every evaluation.
+	// tests dozens of header names, a request carries a handful), else
+	// both lists, sorted by name, are walked side by side. The request's
+	// names are ascending, as the index's, so found is in index order.
 	var found [scanHeaders]foundHeader
-	nf, scan := 0, len(req.Headers) <= scanHeaders && len(req.Headers) < len(ix.headers)
+	pairs := req.Headers.list
+	nf, scan := 0, len(pairs) <= scanHeaders && len(pairs) < len(ix.headers)
 	if scan {
-		for name, v := range req.Headers {
-			if i, ok := ix.headerPos[name]; ok {
-				found[nf] = foundHeader{i, v}
+		for _, p := range pairs {
+			if i, ok := ix.headerPos[p.Name]; ok {
+				found[nf] = foundHeader{i, p.Value}
 				nf++
 			}
 		}
-		slices.SortFunc(found[:nf], func(a, b foundHeader) int { return a.pos - b.pos })
 	}
 	if scan {
 		// The names between those the request carries are all missing.
@@ -338,10 +339,14 @@ func (ix *ruleIndex) containers(c *cursor, ev *evaluation) {
 		}
 		ix.absentRange(&hdr, &unknown, prev, len(ix.headers), ev)
 	} else {
+		j := 0
 		for i := range ix.headers {
 			h := &ix.headers[i]
-			if v, ok := req.Headers[h.name]; ok {
-				hdr.and(h.values.lookup(v, h.present), ev)
+			for j < len(pairs) && pairs[j].Name < h.name {
+				j++
+			}
+			if j < len(pairs) && pairs[j].Name == h.name {
+				hdr.and(h.values.lookup(pairs[j].Value, h.present), ev)
 			} else {
 				ix.absentRange(&hdr, &unknown, i, i+1, ev)
 			}

@@ -289,11 +289,11 @@ func TestIndexUsesContainerConstraints(t *testing.T) {
 		want []int
 	}{
 		{Request{}, []int{1, 5}},
-		{Request{Headers: map[string]string{"x-t": "a"}}, []int{0, 1, 5}},
-		{Request{Headers: map[string]string{"x-t": "b"}}, []int{1, 5}},
-		{Request{Headers: map[string]string{"x-t": "c", "tenant": ""}}, []int{2, 5}},
+		{Request{Headers: PairsOf(map[string]string{"x-t": "a"})}, []int{0, 1, 5}},
+		{Request{Headers: PairsOf(map[string]string{"x-t": "b"})}, []int{1, 5}},
+		{Request{Headers: PairsOf(map[string]string{"x-t": "c", "tenant": ""})}, []int{2, 5}},
 		{Request{Groups: []string{"ops"}}, []int{1, 4, 5}},
-		{Request{Groups: []string{"x", "admin"}, Headers: map[string]string{"x-t": "z"}}, []int{3, 4, 5}},
+		{Request{Groups: []string{"x", "admin"}, Headers: PairsOf(map[string]string{"x-t": "z"})}, []int{3, 4, 5}},
 		{Request{Groups: many}, []int{1, 3, 4, 5}}, // 'g' in groups could hit the cost limit
 	}
 	for _, tc := range cases {
@@ -302,11 +302,11 @@ func TestIndexUsesContainerConstraints(t *testing.T) {
 		}
 	}
 	// unguarded and groups are exact: decided without CEL when known.
-	req := &Request{Headers: map[string]string{"x-t": "b"}}
+	req := &Request{Headers: PairsOf(map[string]string{"x-t": "b"})}
 	if d := cp.Evaluate(req); d.Rule != "unguarded" || d.Error != "" {
 		t.Errorf("Evaluate(%+v) = %+v", req, d)
 	}
-	req = &Request{Groups: []string{"admin"}, Headers: map[string]string{}}
+	req = &Request{Groups: []string{"admin"}, Headers: PairsOf(map[string]string{})}
 	if d := cp.Evaluate(req); d.Rule != "unguarded" || d.Error == "" {
 		t.Errorf("Evaluate(%+v) = %+v, want the error of rule unguarded", req, d)
 	}
@@ -366,11 +366,15 @@ func TestIndexEquivalenceManyHeaders(t *testing.T) {
 		plain := mustCompile(t, p, opts)
 		for range requests {
 			req := genRequest(r)
-			for range r.IntN(4) {
-				if req.Headers == nil {
-					req.Headers = map[string]string{}
+			if n := r.IntN(4); n > 0 {
+				h := req.Headers.Map()
+				if h == nil {
+					h = map[string]string{}
 				}
-				req.Headers[pick(r, names)] = pick(r, append(genHeaderValues, "zzz"))
+				for range n {
+					h[pick(r, names)] = pick(r, append(genHeaderValues, "zzz"))
+				}
+				req.Headers = PairsOf(h)
 			}
 			if want, got := plain.Evaluate(req), indexed.Evaluate(req); got != want {
 				t.Fatalf("policy %d, request %+v:\nindexed %+v\nplain   %+v\nrules:\n%s", i, req, got, want, ruleDump(p))

@@ -48,7 +48,7 @@ func exampleTreeWith(tb testing.TB, list []byte) map[string][]byte {
 func BenchmarkListDecision(b *testing.B) {
 	big := bigList(1_000_000, 1)
 	req := &Request{Method: "GET", Host: "www.example.com", Path: "/products/42", SourceIP: "85.214.132.117",
-		Headers: map[string]string{"user-agent": "Mozilla/5.0", "cf-ipcountry": "DE"}}
+		Headers: PairsOf(map[string]string{"user-agent": "Mozilla/5.0", "cf-ipcountry": "DE"})}
 	for _, c := range []struct {
 		name string
 		list []byte

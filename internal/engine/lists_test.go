@@ -120,7 +120,7 @@ func TestListGuardsDecideAsTheMatch(t *testing.T) {
 	for _, ip := range []string{"10.1.1.1", "11.1.1.1", "2001:db8::1", "bogus"} {
 		for _, host := range []string{"h.example", "other"} {
 			for _, hdr := range []map[string]string{nil, {"x": "y"}} {
-				req := &Request{SourceIP: ip, Host: host, Path: "/", Headers: hdr}
+				req := &Request{SourceIP: ip, Host: host, Path: "/", Headers: PairsOf(hdr)}
 				if got, want := cp.Evaluate(req), unguarded.Evaluate(req); got != want {
 					t.Errorf("%+v: guarded %+v, unguarded %+v", req, got, want)
 				}

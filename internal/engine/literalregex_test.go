@@ -217,7 +217,7 @@ func TestLiteralRegexCostUnchanged(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, in := range inputs {
-			req := &Request{Path: in, Headers: map[string]string{"user-agent": in}}
+			req := &Request{Path: in, Headers: PairsOf(map[string]string{"user-agent": in})}
 			o1, d1, e1 := plain.Eval((*activation)(req))
 			o2, d2, e2 := words.Eval((*activation)(req))
 			if o1 != o2 || fmt.Sprint(e1) != fmt.Sprint(e2) || *d1.ActualCost() != *d2.ActualCost() {
@@ -242,7 +242,7 @@ func BenchmarkLiteralRegex(b *testing.B) {
 	}
 	var reqs []*Request
 	for _, r := range sampleTraffic(b) {
-		if _, ok := r.Headers["user-agent"]; ok {
+		if _, ok := r.Headers.Get("user-agent"); ok {
 			reqs = append(reqs, r)
 		}
 	}

@@ -150,6 +150,9 @@ func newMemoRegistry(reg *types.Registry, a *memoAdapter) (*memoRegistry, error)
 			return nil, fmt.Errorf("memoFields: no getter for %s.%s", requestTypeName, name)
 		}
 		read := fieldRead{other: ft.GetFrom}
+		if ft.Type.TypeName() == pairsTypeName {
+			ft = asStringMapField(ft)
+		}
 		if ft.Type.Kind() == types.MapKind {
 			var err error
 			if read, err = sortedField(name, maps, ft.GetFrom, a); err != nil {
@@ -160,6 +163,19 @@ func newMemoRegistry(reg *types.Registry, a *memoAdapter) (*memoRegistry, error)
 		m.fields[name] = memoField(ft, i, read)
 	}
 	return m, nil
+}
+
+// pairsTypeName is the CEL object type ext.NativeTypes makes of Pairs,
+// which no match sees: every field of that type is declared a map.
+const pairsTypeName = "engine.Pairs"
+
+// asStringMapField declares a field of type Pairs as what it stands for,
+// map(string, string); whether it is set stays the native test (a nil
+// list is absent, as a nil map was).
+func asStringMapField(ft *types.FieldType) *types.FieldType {
+	out := *ft
+	out.Type = types.NewMapType(types.StringType, types.StringType)
+	return &out
 }
 
 // FindStructFieldType implements types.Provider.
@@ -186,6 +202,10 @@ func (a *memoAdapter) NativeToValue(value any) ref.Val {
 		return a.request.Adapt(a.object, v)
 	case map[string]string:
 		return newSortedMap(types.NewStringStringMap(a, v))
+	case *Pairs: // a field of request read by cel-go's getter
+		return newSortedMap(newPairsMap(a, *v))
+	case Pairs: // a field of request used as a value
+		return newSortedMap(newPairsMap(a, v))
 	case map[string]any:
 		return newSortedMap(types.NewStringInterfaceMap(a, v))
 	case []any:

@@ -336,7 +336,7 @@ func natIn(elem, coll ast.Expr, pl *policyLists) natBool {
 		field := mapField(coll.AsSelect().FieldName())
 		return func(req *Request) (bool, bool) {
 			v, ok := x(req)
-			_, in := field(req)[v]
+			_, in := field(req).Get(v)
 			return ok && in, ok
 		}
 	case isRequestSelect(coll, "attributes"):
@@ -427,7 +427,7 @@ func natStrOf(e ast.Expr, pl *policyLists) natStr {
 			}
 			field := mapField(args[0].AsSelect().FieldName())
 			return func(req *Request) (string, bool) {
-				v, ok := field(req)[key] // a missing key is CEL's error
+				v, ok := field(req).Get(key) // a missing key is CEL's error
 				return v, ok
 			}
 		case c.IsMemberFunction() && c.FunctionName() == "lowerAscii" && len(args) == 0:
@@ -495,7 +495,7 @@ func natIntOf(e ast.Expr) natInt {
 		switch {
 		case isRequestSelect(arg, "headers"), isRequestSelect(arg, "query"):
 			field := mapField(arg.AsSelect().FieldName())
-			return func(req *Request) (int64, bool) { return int64(len(field(req))), true }
+			return func(req *Request) (int64, bool) { return int64(field(req).Len()), true }
 		case isRequestSelect(arg, "groups"):
 			return func(req *Request) (int64, bool) { return int64(len(req.Groups)), true }
 		}
@@ -525,9 +525,9 @@ func stringField(name string) func(*Request) string {
 }
 
 // mapField is the getter of headers or query.
-func mapField(name string) func(*Request) map[string]string {
+func mapField(name string) func(*Request) *Pairs {
 	if name == "headers" {
-		return func(r *Request) map[string]string { return r.Headers }
+		return func(r *Request) *Pairs { return &r.Headers }
 	}
-	return func(r *Request) map[string]string { return r.Query }
+	return func(r *Request) *Pairs { return &r.Query }
 }

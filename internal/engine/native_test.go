@@ -97,34 +97,34 @@ match = 'false || (true && request.method in ["PUT", "PATCH"]) || request.path i
 // nativeEdgeRequests are requests at the edges of what native plans
 // cover, besides the 2,500 samples.
 func nativeEdgeRequests() []*Request {
-	q := func(n int) map[string]string {
+	q := func(n int) Pairs {
 		m := map[string]string{}
 		for i := range n {
 			m["k"+strconv.Itoa(i)] = "v"
 		}
-		return m
+		return PairsOf(m)
 	}
 	return []*Request{
 		{},
-		{Method: "POST", Headers: map[string]string{"x-a": "1"}},
+		{Method: "POST", Headers: PairsOf(map[string]string{"x-a": "1"})},
 		{Method: "POST"},
 		{Method: "DELETE"},
-		{Method: "DELETE", Headers: map[string]string{"x-a": "2"}},
+		{Method: "DELETE", Headers: PairsOf(map[string]string{"x-a": "2"})},
 		{Method: "GET", Path: "/f.zip"},
-		{Method: "GET", Path: "/f.zip", Headers: map[string]string{"x-b": "zz"}},
-		{Method: "GET", Path: "/f", Headers: map[string]string{"x-b": "a"}},
+		{Method: "GET", Path: "/f.zip", Headers: PairsOf(map[string]string{"x-b": "zz"})},
+		{Method: "GET", Path: "/f", Headers: PairsOf(map[string]string{"x-b": "a"})},
 		{Query: q(3)}, {Query: q(4), Groups: []string{}}, {Query: q(5)}, {Query: q(3), Groups: []string{"a"}},
-		{Host: "SHOP.Example.com", Headers: map[string]string{"x-c": "very EVIL"}},
-		{Host: "shöp.example.com", Headers: map[string]string{"x-c": "evil"}},
-		{Host: "shop.example.com", Headers: map[string]string{"x-c": "\xffevil"}},
-		{Headers: map[string]string{"x-c": "\xc3EVIL"}},
+		{Host: "SHOP.Example.com", Headers: PairsOf(map[string]string{"x-c": "very EVIL"})},
+		{Host: "shöp.example.com", Headers: PairsOf(map[string]string{"x-c": "evil"})},
+		{Host: "shop.example.com", Headers: PairsOf(map[string]string{"x-c": "\xffevil"})},
+		{Headers: PairsOf(map[string]string{"x-c": "\xc3EVIL"})},
 		{Host: "shop.example.com"},
 		{SourceIP: "203.0.113.9"}, {SourceIP: "::ffff:203.0.113.9"}, {SourceIP: "not an address"},
 		{SourceIP: "fe80::1%eth0"}, {SourceIP: "2001:db8::1"},
-		{Groups: []string{"admin"}, Query: map[string]string{"q": ""}, Principal: "p"},
-		{Groups: []string{"admin"}, Query: map[string]string{"q": ""}, Principal: "p", Headers: map[string]string{"x-skip": ""}},
+		{Groups: []string{"admin"}, Query: PairsOf(map[string]string{"q": ""}), Principal: "p"},
+		{Groups: []string{"admin"}, Query: PairsOf(map[string]string{"q": ""}), Principal: "p", Headers: PairsOf(map[string]string{"x-skip": ""})},
 		{RawPath: "/etc/PassWD"}, {RawPath: "/wp-admın"}, {RawPath: "/Wp-Admin/x"}, {Scheme: "wss"},
-		{Host: "OLD.example.com", Headers: map[string]string{"x-real-ip": "192.0.2.1"}},
+		{Host: "OLD.example.com", Headers: PairsOf(map[string]string{"x-real-ip": "192.0.2.1"})},
 		{Attributes: map[string]any{"n": 11.0}}, {Attributes: map[string]any{"n": 10.0, "m": 2.5}},
 		{Attributes: map[string]any{"n": "12"}}, {Attributes: map[string]any{"n": int64(12)}}, {Attributes: map[string]any{"n": int64(10)}},
 		{Attributes: map[string]any{"m": true}}, {Attributes: map[string]any{"m": 3, "n": nil}},

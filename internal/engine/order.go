@@ -77,7 +77,12 @@ func (m *sortedMap) Iterator() traits.Iterator {
 
 func (m *sortedMap) sortedKeys() []ref.Val {
 	if m.keys == nil {
-		names := ascendingKeys(m.Value())
+		var names []string
+		if pm, ok := m.Mapper.(*pairsMap); ok {
+			names = pm.p.names() // ascending already, and no map to build
+		} else {
+			names = ascendingKeys(m.Value())
+		}
 		m.keys = make([]ref.Val, len(names))
 		for i, k := range names {
 			m.keys[i] = types.String(k)
@@ -137,6 +142,9 @@ func sortedField(name string, slot int, get func(any) (any, error), a types.Adap
 				return newSortedMap(build(a, r)), nil
 			}
 			v, err := get(obj)
+			if p, ok := v.(*Pairs); ok && err == nil {
+				return a.NativeToValue(p), nil
+			}
 			if rv, ok := v.(ref.Val); ok && err == nil {
 				return resorted(a, rv), nil
 			}
@@ -147,13 +155,13 @@ func sortedField(name string, slot int, get func(any) (any, error), a types.Adap
 
 // requestMap returns what builds cel-go's map over the map field of Request
 // with this CEL name, or nil. newMemoRegistry fails for a map field
-// without one.
+// without one. Query and headers are read through a pairsMap.
 func requestMap(name string) func(types.Adapter, *Request) traits.Mapper {
 	switch name {
 	case "query":
-		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringStringMap(a, r.Query) }
+		return func(a types.Adapter, r *Request) traits.Mapper { return newPairsMap(a, r.Query) }
 	case "headers":
-		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringStringMap(a, r.Headers) }
+		return func(a types.Adapter, r *Request) traits.Mapper { return newPairsMap(a, r.Headers) }
 	case "attributes":
 		return func(a types.Adapter, r *Request) traits.Mapper { return types.NewStringInterfaceMap(a, r.Attributes) }
 	}
@@ -164,6 +172,9 @@ func requestMap(name string) func(types.Adapter, *Request) traits.Mapper {
 // maps by a sortedMap over the same map, converted by a; other values are
 // returned as they are.
 func resorted(a types.Adapter, v ref.Val) ref.Val {
+	if _, ok := v.(*sortedMap); ok {
+		return v // sorted already; asking for its Value could build a pairsMap's whole map
+	}
 	if m, ok := v.(traits.Mapper); ok {
 		switch raw := m.Value().(type) {
 		case map[string]string, map[string]any:

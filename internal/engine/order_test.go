@@ -53,7 +53,7 @@ func TestMapIterationUnderCostLimit(t *testing.T) {
 
 // costlyHeaders is 40 headers x-k00... with short values and the header
 // match with a long one, inserted in random order.
-func costlyHeaders(r *rand.Rand, match string) map[string]string {
+func costlyHeaders(r *rand.Rand, match string) Pairs {
 	names := []string{match}
 	for i := range 40 {
 		names = append(names, fmt.Sprintf("x-k%02d", i))
@@ -64,7 +64,7 @@ func costlyHeaders(r *rand.Rand, match string) map[string]string {
 		h[n] = "abc" // not longer than 3: no match
 	}
 	h[match] = "long-value"
-	return h
+	return PairsOf(h)
 }
 
 // unbudgeted accepts rules over dyn values, whose estimates are unbounded.
@@ -133,7 +133,7 @@ func shuffledRequest(r *rand.Rand, keys []string) *Request {
 		}
 		return m
 	}
-	return &Request{Headers: stringMap(), Query: stringMap(), Attributes: map[string]any{
+	return &Request{Headers: PairsOf(stringMap()), Query: PairsOf(stringMap()), Attributes: map[string]any{
 		"nested": anyMap(),
 		"list":   []any{"x", anyMap()},
 		"deep":   map[string]any{"nested": anyMap(), "list": []any{anyMap(), anyMap()}},
@@ -145,8 +145,8 @@ func shuffledRequest(r *rand.Rand, keys []string) *Request {
 // and for the request as a value) and errors are cel-go's.
 func TestSortedMapKeepsMapSemantics(t *testing.T) {
 	req := &Request{
-		Headers:    map[string]string{"a": "1", "b": "2"},
-		Query:      map[string]string{"a": "1", "b": "2"},
+		Headers:    PairsOf(map[string]string{"a": "1", "b": "2"}),
+		Query:      PairsOf(map[string]string{"a": "1", "b": "2"}),
 		Attributes: map[string]any{"m": map[string]any{"x": 1.0, "y": 2.0}, "n": nil},
 	}
 	for match, want := range map[string]string{
@@ -223,8 +223,8 @@ func (f *testFolder) FoldEntry(key, val any) bool {
 // sortedMap must leave as fast as before, and iterating them, which pays
 // for sorting (once per map and evaluation).
 func BenchmarkMapAccess(b *testing.B) {
-	req := &Request{Principal: "alice", Headers: map[string]string{
-		"user-agent": "Mozilla/5.0", "accept": "*/*", "cf-ipcountry": "FR", "x-tenant": "t1", "cookie": "a=b"}}
+	req := &Request{Principal: "alice", Headers: PairsOf(map[string]string{
+		"user-agent": "Mozilla/5.0", "accept": "*/*", "cf-ipcountry": "FR", "x-tenant": "t1", "cookie": "a=b"})}
 	for name, match := range map[string]string{
 		"index":  "request.headers['user-agent'] == 'bot' || request.principal == 'bob'",
 		"in":     "'x-token' in request.headers || request.principal == 'bob'",

@@ -148,7 +148,7 @@ func decodeRequestPreciseWithin(data []byte, lim Limits) (*Request, error) {
 func decodeField(dec *json.Decoder, req *Request, key string, lim Limits) error {
 	if key == "headers" {
 		m, err := decodeHeaders(dec, lim.maxHeaders())
-		req.Headers = m
+		req.Headers = PairsOf(m)
 		return err
 	}
 	if key == "attributes" {
@@ -235,10 +235,14 @@ func setField(req *Request, key string, v any) error {
 		req.SourceIP, err = asAddress(key, v)
 	case "principal":
 		req.Principal, err = asString(key, v)
-	case "query":
-		req.Query, err = asStringMap(key, v)
-	case "headers":
-		req.Headers, err = asStringMap(key, v)
+	case "query", "headers":
+		var m map[string]string
+		m, err = asStringMap(key, v)
+		if key == "query" {
+			req.Query = PairsOf(m)
+		} else {
+			req.Headers = PairsOf(m)
+		}
 	case "groups":
 		req.Groups, err = asStringList(key, v)
 	case "time":
@@ -255,18 +259,16 @@ func setField(req *Request, key string, v any) error {
 // finishRequest lower-cases header names, as HTTP/2 does on the wire, so
 // that rules can index headers without caring how a client spelt them.
 func finishRequest(req *Request) error {
-	if req.Headers == nil {
-		return nil
+	l := req.Headers.list // the decoder's own, distinct names
+	for i := range l {
+		l[i].Name = strings.ToLower(l[i].Name)
 	}
-	lower := make(map[string]string, len(req.Headers))
-	for k, v := range req.Headers {
-		lk := strings.ToLower(k)
-		if _, dup := lower[lk]; dup {
+	slices.SortFunc(l, comparePairs)
+	for i := 1; i < len(l); i++ {
+		if l[i].Name == l[i-1].Name {
 			return badRequest("headers", "a header name is given twice (header names are case-insensitive)")
 		}
-		lower[lk] = v
 	}
-	req.Headers = lower
 	return nil
 }
 

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fastAccepted are bodies the fast path must decode itself: the shapes
@@ -95,7 +98,57 @@ func checkFastDecodeAgrees(t *testing.T, data []byte) (accepted bool) {
 	if !reflect.DeepEqual(fast, precise) {
 		t.Fatalf("%q: fast path\n%#v\nprecise decoder\n%#v", data, fast, precise)
 	}
+	checkSameJSON(t, data, fast, precise)
 	return true
+}
+
+// checkSameJSON fails t unless the two requests marshal alike and as a
+// Request with Go maps for query and headers did (mapRequest): the JSON
+// of a request (the preview log, recorded traffic) did not change when
+// they became Pairs. The JSON also reads back as the same request.
+func checkSameJSON(t *testing.T, data []byte, fast, precise *Request) {
+	t.Helper()
+	a, errA := json.Marshal(fast)
+	b, errB := json.Marshal(precise)
+	m, errM := json.Marshal(mapRequestOf(precise))
+	if errA != nil || errB != nil || errM != nil {
+		t.Fatalf("%q: marshal: %v, %v, %v", data, errA, errB, errM)
+	}
+	if !bytes.Equal(a, b) || !bytes.Equal(b, m) {
+		t.Fatalf("%q: JSON of the fast path\n%s\nof the precise decoder\n%s\nwith maps\n%s", data, a, b, m)
+	}
+	var back Request
+	if err := json.Unmarshal(a, &back); err != nil {
+		t.Fatalf("%q: %s does not read back: %v", data, a, err)
+	}
+	if again, _ := json.Marshal(&back); !bytes.Equal(again, a) {
+		t.Fatalf("%q: JSON\n%s\nreads back as\n%s", data, a, again)
+	}
+	if back.Headers.Present() != (precise.Headers.Len() > 0) || back.Query.Present() != (precise.Query.Len() > 0) {
+		t.Fatalf("%q: read back, headers and query present %v %v", data, back.Headers.Present(), back.Query.Present())
+	}
+}
+
+// mapRequest is Request as it was before Pairs: its JSON is the reference.
+type mapRequest struct {
+	Method     string            `json:"method,omitempty"`
+	Path       string            `json:"path,omitempty"`
+	RawPath    string            `json:"raw_path,omitempty"`
+	Host       string            `json:"host,omitempty"`
+	Scheme     string            `json:"scheme,omitempty"`
+	Query      map[string]string `json:"query,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	SourceIP   string            `json:"source_ip,omitempty"`
+	Principal  string            `json:"principal,omitempty"`
+	Groups     []string          `json:"groups,omitempty"`
+	Attributes map[string]any    `json:"attributes,omitempty"`
+	Time       time.Time         `json:"time,omitzero"`
+}
+
+func mapRequestOf(r *Request) *mapRequest {
+	return &mapRequest{Method: r.Method, Path: r.Path, RawPath: r.RawPath, Host: r.Host, Scheme: r.Scheme,
+		Query: r.Query.Map(), Headers: r.Headers.Map(), SourceIP: r.SourceIP, Principal: r.Principal,
+		Groups: r.Groups, Attributes: r.Attributes, Time: r.Time}
 }
 
 func TestDecodeRequestFastAgrees(t *testing.T) {
@@ -136,4 +189,21 @@ func FuzzDecodeRequestFast(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastDecodeAgrees(t, data)
 	})
+}
+
+// TestDecodeAllocations (issue 26): a typical request body decodes in three
+// allocations: the one copy of the body its strings share, the request
+// with the entries of its query and headers, and its groups. Query and
+// headers as Go maps cost two allocations each and a hashed insert per
+// entry.
+func TestDecodeAllocations(t *testing.T) {
+	data := []byte(benchRequestBodies[0].body)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := decodeRequestFast(data); !ok {
+			t.Fatal("fast path refused the typical body")
+		}
+	})
+	if allocs != 3 {
+		t.Errorf("decoding the typical body allocates %v times, want 3", allocs)
+	}
 }

@@ -22,7 +22,7 @@ func TestDecodeRequest(t *testing.T) {
 	}
 	want := &Request{
 		Method: "POST", Path: "/a", RawPath: "/a", Host: "h", Scheme: "https", // raw_path defaults to path
-		Query: map[string]string{"q": "1"}, Headers: map[string]string{"x-token": "t", "accept": "*/*"},
+		Query: PairsOf(map[string]string{"q": "1"}), Headers: PairsOf(map[string]string{"x-token": "t", "accept": "*/*"}),
 		SourceIP: "2001:db8::1", Principal: "alice", Groups: []string{"g"},
 		Attributes: map[string]any{"n": 1.5, "list": []any{true, nil, "s"}, "obj": map[string]any{"k": map[string]any{}}},
 		Time:       time.Date(2024, 5, 1, 10, 0, 0, 5e8, time.UTC),
@@ -103,7 +103,7 @@ func TestRequestFromMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Request{Method: "GET", Headers: map[string]string{"user-agent": "x"}, Groups: []string{"a"},
+	want := &Request{Method: "GET", Headers: PairsOf(map[string]string{"user-agent": "x"}), Groups: []string{"a"},
 		Time: when, SourceIP: "10.0.0.1",
 		Attributes: map[string]any{"n": int64(3), "t": when, "rows": []any{map[string]any{"k": "v"}}}}
 	if !reflect.DeepEqual(got, want) {

@@ -16,15 +16,17 @@ type Request struct {
 	// the query): in the gateway forms, what Path was read from
 	// (GatewayPath); in the JSON form and policy tests, as given, else
 	// Path.
-	RawPath    string            `json:"raw_path,omitempty"`
-	Host       string            `json:"host,omitempty"`
-	Scheme     string            `json:"scheme,omitempty"`
-	Query      map[string]string `json:"query,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"` // names lower-cased
-	SourceIP   string            `json:"source_ip,omitempty"`
-	Principal  string            `json:"principal,omitempty"`
-	Groups     []string          `json:"groups,omitempty"`
-	Attributes map[string]any    `json:"attributes,omitempty"`
+	RawPath string `json:"raw_path,omitempty"`
+	Host    string `json:"host,omitempty"`
+	Scheme  string `json:"scheme,omitempty"`
+	// Query and Headers are maps in CEL and JSON, a sorted list here
+	// (pairs.go); header names are lower-cased.
+	Query      Pairs          `json:"query,omitzero"`
+	Headers    Pairs          `json:"headers,omitzero"`
+	SourceIP   string         `json:"source_ip,omitempty"`
+	Principal  string         `json:"principal,omitempty"`
+	Groups     []string       `json:"groups,omitempty"`
+	Attributes map[string]any `json:"attributes,omitempty"`
 	// Time is the request time; the receipt time when the body has none.
 	Time time.Time `json:"time,omitzero"`
 }

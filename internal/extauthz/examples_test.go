@@ -113,7 +113,7 @@ func authorizeForm(t *testing.T, e *env, c *http.Client, name string, req *engin
 	}
 	hr.Host = req.Host
 	hr.Header.Set("User-Agent", "") // none unless the test has one
-	for k, v := range req.Headers {
+	for k, v := range req.Headers.All() {
 		hr.Header.Set(k, v)
 	}
 	hr.Header.Set("X-Original-Method", req.Method)
@@ -135,7 +135,7 @@ func authorizeForm(t *testing.T, e *env, c *http.Client, name string, req *engin
 // checkForm asks as Envoy's ext_authz does, from the client's address.
 func checkForm(t *testing.T, e *env, name string, req *engine.Request) outcome {
 	r := e.check(t, checkReq{method: req.Method, path: requestURI(req), host: req.Host, scheme: req.Scheme,
-		source: req.SourceIP, headers: req.Headers, ext: map[string]string{ExtPolicy: name}})
+		source: req.SourceIP, headers: req.Headers.Map(), ext: map[string]string{ExtPolicy: name}})
 	h := headersOfResponse(r)
 	return outcome{verdict: h["x-policy-decision"], rule: h["x-policy-rule"], err: h["x-policy-error"]}
 }
@@ -147,11 +147,11 @@ func requestURI(req *engine.Request) string {
 	if raw == "" {
 		raw = req.Path
 	}
-	if len(req.Query) == 0 {
+	if req.Query.Len() == 0 {
 		return raw
 	}
 	q := url.Values{}
-	for k, v := range req.Query {
+	for k, v := range req.Query.All() {
 		q.Set(k, v)
 	}
 	return raw + "?" + q.Encode()

@@ -53,7 +53,7 @@ func benchRequests(n int) []*engine.Request {
 		out[i] = &engine.Request{
 			Method: []string{"GET", "POST"}[rng.IntN(2)], Scheme: "https", Host: fmt.Sprintf("h%d.example.com", k),
 			Path: fmt.Sprintf("/p%d/x", rng.IntN(120)), SourceIP: fmt.Sprintf("10.%d.1.2", rng.IntN(200)),
-			Headers: map[string]string{fmt.Sprintf("x-h%d", k): []string{"ok", "bad"}[rng.IntN(2)], "authorization": "Bearer t"},
+			Headers: engine.PairsOf(map[string]string{fmt.Sprintf("x-h%d", k): []string{"ok", "bad"}[rng.IntN(2)], "authorization": "Bearer t"}),
 			Time:    time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC),
 		}
 	}

@@ -149,10 +149,10 @@ func requestMap(req *engine.Request) map[string]any {
 	put("scheme", req.Scheme)
 	put("source_ip", req.SourceIP)
 	put("principal", req.Principal)
-	if len(req.Query) > 0 {
+	if req.Query.Len() > 0 {
 		m["query"] = stringsToAny(req.Query)
 	}
-	if len(req.Headers) > 0 {
+	if req.Headers.Len() > 0 {
 		m["headers"] = stringsToAny(req.Headers)
 	}
 	if len(req.Groups) > 0 {
@@ -171,9 +171,9 @@ func requestMap(req *engine.Request) map[string]any {
 	return m
 }
 
-func stringsToAny(in map[string]string) map[string]any {
-	out := make(map[string]any, len(in))
-	for k, v := range in {
+func stringsToAny(in engine.Pairs) map[string]any {
+	out := make(map[string]any, in.Len())
+	for k, v := range in.All() {
 		out[k] = v
 	}
 	return out

@@ -16,8 +16,8 @@ var secrets = []string{"s3cr3t-bearer", "c00kie-value", "alice@example.com", "to
 
 func secretRequest() *engine.Request {
 	r := req("GET", "http", "/account", "198.51.100.1")
-	r.Headers = map[string]string{"authorization": "Bearer s3cr3t-bearer", "cookie": "sid=c00kie-value", "user-agent": "ua"}
-	r.Query = map[string]string{"token": "tok-123", "page": "2"}
+	r.Headers = engine.PairsOf(map[string]string{"authorization": "Bearer s3cr3t-bearer", "cookie": "sid=c00kie-value", "user-agent": "ua"})
+	r.Query = engine.PairsOf(map[string]string{"token": "tok-123", "page": "2"})
 	r.Attributes = map[string]any{"user": map[string]any{"email": "alice@example.com", "plan": "pro"}}
 	return r
 }
@@ -56,7 +56,7 @@ func TestRedactionEverywhere(t *testing.T) {
 	preview.RenderText(&out, sums)
 	preview.RenderJSON(&out, sums)
 	assertNoSecrets(t, "renderings", out.String())
-	if r.Headers["authorization"] != "Bearer s3cr3t-bearer" || r.Attributes["user"].(map[string]any)["email"] != "alice@example.com" {
+	if auth, _ := r.Headers.Get("authorization"); auth != "Bearer s3cr3t-bearer" || r.Attributes["user"].(map[string]any)["email"] != "alice@example.com" {
 		t.Fatal("redaction modified the live request")
 	}
 }
@@ -64,7 +64,7 @@ func TestRedactionEverywhere(t *testing.T) {
 func TestRedactorPaths(t *testing.T) {
 	m := preview.NewRedactor([]string{"headers.Authorization", "principal", "attributes.a.b", " ", "missing.path"},
 		[]string{"headers.authorization", "attributes.a", "attributes.b"}).Request(&engine.Request{
-		Principal: "bob", Headers: map[string]string{"authorization": "x"},
+		Principal: "bob", Headers: engine.PairsOf(map[string]string{"authorization": "x"}),
 		Attributes: map[string]any{"a": map[string]any{"b": 1.0, "c": 2.0}, "b": "kept"},
 	})
 	want := `{"attributes":{"a":{"b":"REDACTED","c":2},"b":"kept"},"headers":{"authorization":"REDACTED"},"principal":"REDACTED"}`
@@ -88,9 +88,9 @@ func TestAllowListHidesLiveCredentials(t *testing.T) {
 	e := start(t, create(t, nil, "pr-7", fork), t0)
 	h.set(e)
 	r := req("GET", "https", "/v1/orders", "203.0.113.9")
-	r.Headers = map[string]string{"x-api-key": planted[0], "proxy-authorization": "Basic " + planted[1],
-		"user-agent": "curl/8.5.0", "x-session": planted[3]}
-	r.Query = map[string]string{"access_token": planted[2], "page": "2"}
+	r.Headers = engine.PairsOf(map[string]string{"x-api-key": planted[0], "proxy-authorization": "Basic " + planted[1],
+		"user-agent": "curl/8.5.0", "x-session": planted[3]})
+	r.Query = engine.PairsOf(map[string]string{"access_token": planted[2], "page": "2"})
 	r.Attributes = map[string]any{"session": map[string]any{"id": planted[3]}}
 	h.offer("web", r)
 

@@ -84,14 +84,14 @@ func (r *Redactor) AppendJSON(b []byte, req *engine.Request) ([]byte, bool) {
 			b = append(b, ']')
 		}
 	}
-	if len(req.Headers) > 0 {
+	if req.Headers.Len() > 0 {
 		b = r.appendStrings(appendKey(b, start, keyHeaders), keyHeaders, req.Headers)
 	}
 	b = r.appendString(b, start, keyHost, req.Host)
 	b = r.appendString(b, start, keyMethod, req.Method)
 	b = r.appendString(b, start, keyPath, req.Path)
 	b = r.appendString(b, start, keyPrincipal, req.Principal)
-	if len(req.Query) > 0 {
+	if req.Query.Len() > 0 {
 		b = r.appendStrings(appendKey(b, start, keyQuery), keyQuery, req.Query)
 	}
 	b = r.appendString(b, start, keyRawPath, req.RawPath)
@@ -137,12 +137,18 @@ func (r *Redactor) appendString(b []byte, start, k int, v string) []byte {
 // appendStrings appends the headers or the query, keys sorted, a value
 // hidden unless shown, and redacted when a path names its key (longer
 // paths reach into nothing: the values are strings).
-func (r *Redactor) appendStrings(b []byte, k int, m map[string]string) []byte {
+func (r *Redactor) appendStrings(b []byte, k int, pairs engine.Pairs) []byte {
 	red := &r.keys[k]
 	if red.whole {
 		return jsonenc.AppendString(b, Redacted)
 	}
-	b, _ = appendObject(b, m, func(b []byte, name, v string) ([]byte, bool) {
+	b = append(b, '{')
+	first := true
+	for name, v := range pairs.All() { // names ascending, as in Request's JSON
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
 		if !r.shown(k, name) {
 			v = Redacted
 		}
@@ -152,9 +158,10 @@ func (r *Redactor) appendStrings(b []byte, k int, m map[string]string) []byte {
 				break
 			}
 		}
-		return jsonenc.AppendString(b, v), true
-	})
-	return b
+		b = append(jsonenc.AppendString(b, name), ':')
+		b = jsonenc.AppendString(b, v)
+	}
+	return append(b, '}')
 }
 
 // appendAttributes appends the attributes: the values of names not shown

@@ -108,7 +108,7 @@ func randomRequest(rng *rand.Rand) *engine.Request {
 		return m
 	}
 	req := &engine.Request{Method: word(), Path: "/" + word(), Host: word(), Scheme: word(), SourceIP: word(),
-		Principal: word(), Headers: strs(), Query: strs()}
+		Principal: word(), Headers: engine.PairsOf(strs()), Query: engine.PairsOf(strs())}
 	for range rng.IntN(3) {
 		req.Groups = append(req.Groups, word())
 	}

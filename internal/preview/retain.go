@@ -26,8 +26,8 @@ func retained(req *engine.Request) *engine.Request {
 		Scheme:    c.str(req.Scheme),
 		SourceIP:  c.str(req.SourceIP),
 		Principal: c.str(req.Principal),
-		Query:     c.strMap(req.Query),
-		Headers:   c.strMap(req.Headers),
+		Query:     c.pairs(req.Query),
+		Headers:   c.pairs(req.Headers),
 		Time:      req.Time,
 	}
 	if req.Groups != nil {
@@ -56,15 +56,15 @@ func (c *stringCopier) str(s string) string {
 	return all[len(all)-len(s):]
 }
 
-func (c *stringCopier) strMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
+func (c *stringCopier) pairs(p engine.Pairs) engine.Pairs {
+	if !p.Present() {
+		return engine.Pairs{}
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[c.str(k)] = c.str(v)
+	out := make([]engine.Pair, 0, p.Len())
+	for k, v := range p.All() {
+		out = append(out, engine.Pair{Name: c.str(k), Value: c.str(v)})
 	}
-	return out
+	return engine.NewPairs(out)
 }
 
 // value copies an attribute value; scalars other than strings are
@@ -92,10 +92,10 @@ func (c *stringCopier) value(v any) any {
 // stringBytes is the total length of req's strings, keys included.
 func stringBytes(req *engine.Request) int {
 	n := len(req.Method) + len(req.Path) + len(req.RawPath) + len(req.Host) + len(req.Scheme) + len(req.SourceIP) + len(req.Principal)
-	for k, v := range req.Query {
+	for k, v := range req.Query.All() {
 		n += len(k) + len(v)
 	}
-	for k, v := range req.Headers {
+	for k, v := range req.Headers.All() {
 		n += len(k) + len(v)
 	}
 	for _, g := range req.Groups {

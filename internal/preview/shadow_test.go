@@ -22,10 +22,11 @@ func craftedTraffic(n int) []*engine.Request {
 	for i := range out {
 		r := req([]string{"GET", "POST", "DELETE"}[rng.IntN(3)], []string{"http", "https"}[rng.IntN(2)],
 			paths[rng.IntN(len(paths))], ips[rng.IntN(len(ips))])
-		r.Headers = map[string]string{"user-agent": "test"}
+		h := map[string]string{"user-agent": "test"}
 		if rng.IntN(3) == 0 {
-			r.Headers["x-flag"] = "on"
+			h["x-flag"] = "on"
 		}
+		r.Headers = engine.PairsOf(h)
 		out[i] = r
 	}
 	return out
