@@ -61,3 +61,31 @@ func (f *lateFollower) State() *raftstore.State {
 	}
 	return f.fakeCluster.State()
 }
+
+// TestForwardedWriteWaitIsBounded: a follower that never reaches the
+// index the leader reported (cut off from the log) still answers its
+// client, after maxCatchUp, with the leader's answer.
+func TestForwardedWriteWaitIsBounded(t *testing.T) {
+	leaderState := clusterState()
+	leaderState.LastIndex = 1 << 62
+	leader := newTestEnv(t, Config{Cluster: &fakeCluster{state: leaderState}, Rollback: &rollbackFunc{
+		fn: func(RollbackRequest) (RollbackResult, error) {
+			return RollbackResult{Target: 5, Commit: "c9", Generation: 9, State: raftstore.GenerationActive}, nil
+		}}})
+	raft := httptest.NewServer(leader.srv)
+	t.Cleanup(raft.Close)
+	st := clusterState()
+	st.LastIndex = 30
+	n1 := st.Nodes["n1"]
+	n1.HTTPAddr = strings.TrimPrefix(raft.URL, "http://")
+	st.Nodes["n1"] = n1
+	fc := &fakeCluster{state: st}
+	follower := newTestEnv(t, Config{Cluster: fc, Rollback: &rollbackFunc{fn: notLeader}})
+	a := follower.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"generation":5}`), nil)
+	if a.code != 200 || !strings.Contains(string(a.body), `"generation":9`) {
+		t.Fatalf("forwarded rollback on a follower that does not catch up = %d %s", a.code, a.body)
+	}
+	if got := fc.State().LastIndex; got != 30 {
+		t.Fatalf("the follower's index moved to %d", got)
+	}
+}

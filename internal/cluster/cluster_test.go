@@ -26,9 +26,11 @@ type fakeStore struct {
 	mu       sync.Mutex
 	leading  bool
 	leaderID string
-	state    *raftstore.State
-	servers  []raft.Server
-	applied  []raftstore.Command
+	// leaderAddr is the leader's raft address (node-to-node port).
+	leaderAddr string
+	state      *raftstore.State
+	servers    []raft.Server
+	applied    []raftstore.Command
 
 	applyErr  error
 	addServer func(id, addr string, voter bool) error
@@ -49,7 +51,7 @@ func (f *fakeStore) IsLeader() bool {
 func (f *fakeStore) Leader() (string, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.leaderID, ""
+	return f.leaderID, f.leaderAddr
 }
 
 func (f *fakeStore) State() *raftstore.State {

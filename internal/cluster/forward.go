@@ -177,15 +177,21 @@ func (f *forwarder) viaLeader(ctx context.Context, path string, in, out any, loc
 // node-to-node calls when it is another node, for the API's forwarding
 // of user requests; false when this node leads or no leader is known.
 func (c *Cluster) LeaderURL() (string, bool) {
-	id, _ := c.store.Leader()
-	if id == c.cfg.NodeID {
-		return "", false
+	_, base, ok := c.fwd.leaderBase()
+	return base, ok
+}
+
+// leaderBase is the leader's id and base URL when it is another node.
+func (f *forwarder) leaderBase() (id, base string, ok bool) {
+	id, _ = f.store.Leader()
+	if id == f.self {
+		return "", "", false
 	}
-	addr, ok := c.fwd.leaderAddr(id)
+	addr, ok := f.leaderAddr(id)
 	if !ok {
-		return "", false
+		return "", "", false
 	}
-	return c.fwd.baseURL(addr), true
+	return id, f.baseURL(addr), true
 }
 
 // TransportCause drops the URL that net/http puts around transport errors

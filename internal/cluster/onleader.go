@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/internal/tlsconfig"
 )
 
 // Call is a request of the node API that only the leader can serve:
@@ -35,8 +36,12 @@ type Answer struct {
 	ContentType string
 	Body        []byte
 	// AppliedIndex is the raft index the leader's state had reached once
-	// the work was done (AppliedIndexHeader), 0 when it did not say.
+	// the work was done (AppliedIndexHeader), 0 when it did not say or,
+	// from OnLeader, when the answer is not the leader's own (trusted).
 	AppliedIndex uint64
+	// From is the node id the answering server's certificate names with
+	// node-to-node TLS, "" without it.
+	From string
 }
 
 // AppliedIndexHeader carries, on the leader's answer to a forwarded
@@ -62,11 +67,12 @@ func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(c
 		if !errors.Is(err, raftstore.ErrNotLeader) || IsForwarded(ctx) {
 			return nil, err
 		}
-		if base, ok := c.LeaderURL(); ok {
+		if id, base, ok := c.fwd.leaderBase(); ok {
 			a, ferr := c.fwd.send(ctx, base, call)
 			if ferr != nil {
 				return nil, ferr
 			}
+			a.AppliedIndex = c.fwd.trusted(a, id)
 			return &a, nil
 		}
 		if !c.cfg.Now().Before(deadline) {
@@ -90,6 +96,19 @@ func (c *Cluster) ForwardRead(ctx context.Context, call Call) (a Answer, ok bool
 	}
 	a, err = c.fwd.send(ctx, base, call)
 	return a, true, err
+}
+
+// trusted is the applied index of a, the answer of leader id, that the
+// node which forwarded may wait for: with node-to-node TLS only when the
+// server's certificate names that leader. The index only makes this node
+// wait (bounded, by the API) before it answers, never skip a wait, but
+// no other server decides how long this node holds its client. Without
+// TLS the address raft registered for the leader is all there is to trust.
+func (f *forwarder) trusted(a Answer, id string) uint64 {
+	if f.peerTLS && a.From != id {
+		return 0
+	}
+	return a.AppliedIndex
 }
 
 // send sends call once to the leader at base (Sender.Send).
@@ -151,7 +170,11 @@ func (s Sender) Send(ctx context.Context, base string, call Call) (Answer, error
 		return Answer{}, fmt.Errorf("%w: reading the leader's answer from %s: %v", ErrForward, addr, err)
 	}
 	idx, _ := strconv.ParseUint(resp.Header.Get(AppliedIndexHeader), 10, 64)
-	return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data, AppliedIndex: idx}, nil
+	a := Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data, AppliedIndex: idx}
+	if resp.TLS != nil {
+		a.From, _ = tlsconfig.PeerID(resp.TLS) // "" for a certificate that names no node: never trusted
+	}
+	return a, nil
 }
 
 // Err is nil for a 2xx answer, else the leader's error: a *RemoteError
