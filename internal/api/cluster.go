@@ -88,6 +88,7 @@ func (s *clusterAPI) join(ctx context.Context, w http.ResponseWriter, r *http.Re
 		s.fail(w, r, err)
 		return
 	}
+	reportApplied(ctx, w, s.cluster)
 	s.writeValue(w, r, s.nodeResource(n, s.cluster.State(), s.cluster.View()))
 }
 
@@ -101,6 +102,7 @@ func (s *clusterAPI) leave(ctx context.Context, w http.ResponseWriter, r *http.R
 		s.fail(w, r, err)
 		return
 	}
+	reportApplied(ctx, w, s.cluster)
 	writeJSON(w, http.StatusOK, []byte("{}\n"))
 }
 

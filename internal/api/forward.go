@@ -4,9 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // forwardedContext marks ctx when r was forwarded by another node, so the
@@ -36,11 +36,6 @@ func writeAnswer(w http.ResponseWriter, a *cluster.Answer) {
 	_, _ = w.Write(a.Body)
 }
 
-// maxCatchUp bounds the wait of a node that forwarded a write for its
-// own state to reach the leader's (catchUp): a follower cut off from the
-// leader answers anyway.
-const maxCatchUp = 2 * time.Second
-
 // leaderOnly runs work only the leader can do through the cluster's one
 // forwarder (cluster.OnLeader): here when this node leads, otherwise
 // forwarded once to the leader, waiting up to leaderWait for one to
@@ -48,9 +43,9 @@ const maxCatchUp = 2 * time.Second
 // answer. raw is the request body sent on when forwarding.
 //
 // The leader's answer to a forwarded write carries the raft index its
-// state had reached (cluster.AppliedIndexHeader), and the node that
-// forwarded answers only once it applied that index too, so that a client
-// reads its write back from the node it wrote through.
+// state had reached (reportApplied), and OnLeader returns only once this
+// node applied that index too, so that a client reads its write back
+// from the node it wrote through.
 func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
 	run func(context.Context) (any, error)) {
 	var v any
@@ -64,27 +59,20 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 	case err != nil:
 		s.fail(w, r, err)
 	case a != nil:
-		s.catchUp(ctx, a.AppliedIndex)
 		writeAnswer(w, a)
 	default:
-		if cluster.IsForwarded(ctx) {
-			w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(s.leader.State().LastIndex, 10))
-		}
+		reportApplied(ctx, w, s.leader)
 		s.writeValue(w, r, v)
 	}
 }
 
-// catchUp waits, bounded, until this node has applied index.
-func (s *core) catchUp(ctx context.Context, index uint64) {
-	ctx, cancel := context.WithTimeout(ctx, maxCatchUp)
-	defer cancel()
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for s.leader.State().LastIndex < index {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+// reportApplied tells the node that forwarded a write (ctx serves a
+// forwarded request) the raft index this node's state reached once the
+// write was done (cluster.AppliedIndexHeader), for it to wait to have
+// applied it too before it answers its client. Call it before writing a
+// successful answer.
+func reportApplied(ctx context.Context, w http.ResponseWriter, st interface{ State() *raftstore.State }) {
+	if cluster.IsForwarded(ctx) {
+		w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(st.State().LastIndex, 10))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,13 @@ type fakeStore struct {
 
 	applyErr  error
 	addServer func(id, addr string, voter bool) error
+
+	// late, once armed, is the index this node applies at its second
+	// look at the state after that: raft delivering an entry after the
+	// leader answered.
+	late      uint64
+	lateArmed atomic.Bool
+	lateLooks int
 }
 
 var _ cluster.Store = (*fakeStore)(nil)
@@ -57,6 +65,13 @@ func (f *fakeStore) Leader() (string, string) {
 func (f *fakeStore) State() *raftstore.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.lateArmed.Load() {
+		if f.lateLooks++; f.lateLooks == 2 {
+			next := f.state.Clone()
+			next.LastIndex = f.late
+			f.state = next
+		}
+	}
 	return f.state
 }
 

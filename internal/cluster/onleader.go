@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
-	"github.com/policyrollout/reconciler/internal/tlsconfig"
 )
 
 // Call is a request of the node API that only the leader can serve:
@@ -44,12 +42,6 @@ type Answer struct {
 	From string
 }
 
-// AppliedIndexHeader carries, on the leader's answer to a forwarded
-// write, the raft index its state had reached once the work was done, so
-// that the node that forwarded it can wait to have applied it too before
-// it answers its client.
-const AppliedIndexHeader = "X-Reconciler-Applied-Index"
-
 // leaderPoll spaces the checks for a leader while OnLeader waits for one.
 const leaderPoll = 100 * time.Millisecond
 
@@ -58,7 +50,9 @@ const leaderPoll = 100 * time.Millisecond
 // forwarded request already (WithForwarded), call is sent once to the
 // leader, waiting up to wait for one to be known. The answer is nil when
 // local's result stands (its error is returned); otherwise it is the
-// leader's answer, or the error of reaching it.
+// leader's answer, or the error of reaching it. A leader's answer returns
+// once this node has applied the index it reports (catchUp, bounded), so
+// the write it answers is visible here.
 func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error,
 	call Call) (*Answer, error) {
 	deadline := c.cfg.Now().Add(wait)
@@ -72,7 +66,8 @@ func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(c
 			if ferr != nil {
 				return nil, ferr
 			}
-			a.AppliedIndex = c.fwd.trusted(a, id)
+			a.AppliedIndex = c.fwd.trusted(a.AppliedIndex, a.From, id)
+			c.fwd.catchUp(ctx, a.AppliedIndex)
 			return &a, nil
 		}
 		if !c.cfg.Now().Before(deadline) {
@@ -96,19 +91,6 @@ func (c *Cluster) ForwardRead(ctx context.Context, call Call) (a Answer, ok bool
 	}
 	a, err = c.fwd.send(ctx, base, call)
 	return a, true, err
-}
-
-// trusted is the applied index of a, the answer of leader id, that the
-// node which forwarded may wait for: with node-to-node TLS only when the
-// server's certificate names that leader. The index only makes this node
-// wait (bounded, by the API) before it answers, never skip a wait, but
-// no other server decides how long this node holds its client. Without
-// TLS the address raft registered for the leader is all there is to trust.
-func (f *forwarder) trusted(a Answer, id string) uint64 {
-	if f.peerTLS && a.From != id {
-		return 0
-	}
-	return a.AppliedIndex
 }
 
 // send sends call once to the leader at base (Sender.Send).
@@ -169,11 +151,8 @@ func (s Sender) Send(ctx context.Context, base string, call Call) (Answer, error
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: reading the leader's answer from %s: %v", ErrForward, addr, err)
 	}
-	idx, _ := strconv.ParseUint(resp.Header.Get(AppliedIndexHeader), 10, 64)
-	a := Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data, AppliedIndex: idx}
-	if resp.TLS != nil {
-		a.From, _ = tlsconfig.PeerID(resp.TLS) // "" for a certificate that names no node: never trusted
-	}
+	a := Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data}
+	a.AppliedIndex, a.From = answered(resp)
 	return a, nil
 }
 

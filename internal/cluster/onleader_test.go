@@ -106,6 +106,7 @@ func TestOnLeaderTrustsOnlyTheLeadersIndex(t *testing.T) {
 		srv.StartTLS()
 		t.Cleanup(srv.Close)
 		store := newFakeStore(false, "L")
+		store.state.LastIndex = 99 // nothing to wait for: the index is the question here
 		store.leaderAddr = strings.TrimPrefix(srv.URL, "https://")
 		c, err := cluster.New(cluster.Config{NodeID: "F", Store: store, PeerTLS: true, Client: client, Logger: testlog.New(t)})
 		if err != nil {

@@ -2,8 +2,13 @@ package nodes_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/test/harness"
@@ -44,4 +49,52 @@ func TestChangeStateReadsBackOnTheFollower(t *testing.T) {
 			t.Fatalf("round %d: %s answered the changeState to %s but then shows %s %s", i, via.ID, want, target.ID, n.State)
 		}
 	}
+}
+
+// TestJoinAndLeaveReadBackOnTheFollower: a join and a leave sent to a
+// follower (forwarded by the cluster layer, not the API's leaderOnly)
+// are visible on that follower when it answers: the new node is listed,
+// the node that left is gone, every round.
+func TestJoinAndLeaveReadBackOnTheFollower(t *testing.T) {
+	t.Parallel()
+	c := harness.StartCluster(t, harness.ClusterOptions{Size: 3, Repo: harness.NewRepo(t, harness.RepoOptions{}), Race: true})
+	via := c.Others(c.Leader(harness.LeaderTimeout))[0]
+	join := `{"id":"x1","raftAddr":"` + raftAnswerer(t) + `","httpAddr":"127.0.0.1:9","voter":false}`
+	ctx := context.Background()
+	for i := range readBackRounds / 3 {
+		if err := c.Client.Call(ctx, http.MethodPost, via.Base()+"/v1/cluster:join", join, 200, nil); err != nil {
+			t.Fatalf("round %d: join through %s: %v", i, via.ID, err)
+		}
+		if code, body, err := c.Client.Get(via.Base() + "/v1/nodes/x1"); err != nil || code != 200 {
+			t.Fatalf("round %d: %s answered the join but then GET x1 = %d %s %v", i, via.ID, code, body, err)
+		}
+		if err := c.Client.Call(ctx, http.MethodPost, via.Base()+"/v1/cluster:leave", `{"id":"x1"}`, 200, nil); err != nil {
+			t.Fatalf("round %d: leave through %s: %v", i, via.ID, err)
+		}
+		if code, body, err := c.Client.Get(via.Base() + "/v1/nodes/x1"); err != nil || code != 404 {
+			t.Fatalf("round %d: %s answered the leave but then GET x1 = %d %s %v", i, via.ID, code, body, err)
+		}
+	}
+}
+
+// raftAnswerer listens for raft RPCs on loopback and refuses each with
+// an unsuccessful AppendEntries answer: a node the leader's probe
+// reaches (a join needs one) that never holds any of the log.
+func raftAnswerer(t *testing.T) string {
+	t.Helper()
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = trans.Close() })
+	go func() {
+		for rpc := range trans.Consumer() {
+			if _, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+				rpc.Respond(&raft.AppendEntriesResponse{}, nil)
+				continue
+			}
+			rpc.Respond(nil, errors.New("not a raft node"))
+		}
+	}()
+	return string(trans.LocalAddr())
 }
