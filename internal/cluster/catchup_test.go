@@ -9,6 +9,7 @@ import (
 
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // armedPair is a pair whose follower reaches the leader through a server
@@ -52,7 +53,7 @@ func TestForwardedWritesWaitForTheFollowerToApplyThem(t *testing.T) {
 	}
 
 	p = armedPair(t, 50, 30)
-	if _, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftAnswerer(t), HTTPAddr: "127.0.0.1:2"}); err != nil {
+	if _, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: harness.RaftAnswerer(t), HTTPAddr: "127.0.0.1:2"}); err != nil {
 		t.Fatalf("forwarded join: %v", err)
 	}
 	if got := p.followerStore.State().LastIndex; got < 50 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // fakeStore is a hand-written cluster.Store. Leader-only methods answer
@@ -241,7 +241,7 @@ func TestForwardProposeAndReconcile(t *testing.T) {
 func TestForwardJoinErrorsKeepTheirIdentity(t *testing.T) {
 	p := newPair(t, "", "")
 	ctx := context.Background()
-	raftLn := raftAnswerer(t)
+	raftLn := harness.RaftAnswerer(t)
 	n, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2", Voter: true})
 	if err != nil || n.ID != "N" || !n.Voter || n.Group != "default" {
 		t.Fatalf("join = %+v %v", n, err)
@@ -381,7 +381,7 @@ func TestRegisterStopsOnRefusal(t *testing.T) {
 	p.leaderStore.addServer = func(id, addr string, voter bool) error {
 		return fmt.Errorf("%w: taken", raftstore.ErrMembership)
 	}
-	ln := raftAnswerer(t)
+	ln := harness.RaftAnswerer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := p.follower.Register(ctx, cluster.JoinRequest{ID: "F", RaftAddr: ln, HTTPAddr: "127.0.0.1:9"})
@@ -418,23 +418,6 @@ func TestJoinOfSilentVoterRefused(t *testing.T) {
 	if got := len(p.leaderStore.servers); got != 1 {
 		t.Errorf("the silent voter entered the configuration: %d servers", got)
 	}
-}
-
-// raftAnswerer is a raft transport on loopback that answers every RPC, as
-// a fresh node would; it returns its address.
-func raftAnswerer(t *testing.T) string {
-	t.Helper()
-	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = trans.Close() })
-	go func() {
-		for rpc := range trans.Consumer() {
-			rpc.Respond(&raft.AppendEntriesResponse{}, nil)
-		}
-	}()
-	return string(trans.LocalAddr())
 }
 
 func deadAddr(t *testing.T) string {

@@ -2,13 +2,8 @@ package nodes_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net/http"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/test/harness"
@@ -59,7 +54,7 @@ func TestJoinAndLeaveReadBackOnTheFollower(t *testing.T) {
 	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterOptions{Size: 3, Repo: harness.NewRepo(t, harness.RepoOptions{}), Race: true})
 	via := c.Others(c.Leader(harness.LeaderTimeout))[0]
-	join := `{"id":"x1","raftAddr":"` + raftAnswerer(t) + `","httpAddr":"127.0.0.1:9","voter":false}`
+	join := `{"id":"x1","raftAddr":"` + harness.RaftAnswerer(t) + `","httpAddr":"127.0.0.1:9","voter":false}`
 	ctx := context.Background()
 	for i := range readBackRounds / 3 {
 		if err := c.Client.Call(ctx, http.MethodPost, via.Base()+"/v1/cluster:join", join, 200, nil); err != nil {
@@ -75,26 +70,4 @@ func TestJoinAndLeaveReadBackOnTheFollower(t *testing.T) {
 			t.Fatalf("round %d: %s answered the leave but then GET x1 = %d %s %v", i, via.ID, code, body, err)
 		}
 	}
-}
-
-// raftAnswerer listens for raft RPCs on loopback and refuses each with
-// an unsuccessful AppendEntries answer: a node the leader's probe
-// reaches (a join needs one) that never holds any of the log.
-func raftAnswerer(t *testing.T) string {
-	t.Helper()
-	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = trans.Close() })
-	go func() {
-		for rpc := range trans.Consumer() {
-			if _, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
-				rpc.Respond(&raft.AppendEntriesResponse{}, nil)
-				continue
-			}
-			rpc.Respond(nil, errors.New("not a raft node"))
-		}
-	}()
-	return string(trans.LocalAddr())
 }
