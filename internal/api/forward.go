@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -57,6 +58,11 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}, callOf(r, raw))
 	switch {
 	case err != nil:
+		if !errors.Is(err, raftstore.ErrNotLeader) {
+			// A write that failed halfway (a changeState stops at the
+			// node that failed) is visible as far as it got.
+			reportApplied(ctx, w, s.leader)
+		}
 		s.fail(w, r, err)
 	case a != nil:
 		writeAnswer(w, a)
@@ -69,8 +75,8 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 // reportApplied tells the node that forwarded a write (ctx serves a
 // forwarded request) the raft index this node's state reached once the
 // write was done (cluster.AppliedIndexHeader), for it to wait to have
-// applied it too before it answers its client. Call it before writing a
-// successful answer.
+// applied it too before it answers its client. Call it before writing
+// the answer.
 func reportApplied(ctx context.Context, w http.ResponseWriter, st interface{ State() *raftstore.State }) {
 	if cluster.IsForwarded(ctx) {
 		w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(st.State().LastIndex, 10))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
@@ -20,7 +21,10 @@ func TestLeaderReportsItsIndexToTheForwardingNode(t *testing.T) {
 	leaderState := clusterState()
 	leaderState.LastIndex = 40
 	leader := newTestEnv(t, Config{Cluster: &fakeCluster{state: leaderState}, Rollback: &rollbackFunc{
-		fn: func(RollbackRequest) (RollbackResult, error) {
+		fn: func(req RollbackRequest) (RollbackResult, error) {
+			if req.Generation == 6 {
+				return RollbackResult{}, errorf(errs.FailedPrecondition, "pushed the revert, then could not promote it")
+			}
 			return RollbackResult{Target: 5, Commit: "c9", Generation: 9, State: raftstore.GenerationActive}, nil
 		}}})
 	var reported atomic.Value // the answer is sent once the handler returns
@@ -43,6 +47,15 @@ func TestLeaderReportsItsIndexToTheForwardingNode(t *testing.T) {
 	}
 	if a.header.Get(cluster.AppliedIndexHeader) != "" {
 		t.Error("the leader's index leaked to the client")
+	}
+	// A write that fails on the leader may have written part of itself:
+	// the forwarding node waits for that too.
+	reported.Store("")
+	if a := follower.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"generation":6}`), nil); a.code != http.StatusBadRequest {
+		t.Fatalf("forwarded failing rollback = %d %s", a.code, a.body)
+	}
+	if got, _ := reported.Load().(string); got != "40" {
+		t.Errorf("the leader reported index %q with its error, want 40", got)
 	}
 	if a := leader.do(http.MethodPost, "/v1/generations:rollback", strings.NewReader(`{"generation":5}`), nil); a.code != 200 ||
 		a.header.Get(cluster.AppliedIndexHeader) != "" {
