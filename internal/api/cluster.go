@@ -29,6 +29,9 @@ type Cluster interface {
 	// (cluster.Cluster.OnLeader): run here when leading, else forward once.
 	OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error, call cluster.Call) (*cluster.Answer, error)
 	ForwardRead(ctx context.Context, call cluster.Call) (cluster.Answer, bool, error)
+	// ForwardedWriteDone is the leader's last step of a write another
+	// node forwarded (reportApplied).
+	ForwardedWriteDone() uint64
 	ChangeState(ctx context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error)
 	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)

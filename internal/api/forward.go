@@ -72,13 +72,19 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 }
 
+// forwardedWriter is the leader's side of read-your-writes through a
+// follower (cluster.Cluster.ForwardedWriteDone).
+type forwardedWriter interface {
+	ForwardedWriteDone() uint64
+}
+
 // reportApplied tells the node that forwarded a write (ctx serves a
 // forwarded request) the raft index this node's state reached once the
 // write was done (cluster.AppliedIndexHeader), for it to wait to have
 // applied it too before it answers its client. Call it before writing
 // the answer.
-func reportApplied(ctx context.Context, w http.ResponseWriter, st interface{ State() *raftstore.State }) {
+func reportApplied(ctx context.Context, w http.ResponseWriter, c forwardedWriter) {
 	if cluster.IsForwarded(ctx) {
-		w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(st.State().LastIndex, 10))
+		w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(c.ForwardedWriteDone(), 10))
 	}
 }

@@ -27,26 +27,28 @@ const AppliedIndexHeader = "X-Reconciler-Applied-Index"
 // answers anyway, and an index far ahead costs one request this long.
 const MaxCatchUp = 2 * time.Second
 
-// catchUpPoll spaces the looks at this node's applied index.
-const catchUpPoll = 5 * time.Millisecond
-
 // catchUp waits, at most MaxCatchUp and while ctx lasts, until this node
-// has applied index (0: nothing to wait for).
+// has applied index (0: nothing to wait for). It answers anyway then: the
+// wait serves the client's next read, not the write, which is done.
 func (f *forwarder) catchUp(ctx context.Context, index uint64) {
 	if f.store.State().LastIndex >= index {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, MaxCatchUp)
 	defer cancel()
-	t := time.NewTicker(catchUpPoll)
-	defer t.Stop()
-	for f.store.State().LastIndex < index {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	_ = f.store.WaitForIndex(ctx, index)
+}
+
+// ForwardedWriteDone is the leader's last step of a write another node
+// forwarded: it returns the raft index its state reached, for the answer
+// to report (AppliedIndexHeader), and has raft send the followers the
+// commit index now (Store.SendCommit) rather than at the next commit
+// timeout, so the node that forwarded applies the write about one round
+// trip after the answer instead of 50 to 100 ms later.
+func (c *Cluster) ForwardedWriteDone() uint64 {
+	index := c.store.State().LastIndex
+	c.store.SendCommit()
+	return index
 }
 
 // answered is what the node that forwarded learns from resp beyond its

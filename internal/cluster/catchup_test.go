@@ -51,6 +51,9 @@ func TestForwardedWritesWaitForTheFollowerToApplyThem(t *testing.T) {
 	if got := p.followerStore.State().LastIndex; got < 40 {
 		t.Errorf("OnLeader returned at index %d, before the leader's write at 40", got)
 	}
+	if n := p.leaderStore.commitsSent.Load(); n != 1 {
+		t.Errorf("the leader sent its commit index %d times, want once, with its answer", n)
+	}
 
 	p = armedPair(t, 50, 30)
 	if _, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: harness.RaftAnswerer(t), HTTPAddr: "127.0.0.1:2"}); err != nil {

@@ -42,6 +42,8 @@ type fakeStore struct {
 	late      uint64
 	lateArmed atomic.Bool
 	lateLooks int
+
+	commitsSent atomic.Int32
 }
 
 var _ cluster.Store = (*fakeStore)(nil)
@@ -74,6 +76,24 @@ func (f *fakeStore) State() *raftstore.State {
 	}
 	return f.state
 }
+
+// WaitForIndex looks at the state until it reaches index, as
+// raftstore's does on each apply.
+func (f *fakeStore) WaitForIndex(ctx context.Context, index uint64) error {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for f.State().LastIndex < index {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// SendCommit counts the leader's nudges of its followers.
+func (f *fakeStore) SendCommit() { f.commitsSent.Add(1) }
 
 func (f *fakeStore) Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error) {
 	if t, ok := p.(*raftstore.UpsertNode); ok && t.Time.IsZero() {
