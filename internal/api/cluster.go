@@ -31,7 +31,7 @@ type Cluster interface {
 	ForwardRead(ctx context.Context, call cluster.Call) (cluster.Answer, bool, error)
 	// ForwardedWriteDone is the leader's last step of a write another
 	// node forwarded (reportApplied).
-	ForwardedWriteDone() uint64
+	ForwardedWriteDone(since uint64) uint64
 	ChangeState(ctx context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error)
 	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
@@ -86,12 +86,13 @@ func (s *clusterAPI) join(ctx context.Context, w http.ResponseWriter, r *http.Re
 		s.fail(w, r, err)
 		return
 	}
+	since := s.cluster.State().LastIndex
 	n, err := s.cluster.Join(ctx, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	reportApplied(ctx, w, s.cluster)
+	reportApplied(ctx, w, s.cluster, since)
 	s.writeValue(w, r, s.nodeResource(n, s.cluster.State(), s.cluster.View()))
 }
 
@@ -101,11 +102,12 @@ func (s *clusterAPI) leave(ctx context.Context, w http.ResponseWriter, r *http.R
 		s.fail(w, r, err)
 		return
 	}
+	since := s.cluster.State().LastIndex
 	if err := s.cluster.Leave(ctx, req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	reportApplied(ctx, w, s.cluster)
+	reportApplied(ctx, w, s.cluster, since)
 	writeJSON(w, http.StatusOK, []byte("{}\n"))
 }
 

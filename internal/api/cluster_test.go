@@ -44,7 +44,7 @@ func (f *fakeCluster) State() *raftstore.State {
 }
 
 // ForwardedWriteDone: the fake's index; it has no raft to nudge.
-func (f *fakeCluster) ForwardedWriteDone() uint64 { return f.State().LastIndex }
+func (f *fakeCluster) ForwardedWriteDone(uint64) uint64 { return f.State().LastIndex }
 
 // applied makes the fake's state reach index, as raft would deliver it.
 func (f *fakeCluster) applied(index uint64) {

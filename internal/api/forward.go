@@ -51,6 +51,7 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 	run func(context.Context) (any, error)) {
 	var v any
 	ctx = forwardedContext(ctx, r)
+	since := s.leader.State().LastIndex
 	a, err := s.leader.OnLeader(ctx, leaderWait, func(ctx context.Context) error {
 		var err error
 		v, err = run(ctx)
@@ -61,13 +62,13 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 		if !errors.Is(err, raftstore.ErrNotLeader) {
 			// A write that failed halfway (a changeState stops at the
 			// node that failed) is visible as far as it got.
-			reportApplied(ctx, w, s.leader)
+			reportApplied(ctx, w, s.leader, since)
 		}
 		s.fail(w, r, err)
 	case a != nil:
 		writeAnswer(w, a)
 	default:
-		reportApplied(ctx, w, s.leader)
+		reportApplied(ctx, w, s.leader, since)
 		s.writeValue(w, r, v)
 	}
 }
@@ -75,16 +76,16 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 // forwardedWriter is the leader's side of read-your-writes through a
 // follower (cluster.Cluster.ForwardedWriteDone).
 type forwardedWriter interface {
-	ForwardedWriteDone() uint64
+	ForwardedWriteDone(since uint64) uint64
 }
 
 // reportApplied tells the node that forwarded a write (ctx serves a
 // forwarded request) the raft index this node's state reached once the
 // write was done (cluster.AppliedIndexHeader), for it to wait to have
-// applied it too before it answers its client. Call it before writing
-// the answer.
-func reportApplied(ctx context.Context, w http.ResponseWriter, c forwardedWriter) {
+// applied it too before it answers its client; since is this node's
+// index before the write. Call it before writing the answer.
+func reportApplied(ctx context.Context, w http.ResponseWriter, c forwardedWriter, since uint64) {
 	if cluster.IsForwarded(ctx) {
-		w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(c.ForwardedWriteDone(), 10))
+		w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(c.ForwardedWriteDone(since), 10))
 	}
 }

@@ -40,14 +40,19 @@ func (f *forwarder) catchUp(ctx context.Context, index uint64) {
 }
 
 // ForwardedWriteDone is the leader's last step of a write another node
-// forwarded: it returns the raft index its state reached, for the answer
-// to report (AppliedIndexHeader), and has raft send the followers the
-// commit index now (Store.SendCommit) rather than at the next commit
-// timeout, so the node that forwarded applies the write about one round
-// trip after the answer instead of 50 to 100 ms later.
-func (c *Cluster) ForwardedWriteDone() uint64 {
+// forwarded, since being its state's raft index before the write: it
+// returns the index its state reached, for the answer to report
+// (AppliedIndexHeader), and when that moved past since has raft send the
+// followers the commit index now (Store.SendCommit) rather than at the
+// next commit timeout, so the node that forwarded applies the write about
+// one round trip after the answer instead of 50 to 100 ms later. A call
+// that wrote nothing (a read, a refusal, a change to what already was)
+// costs no raft entry.
+func (c *Cluster) ForwardedWriteDone(since uint64) uint64 {
 	index := c.store.State().LastIndex
-	c.store.SendCommit()
+	if index > since {
+		c.store.SendCommit()
+	}
 	return index
 }
 

@@ -64,6 +64,15 @@ func (f *fakeStore) Leader() (string, string) {
 	return f.leaderID, f.leaderAddr
 }
 
+// arm makes this store apply index at its second look at the state from
+// now on.
+func (f *fakeStore) arm(index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.late = index
+	f.lateArmed.Store(true)
+}
+
 func (f *fakeStore) State() *raftstore.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -117,6 +126,7 @@ func (f *fakeStore) Apply(_ context.Context, cmd raftstore.Command) (raftstore.R
 	}
 	f.applied = append(f.applied, cmd)
 	next := f.state.Clone()
+	next.LastIndex++ // as the FSM counts commands
 	err := (&raftstore.Applier{State: next}).Apply(cmd)
 	f.state = next
 	return raftstore.Result{Index: uint64(len(f.applied))}, err
