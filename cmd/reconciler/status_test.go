@@ -41,12 +41,19 @@ func TestStatusExperimentsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exps := []json.RawMessage{
-		json.RawMessage(`{"name":"branches/feature/x","kind":"branch","headCommit":"b1","changedPolicies":["web"],"validation":{"valid":false,"errors":["web/policy.toml:3: boom"]}}`),
-		valid,
-		json.RawMessage(`{"name":"policies/web/experiments/mine","kind":"experiment","etag":"e1","previewed":false,"source":{"kind":"api"}}`),
-		json.RawMessage(`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`),
-		json.RawMessage(`{"name":"policies/web/experiments/pr-8","kind":"experiment","etag":"e8","state":"SUSPENDED","stopReason":"auto-stopped after 3600s (autoStop.duration)","previewed":true,"source":{"kind":"pull_request","number":8}}`),
+	// The rows as a client reads them (a kind this build does not know
+	// is left out).
+	rows := []string{
+		`{"name":"branches/feature/x","kind":"branch","headCommit":"b1","changedPolicies":["web"],"validation":{"valid":false,"errors":["web/policy.toml:3: boom"]}}`,
+		string(valid),
+		`{"name":"canaries/c1","kind":"canary"}`,
+		`{"name":"policies/web/experiments/mine","kind":"experiment","etag":"e1","previewed":false,"source":{"kind":"api"}}`,
+		`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`,
+		`{"name":"policies/web/experiments/pr-8","kind":"experiment","etag":"e8","state":"SUSPENDED","stopReason":"auto-stopped after 3600s (autoStop.duration)","previewed":true,"source":{"kind":"pull_request","number":8}}`,
+	}
+	var exps []apiv1.StatusExperiment
+	if err := json.Unmarshal([]byte("["+strings.Join(rows, ",")+"]"), &exps); err != nil {
+		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	printExperiments(&out, exps)

@@ -29,6 +29,9 @@ type Cluster interface {
 	// (cluster.Cluster.OnLeader): run here when leading, else forward once.
 	OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error, call cluster.Call) (*cluster.Answer, error)
 	ForwardRead(ctx context.Context, call cluster.Call) (cluster.Answer, bool, error)
+	// ForwardedWriteDone is the leader's last step of a write another
+	// node forwarded (reportApplied).
+	ForwardedWriteDone(since uint64) uint64
 	ChangeState(ctx context.Context, req cluster.ChangeStateRequest) (cluster.ChangeStateResponse, error)
 	HealthCheck(ctx context.Context, req cluster.HealthCheckRequest) (cluster.HealthCheckResponse, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
@@ -83,11 +86,13 @@ func (s *clusterAPI) join(ctx context.Context, w http.ResponseWriter, r *http.Re
 		s.fail(w, r, err)
 		return
 	}
+	since := s.cluster.State().LastIndex
 	n, err := s.cluster.Join(ctx, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	reportApplied(ctx, w, s.cluster, since)
 	s.writeValue(w, r, s.nodeResource(n, s.cluster.State(), s.cluster.View()))
 }
 
@@ -97,10 +102,12 @@ func (s *clusterAPI) leave(ctx context.Context, w http.ResponseWriter, r *http.R
 		s.fail(w, r, err)
 		return
 	}
+	since := s.cluster.State().LastIndex
 	if err := s.cluster.Leave(ctx, req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	reportApplied(ctx, w, s.cluster, since)
 	writeJSON(w, http.StatusOK, []byte("{}\n"))
 }
 

@@ -43,6 +43,9 @@ func (f *fakeCluster) State() *raftstore.State {
 	return f.state
 }
 
+// ForwardedWriteDone: the fake's index; it has no raft to nudge.
+func (f *fakeCluster) ForwardedWriteDone(uint64) uint64 { return f.State().LastIndex }
+
 // applied makes the fake's state reach index, as raft would deliver it.
 func (f *fakeCluster) applied(index uint64) {
 	f.mu.Lock()

@@ -72,6 +72,7 @@ type clusterCalls interface {
 	ProposeCommand(ctx context.Context, cmd raftstore.Command) (raftstore.Result, error)
 	Heartbeat(ctx context.Context, hb cluster.Heartbeat) (cluster.View, error)
 	SelfCheck(ctx context.Context, req cluster.SelfCheckRequest) (cluster.HealthReport, error)
+	forwardedWriter // join and leave report what they wrote (reportApplied)
 }
 
 func newClusterAPI(c *core, cfg Config, audit hclog.Logger, nv nodeViews, pr previewRules) *clusterAPI {

@@ -40,6 +40,7 @@ type core struct {
 type leaderCaller interface {
 	State() *raftstore.State
 	OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error, call cluster.Call) (*cluster.Answer, error)
+	forwardedWriter
 }
 
 func (s *core) getBuf() *bytes.Buffer {

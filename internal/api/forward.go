@@ -2,11 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/policyrollout/reconciler/internal/cluster"
+	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
 // forwardedContext marks ctx when r was forwarded by another node, so the
@@ -36,11 +37,6 @@ func writeAnswer(w http.ResponseWriter, a *cluster.Answer) {
 	_, _ = w.Write(a.Body)
 }
 
-// maxCatchUp bounds the wait of a node that forwarded a write for its
-// own state to reach the leader's (catchUp): a follower cut off from the
-// leader answers anyway.
-const maxCatchUp = 2 * time.Second
-
 // leaderOnly runs work only the leader can do through the cluster's one
 // forwarder (cluster.OnLeader): here when this node leads, otherwise
 // forwarded once to the leader, waiting up to leaderWait for one to
@@ -48,13 +44,14 @@ const maxCatchUp = 2 * time.Second
 // answer. raw is the request body sent on when forwarding.
 //
 // The leader's answer to a forwarded write carries the raft index its
-// state had reached (cluster.AppliedIndexHeader), and the node that
-// forwarded answers only once it applied that index too, so that a client
-// reads its write back from the node it wrote through.
+// state had reached (reportApplied), and OnLeader returns only once this
+// node applied that index too, so that a client reads its write back
+// from the node it wrote through.
 func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
 	run func(context.Context) (any, error)) {
 	var v any
 	ctx = forwardedContext(ctx, r)
+	since := s.leader.State().LastIndex
 	a, err := s.leader.OnLeader(ctx, leaderWait, func(ctx context.Context) error {
 		var err error
 		v, err = run(ctx)
@@ -62,29 +59,33 @@ func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}, callOf(r, raw))
 	switch {
 	case err != nil:
+		if !errors.Is(err, raftstore.ErrNotLeader) {
+			// A write that failed halfway (a changeState stops at the
+			// node that failed) is visible as far as it got.
+			reportApplied(ctx, w, s.leader, since)
+		}
 		s.fail(w, r, err)
 	case a != nil:
-		s.catchUp(ctx, a.AppliedIndex)
 		writeAnswer(w, a)
 	default:
-		if cluster.IsForwarded(ctx) {
-			w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(s.leader.State().LastIndex, 10))
-		}
+		reportApplied(ctx, w, s.leader, since)
 		s.writeValue(w, r, v)
 	}
 }
 
-// catchUp waits, bounded, until this node has applied index.
-func (s *core) catchUp(ctx context.Context, index uint64) {
-	ctx, cancel := context.WithTimeout(ctx, maxCatchUp)
-	defer cancel()
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for s.leader.State().LastIndex < index {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+// forwardedWriter is the leader's side of read-your-writes through a
+// follower (cluster.Cluster.ForwardedWriteDone).
+type forwardedWriter interface {
+	ForwardedWriteDone(since uint64) uint64
+}
+
+// reportApplied tells the node that forwarded a write (ctx serves a
+// forwarded request) the raft index this node's state reached once the
+// write was done (cluster.AppliedIndexHeader), for it to wait to have
+// applied it too before it answers its client; since is this node's
+// index before the write. Call it before writing the answer.
+func reportApplied(ctx context.Context, w http.ResponseWriter, c forwardedWriter, since uint64) {
+	if cluster.IsForwarded(ctx) {
+		w.Header().Set(cluster.AppliedIndexHeader, strconv.FormatUint(c.ForwardedWriteDone(since), 10))
 	}
 }

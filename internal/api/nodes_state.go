@@ -148,19 +148,23 @@ func (s *nodes) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb stri
 	h(ctx, w, r)
 }
 
-// changeState answers POST /v1/nodes:changeState with the nodes it changed.
+// changeState answers POST /v1/nodes:changeState with the nodes it
+// changed. It goes through leaderOnly like every write, so that a
+// follower answers once it shows the new states itself.
 func (s *nodes) changeState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	var req cluster.ChangeStateRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := s.cluster.ChangeState(ctx, req)
+	raw, err := s.decodeRaw(w, r, &req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeValue(w, r, apiv1.FromChangeState(res))
+	s.leaderOnly(ctx, w, r, raw, func(ctx context.Context) (any, error) {
+		res, err := s.cluster.ChangeState(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return apiv1.FromChangeState(res), nil
+	})
 }
 
 // healthCheck answers POST /v1/nodes:healthCheck: HEALTHY, NOT_HEALTHY

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/api/apiv1"
+	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/errs"
 	"github.com/policyrollout/reconciler/internal/preview"
 )
@@ -213,7 +214,7 @@ type waitRequest struct {
 // it is done, or as it is when the timeout (at most maxWaitTimeout)
 // passes or the client goes away. It reads this node's replicated state,
 // so any node answers. One this node does not know yet (just created on
-// the leader) is waited for up to maxCatchUp, then read from the leader
+// the leader) is waited for up to cluster.MaxCatchUp, then read from the leader
 // once: a forwarded read is bounded by the cluster's forward timeout, so
 // the wait itself is never forwarded.
 func (s *operations) waitOperation(w http.ResponseWriter, r *http.Request, name string) {
@@ -235,7 +236,7 @@ func (s *operations) waitOperation(w http.ResponseWriter, r *http.Request, name 
 	defer s.waiters.Add(-1)
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	unknownUntil := time.Now().Add(min(timeout, maxCatchUp))
+	unknownUntil := time.Now().Add(min(timeout, cluster.MaxCatchUp))
 	tick := time.NewTicker(waitPoll)
 	defer tick.Stop()
 	var (

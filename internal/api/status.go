@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -42,7 +41,7 @@ func (s *clusterAPI) status(w http.ResponseWriter, r *http.Request) {
 	res := apiv1.Status{
 		NodeID: s.cluster.NodeID(), Leader: s.cluster.Leader(), RaftState: s.cluster.RaftState(),
 		ActiveGeneration: st.Active, Source: apiv1.FromSource(v.Source),
-		Policies: conditions(st, v, policyGroups(s.gens.Current())), Experiments: append(s.branchExperiments(st), aipExperiments(st)...), Nodes: s.nodeResources(st, v),
+		Policies: conditions(st, v, policyGroups(s.gens.Current())), Experiments: s.statusExperiments(st), Nodes: s.nodeResources(st, v),
 	}
 	if g, ok := st.ActiveGeneration(); ok {
 		res.Commit, res.Author = g.Commit, g.Author
@@ -85,33 +84,15 @@ func (s *clusterAPI) sourceStatus(st *raftstore.State, v cluster.SourceStatus) c
 	return v
 }
 
-// branchExperiments renders the leader's branch records, by name.
-func (s *clusterAPI) branchExperiments(st *raftstore.State) []json.RawMessage {
-	if s.records == nil {
-		return []json.RawMessage{}
+// statusExperiments are the leader's branch records and the AIP-236
+// experiments of the replicated state, as apiv1 maps them.
+func (s *clusterAPI) statusExperiments(st *raftstore.State) []apiv1.StatusExperiment {
+	var branches map[string]raftstore.BranchRecord
+	if s.records != nil {
+		branches = s.records.Branches(st)
 	}
-	recs := s.records.Branches(st)
-	out := make([]json.RawMessage, 0, len(recs))
-	for _, name := range slices.Sorted(maps.Keys(recs)) {
-		if data, err := json.Marshal(apiv1.FromBranch(name, recs[name])); err == nil {
-			out = append(out, data)
-		}
-	}
-	return out
-}
-
-// aipExperiments renders the AIP-236 experiments of the replicated state
-// ("policies/{policy}/experiments/{id}"), by name.
-func aipExperiments(st *raftstore.State) []json.RawMessage {
 	exps, _ := preview.FromState(st)
-	slices.SortFunc(exps, func(a, b *preview.Experiment) int { return strings.Compare(a.Name, b.Name) })
-	out := make([]json.RawMessage, 0, len(exps))
-	for _, e := range exps {
-		if data, err := json.Marshal(apiv1.FromExperimentStatus(e)); err == nil {
-			out = append(out, data)
-		}
-	}
-	return out
+	return apiv1.FromStatusExperiments(branches, exps)
 }
 
 // policyConditions accumulates conditions by policy name.

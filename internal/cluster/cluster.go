@@ -41,6 +41,10 @@ type Store interface {
 	RemoveServer(id string) error
 	Servers() ([]raft.Server, error)
 	Stats() map[string]string
+	// WaitForIndex and SendCommit serve read-your-writes through a
+	// follower (catchup.go).
+	WaitForIndex(ctx context.Context, index uint64) error
+	SendCommit()
 }
 
 var _ Store = (*raftstore.Store)(nil)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/cluster"
 	"github.com/policyrollout/reconciler/internal/logging/testlog"
 	"github.com/policyrollout/reconciler/internal/raftstore"
+	"github.com/policyrollout/reconciler/test/harness"
 )
 
 // fakeStore is a hand-written cluster.Store. Leader-only methods answer
@@ -26,12 +27,23 @@ type fakeStore struct {
 	mu       sync.Mutex
 	leading  bool
 	leaderID string
-	state    *raftstore.State
-	servers  []raft.Server
-	applied  []raftstore.Command
+	// leaderAddr is the leader's raft address (node-to-node port).
+	leaderAddr string
+	state      *raftstore.State
+	servers    []raft.Server
+	applied    []raftstore.Command
 
 	applyErr  error
 	addServer func(id, addr string, voter bool) error
+
+	// late, once armed, is the index this node applies at its second
+	// look at the state after that: raft delivering an entry after the
+	// leader answered.
+	late      uint64
+	lateArmed atomic.Bool
+	lateLooks int
+
+	commitsSent atomic.Int32
 }
 
 var _ cluster.Store = (*fakeStore)(nil)
@@ -49,14 +61,48 @@ func (f *fakeStore) IsLeader() bool {
 func (f *fakeStore) Leader() (string, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.leaderID, ""
+	return f.leaderID, f.leaderAddr
+}
+
+// arm makes this store apply index at its second look at the state from
+// now on.
+func (f *fakeStore) arm(index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.late = index
+	f.lateArmed.Store(true)
 }
 
 func (f *fakeStore) State() *raftstore.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.lateArmed.Load() {
+		if f.lateLooks++; f.lateLooks == 2 {
+			next := f.state.Clone()
+			next.LastIndex = f.late
+			f.state = next
+		}
+	}
 	return f.state
 }
+
+// WaitForIndex looks at the state until it reaches index, as
+// raftstore's does on each apply.
+func (f *fakeStore) WaitForIndex(ctx context.Context, index uint64) error {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for f.State().LastIndex < index {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// SendCommit counts the leader's nudges of its followers.
+func (f *fakeStore) SendCommit() { f.commitsSent.Add(1) }
 
 func (f *fakeStore) Propose(ctx context.Context, p raftstore.Payload) (raftstore.Result, error) {
 	if t, ok := p.(*raftstore.UpsertNode); ok && t.Time.IsZero() {
@@ -80,6 +126,7 @@ func (f *fakeStore) Apply(_ context.Context, cmd raftstore.Command) (raftstore.R
 	}
 	f.applied = append(f.applied, cmd)
 	next := f.state.Clone()
+	next.LastIndex++ // as the FSM counts commands
 	err := (&raftstore.Applier{State: next}).Apply(cmd)
 	f.state = next
 	return raftstore.Result{Index: uint64(len(f.applied))}, err
@@ -224,7 +271,7 @@ func TestForwardProposeAndReconcile(t *testing.T) {
 func TestForwardJoinErrorsKeepTheirIdentity(t *testing.T) {
 	p := newPair(t, "", "")
 	ctx := context.Background()
-	raftLn := raftAnswerer(t)
+	raftLn := harness.RaftAnswerer(t)
 	n, err := p.follower.Join(ctx, cluster.JoinRequest{ID: "N", RaftAddr: raftLn, HTTPAddr: "127.0.0.1:2", Voter: true})
 	if err != nil || n.ID != "N" || !n.Voter || n.Group != "default" {
 		t.Fatalf("join = %+v %v", n, err)
@@ -364,7 +411,7 @@ func TestRegisterStopsOnRefusal(t *testing.T) {
 	p.leaderStore.addServer = func(id, addr string, voter bool) error {
 		return fmt.Errorf("%w: taken", raftstore.ErrMembership)
 	}
-	ln := raftAnswerer(t)
+	ln := harness.RaftAnswerer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := p.follower.Register(ctx, cluster.JoinRequest{ID: "F", RaftAddr: ln, HTTPAddr: "127.0.0.1:9"})
@@ -401,23 +448,6 @@ func TestJoinOfSilentVoterRefused(t *testing.T) {
 	if got := len(p.leaderStore.servers); got != 1 {
 		t.Errorf("the silent voter entered the configuration: %d servers", got)
 	}
-}
-
-// raftAnswerer is a raft transport on loopback that answers every RPC, as
-// a fresh node would; it returns its address.
-func raftAnswerer(t *testing.T) string {
-	t.Helper()
-	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = trans.Close() })
-	go func() {
-		for rpc := range trans.Consumer() {
-			rpc.Respond(&raft.AppendEntriesResponse{}, nil)
-		}
-	}()
-	return string(trans.LocalAddr())
 }
 
 func deadAddr(t *testing.T) string {

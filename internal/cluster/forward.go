@@ -46,7 +46,11 @@ func (f *forwarder) call(ctx context.Context, path string, in, out any) error {
 	}
 	delay := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err = f.try(ctx, attempt, path, body, out)
+		var index uint64
+		index, err = f.try(ctx, attempt, path, body, out)
+		if err == nil {
+			f.catchUp(ctx, index) // catchup.go: what it answers is visible here
+		}
 		if err == nil || !retryable(err) {
 			return err
 		}
@@ -61,39 +65,48 @@ func (f *forwarder) call(ctx context.Context, path string, in, out any) error {
 	}
 }
 
-func (f *forwarder) try(ctx context.Context, attempt int, path string, body []byte, out any) error {
-	addr, direct, err := f.target(attempt)
+// try posts once and returns the applied index the leader's answer
+// reports (0 from a join address: not the leader's own answer).
+func (f *forwarder) try(ctx context.Context, attempt int, path string, body []byte, out any) (uint64, error) {
+	addr, leader, err := f.target(attempt)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return f.post(ctx, addr, direct, path, body, out)
+	index, from, err := f.post(ctx, addr, leader != "", path, body, out)
+	if leader == "" {
+		return 0, err
+	}
+	return f.trusted(index, from, leader), err
 }
 
 // target picks where to send: the leader when its address is known
-// (direct), else a join address, rotating between attempts.
-func (f *forwarder) target(attempt int) (addr string, direct bool, err error) {
+// (leader is its id), else a join address, rotating between attempts.
+func (f *forwarder) target(attempt int) (addr, leader string, err error) {
 	id, _ := f.store.Leader()
 	if id == f.self {
 		// Raft names this node but it is not (or no longer) leading:
 		// a transition. Retry shortly.
-		return "", false, raftstore.ErrNotLeader
+		return "", "", raftstore.ErrNotLeader
 	}
 	if addr, ok := f.leaderAddr(id); ok {
-		return addr, true, nil
+		return addr, id, nil
 	}
 	if len(f.joinAddrs) > 0 {
-		return f.joinAddrs[attempt%len(f.joinAddrs)], false, nil
+		return f.joinAddrs[attempt%len(f.joinAddrs)], "", nil
 	}
 	if id != "" {
-		return "", false, fmt.Errorf("%w: leader %s has no registered HTTP address yet", ErrNoLeader, id)
+		return "", "", fmt.Errorf("%w: leader %s has no registered HTTP address yet", ErrNoLeader, id)
 	}
-	return "", false, fmt.Errorf("%w and node.join is empty", ErrNoLeader)
+	return "", "", fmt.Errorf("%w and node.join is empty", ErrNoLeader)
 }
 
-func (f *forwarder) post(ctx context.Context, addr string, direct bool, path string, body []byte, out any) error {
+// post sends body to addr and decodes a 2xx answer into out; index and
+// from are what the answer reports beyond its body (answered).
+func (f *forwarder) post(ctx context.Context, addr string, direct bool, path string, body []byte,
+	out any) (index uint64, from string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.baseURL(addr)+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrForward, addr, err)
+		return 0, "", fmt.Errorf("%w: %s: %v", ErrForward, addr, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if direct {
@@ -108,23 +121,24 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s%s: %v", ErrForward, addr, path, TransportCause(err))
+		return 0, "", fmt.Errorf("%w: %s%s: %v", ErrForward, addr, path, TransportCause(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
-		return fmt.Errorf("%w: %s%s: reading the answer: %v", ErrForward, addr, path, err)
+		return 0, "", fmt.Errorf("%w: %s%s: reading the answer: %v", ErrForward, addr, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return decodeError(resp.StatusCode, data, addr)
+		return 0, "", decodeError(resp.StatusCode, data, addr)
 	}
+	index, from = answered(resp)
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
-		return nil
+		return index, from, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%w: %s%s: bad answer: %v", ErrForward, addr, path, err)
+		return 0, "", fmt.Errorf("%w: %s%s: bad answer: %v", ErrForward, addr, path, err)
 	}
-	return nil
+	return index, from, nil
 }
 
 // leaderAddr is where to reach leader id for node-to-node calls: its raft
@@ -177,15 +191,21 @@ func (f *forwarder) viaLeader(ctx context.Context, path string, in, out any, loc
 // node-to-node calls when it is another node, for the API's forwarding
 // of user requests; false when this node leads or no leader is known.
 func (c *Cluster) LeaderURL() (string, bool) {
-	id, _ := c.store.Leader()
-	if id == c.cfg.NodeID {
-		return "", false
+	_, base, ok := c.fwd.leaderBase()
+	return base, ok
+}
+
+// leaderBase is the leader's id and base URL when it is another node.
+func (f *forwarder) leaderBase() (id, base string, ok bool) {
+	id, _ = f.store.Leader()
+	if id == f.self {
+		return "", "", false
 	}
-	addr, ok := c.fwd.leaderAddr(id)
+	addr, ok := f.leaderAddr(id)
 	if !ok {
-		return "", false
+		return "", "", false
 	}
-	return c.fwd.baseURL(addr), true
+	return id, f.baseURL(addr), true
 }
 
 // TransportCause drops the URL that net/http puts around transport errors

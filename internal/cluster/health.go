@@ -133,7 +133,7 @@ func (hc *healthChecks) checkNode(ctx context.Context, id string, index uint64) 
 	var r HealthReport
 	// The leader asks on its own authority (its certificate with [tls],
 	// else the node token), never with the admin's credential.
-	if err := hc.fwd.post(withoutCredential(ctx), addr, true, PathSelfCheck, body, &r); err != nil {
+	if _, _, err := hc.fwd.post(withoutCredential(ctx), addr, true, PathSelfCheck, body, &r); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", DefaultHealthDeadline)
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -35,15 +34,13 @@ type Answer struct {
 	ContentType string
 	Body        []byte
 	// AppliedIndex is the raft index the leader's state had reached once
-	// the work was done (AppliedIndexHeader), 0 when it did not say.
+	// the work was done (AppliedIndexHeader), 0 when it did not say or,
+	// from OnLeader, when the answer is not the leader's own (trusted).
 	AppliedIndex uint64
+	// From is the node id the answering server's certificate names with
+	// node-to-node TLS, "" without it.
+	From string
 }
-
-// AppliedIndexHeader carries, on the leader's answer to a forwarded
-// write, the raft index its state had reached once the work was done, so
-// that the node that forwarded it can wait to have applied it too before
-// it answers its client.
-const AppliedIndexHeader = "X-Reconciler-Applied-Index"
 
 // leaderPoll spaces the checks for a leader while OnLeader waits for one.
 const leaderPoll = 100 * time.Millisecond
@@ -53,7 +50,9 @@ const leaderPoll = 100 * time.Millisecond
 // forwarded request already (WithForwarded), call is sent once to the
 // leader, waiting up to wait for one to be known. The answer is nil when
 // local's result stands (its error is returned); otherwise it is the
-// leader's answer, or the error of reaching it.
+// leader's answer, or the error of reaching it. A leader's answer returns
+// once this node has applied the index it reports (catchUp, bounded), so
+// the write it answers is visible here.
 func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(context.Context) error,
 	call Call) (*Answer, error) {
 	deadline := c.cfg.Now().Add(wait)
@@ -62,11 +61,13 @@ func (c *Cluster) OnLeader(ctx context.Context, wait time.Duration, local func(c
 		if !errors.Is(err, raftstore.ErrNotLeader) || IsForwarded(ctx) {
 			return nil, err
 		}
-		if base, ok := c.LeaderURL(); ok {
+		if id, base, ok := c.fwd.leaderBase(); ok {
 			a, ferr := c.fwd.send(ctx, base, call)
 			if ferr != nil {
 				return nil, ferr
 			}
+			a.AppliedIndex = c.fwd.trusted(a.AppliedIndex, a.From, id)
+			c.fwd.catchUp(ctx, a.AppliedIndex)
 			return &a, nil
 		}
 		if !c.cfg.Now().Before(deadline) {
@@ -150,8 +151,9 @@ func (s Sender) Send(ctx context.Context, base string, call Call) (Answer, error
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: reading the leader's answer from %s: %v", ErrForward, addr, err)
 	}
-	idx, _ := strconv.ParseUint(resp.Header.Get(AppliedIndexHeader), 10, 64)
-	return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data, AppliedIndex: idx}, nil
+	a := Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: data}
+	a.AppliedIndex, a.From = answered(resp)
+	return a, nil
 }
 
 // Err is nil for a 2xx answer, else the leader's error: a *RemoteError

@@ -10,9 +10,6 @@ import (
 	"github.com/policyrollout/reconciler/internal/raftstore"
 )
 
-// PathChangeState is the admin endpoint that sets nodes' states.
-const PathChangeState = "/v1/nodes:changeState"
-
 // maxScopeLen bounds the names of a scope (node id, group, subgroup).
 const maxScopeLen = 128
 
@@ -83,21 +80,26 @@ func (r ChangeStateRequest) inScope(st *raftstore.State) ([]string, error) {
 	return ids, nil
 }
 
-// ChangeState sets the state of every node in the request's scope through
-// the leader, one replicated SetNodeState per node that is not in the
-// state yet. A failure stops at the node that failed; the nodes changed
-// before it stay changed (each change stands on its own).
+// ChangeState sets, on the leader, the state of every node in the
+// request's scope, one replicated SetNodeState per node that is not in
+// the state yet. A failure stops at the node that failed; the nodes
+// changed before it stay changed (each change stands on its own).
+//
+// Another node answers raftstore.ErrNotLeader after checking the request:
+// the API forwards the call through OnLeader, as every write, so that the
+// node a client wrote through waits to show what the leader wrote. Losing
+// the lead halfway is ErrNotLeader too: forwarded again, the changes made
+// already are "unchanged" there.
 func (c *Cluster) ChangeState(ctx context.Context, req ChangeStateRequest) (ChangeStateResponse, error) {
 	if err := req.Validate(); err != nil {
 		return ChangeStateResponse{}, err
 	}
-	var res ChangeStateResponse
-	err := c.fwd.viaLeader(ctx, PathChangeState, req, &res, func() error {
-		var err error
-		res, err = c.changeState(ctx, req)
-		return err
-	})
-	return res, err
+	if !c.store.IsLeader() {
+		// Its own view of the scope may be stale: it must not answer
+		// "unchanged" for a state the leader already changed back.
+		return ChangeStateResponse{}, fmt.Errorf("%w: %s does not lead", raftstore.ErrNotLeader, c.cfg.NodeID)
+	}
+	return c.changeState(ctx, req)
 }
 
 func (c *Cluster) changeState(ctx context.Context, req ChangeStateRequest) (ChangeStateResponse, error) {

@@ -348,3 +348,24 @@ func indexOf(c *cluster, s *Store) int {
 	c.t.Fatalf("store %s not in cluster", s.ID())
 	return -1
 }
+
+// TestClusterSendCommitReachesFollowers: a follower learns that an entry
+// is committed from the leader's next AppendEntries, which raft sends
+// for a new entry or at the commit timeout, never with a heartbeat.
+// With a commit timeout of an hour, the followers apply the leader's
+// last write only because SendCommit had raft send its commit index
+// with a barrier; the barrier itself is no command (LastIndex stays the
+// write's), and on a follower SendCommit does nothing.
+func TestClusterSendCommitReachesFollowers(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.Timeouts.Commit = time.Hour })
+	leader := c.leader()
+	c.followers(leader)[0].SendCommit()
+	res := propose(t, leader, stage(1, 1))
+	leader.SendCommit()
+	applied(t, res.Index, c.stores...)
+	for _, s := range c.stores {
+		if got := s.State().LastIndex; got != res.Index {
+			t.Errorf("%s: LastIndex %d, want the write's %d", s.ID(), got, res.Index)
+		}
+	}
+}

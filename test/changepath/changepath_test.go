@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/policyrollout/reconciler/internal/api/apiv1"
 	"github.com/policyrollout/reconciler/internal/gittest"
 )
 
@@ -29,15 +30,10 @@ func TestFailedCommitChangesNothing(t *testing.T) {
 	if x.Validation == nil || x.Validation.Valid || !strings.Contains(strings.Join(x.Validation.Errors, "\n"), "get is allowed") {
 		t.Errorf("the experiment does not show that it fails its test: %+v", x.Validation)
 	}
-	var st struct {
-		Experiments []struct {
-			Name  string `json:"name"`
-			Valid *bool  `json:"valid"`
-		} `json:"experiments"`
-	}
+	var st apiv1.Status
 	e.call(1, http.MethodGet, "/v1/status", "", &st)
-	for _, s := range st.Experiments {
-		if s.Name == x.Name && (s.Valid == nil || *s.Valid) {
+	for _, row := range st.Experiments {
+		if s := row.Experiment; s != nil && s.Name == x.Name && (s.Valid == nil || *s.Valid) {
 			t.Errorf("the status summary does not show the experiment invalid: %+v", s)
 		}
 	}

@@ -142,8 +142,8 @@ func createExperiments(t *testing.T, c *harness.Cluster, n *harness.Node, count,
 			return err
 		}
 		got := 0
-		for _, raw := range st.Experiments {
-			if strings.Contains(string(raw), `"kind":"experiment"`) {
+		for _, row := range st.Experiments {
+			if row.Experiment != nil {
 				got++
 			}
 		}

@@ -12,7 +12,6 @@
 package console_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -78,12 +77,8 @@ func experimentOf(t *testing.T, c *harness.Cluster, n *harness.Node, branch stri
 		if err != nil {
 			return err
 		}
-		for _, raw := range st.Experiments {
-			var x struct {
-				Name, Kind, State string
-				Source            struct{ Branch string }
-			}
-			if json.Unmarshal(raw, &x) == nil && x.Kind == "experiment" && x.Source.Branch == branch && x.State == "ACTIVE" {
+		for _, row := range st.Experiments {
+			if x := row.Experiment; x != nil && x.Source.Branch == branch && x.State == "ACTIVE" {
 				parts := strings.Split(x.Name, "/")
 				policy, id = parts[1], parts[3]
 				return nil

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -31,9 +30,9 @@ type Status struct {
 	Source           struct {
 		Commit, Error string
 	} `json:"source"`
-	Policies    []PolicyStatus    `json:"policies"`
-	Experiments []json.RawMessage `json:"experiments"`
-	Nodes       []NodeStatus      `json:"nodes"`
+	Policies    []PolicyStatus           `json:"policies"`
+	Experiments []apiv1.StatusExperiment `json:"experiments"`
+	Nodes       []NodeStatus             `json:"nodes"`
 }
 
 // PolicyStatus is one entry of Status.Policies, as the API declares it.

@@ -3,7 +3,6 @@ package lists_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,21 +103,13 @@ func TestHostileListsOnBranchesWhileServing(t *testing.T) {
 
 // judged checks the branch record of h in a node's /v1/status.
 func judged(c *harness.Cluster, h hostile) error {
-	var st struct {
-		Experiments []json.RawMessage `json:"experiments"`
-	}
-	if err := c.Client.GetJSON(c.Nodes[1].Base()+"/v1/status", &st); err != nil {
+	st, err := c.Client.Status(c.Nodes[1])
+	if err != nil {
 		return err
 	}
-	for _, raw := range st.Experiments {
-		var rec struct {
-			Name       string `json:"name"`
-			Validation struct {
-				Valid  bool     `json:"valid"`
-				Errors []string `json:"errors"`
-			} `json:"validation"`
-		}
-		if json.Unmarshal(raw, &rec) != nil || rec.Name != "branches/"+h.branch {
+	for _, row := range st.Experiments {
+		rec := row.Branch
+		if rec == nil || rec.Name != "branches/"+h.branch {
 			continue
 		}
 		errs := strings.Join(rec.Validation.Errors, "\n")

@@ -31,6 +31,6 @@ type BranchValidation struct {
 // FromBranch maps the replicated record of a branch, by its record name
 // ("branches/<branch>"), to its row in the status.
 func FromBranch(name string, r raftstore.BranchRecord) BranchStatus {
-	return BranchStatus{Name: name, Kind: "branch", Branch: r.Branch, HeadCommit: r.HeadCommit, Revision: r.Revision,
+	return BranchStatus{Name: name, Kind: KindBranch, Branch: r.Branch, HeadCommit: r.HeadCommit, Revision: r.Revision,
 		ChangedPolicies: r.ChangedPolicies, Validation: BranchValidation{Valid: r.Validation.Valid, Errors: r.Validation.Errors}}
 }

@@ -51,6 +51,9 @@ func mappings() map[string]mapping {
 		"Parts":            {view: func() any { return FromParts(parts) }},
 		"ExperimentStatus": {view: func() any { return FromExperimentStatus(&exp) }},
 		"BranchStatus":     {view: func() any { return FromBranch("branches/x", branch) }},
+		"StatusExperiments": {view: func() any {
+			return FromStatusExperiments(map[string]raftstore.BranchRecord{"branches/x": branch}, []*preview.Experiment{&exp})
+		}},
 		"Experiment":       {view: func() any { return FromExperiment(view) }},
 		"Operation":        {view: func() any { return FromOperation(&op) }},
 		"OperationList":    {view: func() any { return FromOperationList(ops) }},

@@ -21,6 +21,7 @@ func fill(v any) {
 var (
 	timeType = reflect.TypeOf(time.Time{})
 	rawType  = reflect.TypeOf(json.RawMessage(nil))
+	rowsType = reflect.TypeOf([]StatusExperiment(nil))
 )
 
 func fillValue(v reflect.Value, depth int) {
@@ -33,6 +34,15 @@ func fillValue(v reflect.Value, depth int) {
 		return
 	case v.Type() == rawType:
 		v.SetBytes([]byte(`{"raw":1}`))
+		return
+	case v.Type() == rowsType:
+		// One row of each kind: a row holds one view, never both.
+		var b BranchStatus
+		var e ExperimentStatus
+		fillValue(reflect.ValueOf(&b).Elem(), depth+1)
+		fillValue(reflect.ValueOf(&e).Elem(), depth+1)
+		b.Kind, e.Kind = KindBranch, KindExperiment // what decides how a row decodes
+		v.Set(reflect.ValueOf([]StatusExperiment{{Branch: &b}, {Experiment: &e}}))
 		return
 	}
 	switch v.Kind() {

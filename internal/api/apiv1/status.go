@@ -1,7 +1,6 @@
 package apiv1
 
 import (
-	"encoding/json"
 	"maps"
 	"time"
 
@@ -27,9 +26,9 @@ type Status struct {
 	Policies         []PolicyStatus `json:"policies"`
 	// Experiments are the leader's branch records (kind "branch",
 	// BranchStatus) and the AIP-236 experiments (kind "experiment",
-	// ExperimentStatus), by name.
-	Experiments []json.RawMessage `json:"experiments"`
-	Nodes       []Node            `json:"nodes"`
+	// ExperimentStatus), by name (FromStatusExperiments).
+	Experiments []StatusExperiment `json:"experiments"`
+	Nodes       []Node             `json:"nodes"`
 	// PreviewRules are the served policies' rules in preview with the
 	// cluster's counts (no samples: GET /v1/policies/{p}?view=FULL).
 	PreviewRules []preview.RuleView `json:"previewRules,omitempty"`
@@ -152,7 +151,7 @@ type ExperimentStatusSource struct {
 // FromExperimentStatus maps a replicated experiment to its row in the
 // status.
 func FromExperimentStatus(e *preview.Experiment) ExperimentStatus {
-	es := ExperimentStatus{Name: e.Name, Kind: "experiment", Etag: e.Etag, Previewed: e.Previewed, Conflict: e.Conflict,
+	es := ExperimentStatus{Name: e.Name, Kind: KindExperiment, Etag: e.Etag, Previewed: e.Previewed, Conflict: e.Conflict,
 		Source: ExperimentStatusSource{Kind: string(e.Source.Kind), Number: e.Source.Number, Branch: e.Source.Branch,
 			HeadCommit: e.Source.HeadCommit}}
 	if e.PreviewMetadata != nil {
