@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -207,12 +208,16 @@ func (c *Cluster) WaitReady(n *Node) {
 	c.T.Helper()
 	err := Eventually(ReadyTimeout, func() error {
 		if !n.Running() {
-			return fmt.Errorf("the process exited: %s", exitString(n.ExitErr()))
+			return Final(fmt.Errorf("the process exited: %s", exitString(n.ExitErr())))
 		}
 		return c.Client.Ready(n)
 	})
 	if err != nil {
-		c.T.Fatalf("%s not ready after %v: %v\n%s", n.ID, ReadyTimeout, err, n.Tail(c.opts.TailLines))
+		var final finalError
+		if !errors.As(err, &final) {
+			err = fmt.Errorf("not ready after %v: %w", ReadyTimeout, err)
+		}
+		c.T.Fatalf("%s: %v\n%s", n.ID, err, n.Tail(c.opts.TailLines))
 	}
 	n.setHealthy(true)
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -23,17 +24,27 @@ const (
 const pollEvery = 20 * time.Millisecond
 
 // Eventually calls f every 20 ms until it returns nil or timeout passed,
-// and returns f's last error.
+// and returns f's last error. An error made with Final ends the wait at
+// once: what f waits for can no longer happen.
 func Eventually(timeout time.Duration, f func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := f()
-		if err == nil || time.Now().After(deadline) {
+		var final finalError
+		if err == nil || time.Now().After(deadline) || errors.As(err, &final) {
 			return err
 		}
 		time.Sleep(pollEvery)
 	}
 }
+
+// Final marks err as one that waiting longer cannot change (a node that
+// exited will not become ready), for Eventually.
+func Final(err error) error { return finalError{err} }
+
+type finalError struct{ error }
+
+func (e finalError) Unwrap() error { return e.error }
 
 // WaitFor is Eventually that fails the test, saying what it waited for,
 // for how long, and what cond said last.
