@@ -138,10 +138,10 @@ func TestNodeThatCannotFollowIsLeftBehind(t *testing.T) {
 
 	cutAt := time.Now()
 	proxy.setCut(true)
-	first := pushUntilActivated(t, c, leader, 30*time.Second)
+	first, last := pushUntilActivated(t, c, leader, 30*time.Second)
 	t.Logf("generation %d activated %s after n3 was cut off raft (follow_timeout 2s, commits every 2s)",
 		first, time.Since(cutAt).Round(time.Millisecond))
-	active := settled(t, c, leader)
+	active := settled(t, c, leader, last)
 	c.allServe(active, "n1", "n2")
 	if err := serves(c.base("n3"), 1); err != nil {
 		t.Errorf("n3 must keep answering from generation 1: %v", err)
@@ -184,18 +184,19 @@ func TestNodeThatCannotFollowIsLeftBehind(t *testing.T) {
 
 // pushUntilActivated pushes a new version of the policy every two
 // seconds, as a busy repository does, until the leader activates a
-// generation after the first; it fails the test after limit.
-func pushUntilActivated(t *testing.T, c *testCluster, leader string, limit time.Duration) uint64 {
+// generation after the first; it returns that generation and the last
+// commit it pushed, and fails the test after limit.
+func pushUntilActivated(t *testing.T, c *testCluster, leader string, limit time.Duration) (uint64, string) {
 	t.Helper()
 	start := c.nodes[leader].Store().State().Active
 	deadline := time.Now().Add(limit)
 	for k := 2; time.Now().Before(deadline); k++ {
-		c.write(webPolicy(k))
+		commit := c.write(webPolicy(k))
 		c.reconcile(leader)
 		next := time.Now().Add(2 * time.Second)
 		for time.Now().Before(next) {
 			if a := c.nodes[leader].Store().State().Active; a > start {
-				return a
+				return a, commit
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -203,18 +204,24 @@ func pushUntilActivated(t *testing.T, c *testCluster, leader string, limit time.
 	st := c.nodes[leader].Store().State()
 	t.Fatalf("no generation activated in %s while a node does not follow the log (active %d, staged %d)", limit,
 		st.Active, st.Staged)
-	return 0
+	return 0, ""
 }
 
-// settled waits until the leader has no generation staged (the last push
-// is active too, or was superseded) and returns the active one.
-func settled(t *testing.T, c *testCluster, leader string) uint64 {
+// settled waits until the leader serves commit, the last one pushed, with
+// no generation staged, and returns the active generation. Without the
+// commit, a push read after the wait activated a generation the test did
+// not expect (n3 served 3, the test wanted 2).
+func settled(t *testing.T, c *testCluster, leader, commit string) uint64 {
 	t.Helper()
 	var active uint64
-	eventually(t, waitTimeout, "no staged generation", func() error {
+	eventually(t, waitTimeout, "commit "+commit+" active, no staged generation", func() error {
 		st := c.nodes[leader].Store().State()
 		if g, ok := st.StagedGeneration(); ok {
 			return fmt.Errorf("generation %d is staged", g.Number)
+		}
+		g, ok := st.Generation(st.Active)
+		if !ok || g.Commit != commit {
+			return fmt.Errorf("generation %d (commit %s) is active", st.Active, g.Commit)
 		}
 		active = st.Active
 		return nil
