@@ -33,6 +33,12 @@ type forwarder struct {
 	peerTLS bool
 }
 
+// errLeadsNow stops a forward because this node has become the leader
+// meanwhile (an election it won while the request waited for one), so
+// that viaLeader runs the request here instead of forwarding to itself
+// until the deadline.
+var errLeadsNow = errors.New("this node leads now")
+
 // call POSTs in as JSON to path on the leader and decodes the answer into
 // out (when not nil). While the leader is changing or unreachable it
 // retries with backoff until the forward deadline; other errors return at
@@ -53,6 +59,9 @@ func (f *forwarder) call(ctx context.Context, path string, in, out any) error {
 		}
 		if err == nil || !retryable(err) {
 			return err
+		}
+		if errors.Is(err, raftstore.ErrNotLeader) && f.store.IsLeader() {
+			return errLeadsNow // elected while waiting: viaLeader runs the request here
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -165,8 +174,9 @@ func (f *forwarder) baseURL(addr string) string {
 
 // viaLeader runs local when this node leads, and otherwise (or when local
 // finds it no longer leads) forwards in to path on the leader and decodes
-// the answer into out. A forwarded request is never forwarded again, and
-// another node's own call (WithPeer) is not forwarded at all: the node is
+// the answer into out; it runs local after all when this node is elected
+// while the forward waits for a leader. A forwarded request is never
+// forwarded again, and another node's own call (WithPeer) is not forwarded at all: the node is
 // pointed to the leader (LeaderElsewhere), so that its own certificate
 // speaks for it there.
 func (f *forwarder) viaLeader(ctx context.Context, path string, in, out any, local func() error) error {
@@ -184,7 +194,10 @@ func (f *forwarder) viaLeader(ctx context.Context, path string, in, out any, loc
 	if peer, ok := PeerFrom(ctx); ok && peer != f.self {
 		return f.leaderElsewhere() // a node's own call is never relayed under this node's certificate
 	}
-	return f.call(ctx, path, in, out)
+	if err := f.call(ctx, path, in, out); !errors.Is(err, errLeadsNow) {
+		return err
+	}
+	return local()
 }
 
 // LeaderURL is the base URL ("https://host:port") of the leader for

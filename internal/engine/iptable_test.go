@@ -8,6 +8,7 @@ import (
 
 	"github.com/gaissmai/bart"
 
+	"github.com/policyrollout/reconciler/internal/listgen"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
@@ -237,7 +238,7 @@ func TestMatchedEntryIsTheLongestFirstLine(t *testing.T) {
 // replaced (kept here as the yardstick), for a fixed address and for
 // addresses drawn from 4,096 (whose paths do not stay in cache).
 func BenchmarkIPListLookup(b *testing.B) {
-	big := bigList(1_000_000, 1)
+	big := listgen.Mixed{Seed: 1}.Bytes(1_000_000)
 	var tb ipTableBuilder
 	lite := new(bart.Lite)
 	_ = policy.EachEntry(big, policy.ListIP, func(_ int, e string) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/policyrollout/reconciler/internal/listgen"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
@@ -141,7 +142,7 @@ func TestDeriveRandomEditsEqualsAFreshCompile(t *testing.T) {
 // content says.
 func TestListCacheDerivesAnAppendedLine(t *testing.T) {
 	t.Parallel()
-	old := string(bigList(10_000, 11))
+	old := listgen.Mixed{Seed: 11}.Text(10_000)
 	a := ipList("_lists/derive-test.netset", old)
 	base, err := lists.get(a, nil)
 	if err != nil {
@@ -166,7 +167,7 @@ func TestListCacheDerivesAnAppendedLine(t *testing.T) {
 // content whole (as every node did before), "derived" derives it from the
 // compiled previous content. Compare the two from the same run.
 func BenchmarkOneLineChangeMillionEntryList(b *testing.B) {
-	old := bigList(1_000_000, 1)
+	old := listgen.Mixed{Seed: 1}.Bytes(1_000_000)
 	base, err := compileList(ipList("_lists/abuse.netset", string(old)))
 	if err != nil {
 		b.Fatal(err)
@@ -206,7 +207,7 @@ func BenchmarkOneLineChangeMillionEntryList(b *testing.B) {
 // still derives main's from main's previous content.
 func TestListCacheDerivesFromAnOlderContent(t *testing.T) {
 	t.Parallel()
-	old := string(bigList(10_000, 13))
+	old := listgen.Mixed{Seed: 13}.Text(10_000)
 	var branch strings.Builder
 	for i := range 1000 {
 		fmt.Fprintf(&branch, "198.18.%d.%d/32\n", i/250, i%250)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/policyrollout/reconciler/internal/listgen"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
@@ -31,7 +32,7 @@ func TestIPListHoldsAtMost64BytesPerEntry(t *testing.T) {
 	if _, errs := CompileTree(listTree(rule, map[string]string{"_lists/abuse.netset": "192.0.2.1\n"}), policy.LoadOptions{}, DefaultOptions()); errs != nil {
 		t.Fatal(errs)
 	}
-	big := bigList(n, 7)
+	big := listgen.Mixed{Seed: 7}.Bytes(n)
 	first := firstAddress(t, big)
 	files := listTree(rule, map[string]string{"_lists/abuse.netset": string(big)})
 	text := len(files["_lists/abuse.netset"])
@@ -94,7 +95,7 @@ func residentBytes(t *testing.T) int64 {
 // entry plus the index.
 func TestValidateReportsAnIPListsTableSize(t *testing.T) {
 	t.Parallel()
-	big := bigList(20_000, 17)
+	big := listgen.Mixed{Seed: 17}.Bytes(20_000)
 	v := ValidateTree(listTree(denyRule("abuse", "inIpList(request.source_ip, 'abuse')"), map[string]string{"_lists/abuse.netset": string(big)}), policy.LoadOptions{}, DefaultOptions())
 	if !v.Valid() || len(v.Lists) != 1 {
 		t.Fatalf("problems %v, lists %+v", v.Problems, v.Lists)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/policyrollout/reconciler/internal/listgen"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
@@ -14,7 +15,7 @@ import (
 // second of CPU each). The measured compile is now the one the tree's
 // policies share. Not parallel: it counts the package's list compiles.
 func TestValidateTreeCompilesAListOnce(t *testing.T) {
-	big := string(bigList(minMeasuredEntries, 7))
+	big := listgen.Mixed{Seed: 7}.Text(minMeasuredEntries)
 	tree := listTree(denyRule("abuse", "inIpList(request.source_ip, 'abuse')"), map[string]string{"_lists/abuse.netset": big})
 	before := listCompiles.Load()
 	v := ValidateTree(tree, policy.LoadOptions{}, DefaultOptions())

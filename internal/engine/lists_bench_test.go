@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -10,24 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policyrollout/reconciler/internal/listgen"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
-
-// bigList is n random mixed IPv4 (/16-/32) and IPv6 (/32-/64) CIDRs, one
-// a line, as a large abuse feed is: generated, never committed.
-func bigList(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 3))
-	var b strings.Builder
-	b.Grow(n * 20)
-	for range n {
-		if r.IntN(2) == 0 {
-			fmt.Fprintf(&b, "%d.%d.%d.%d/%d\n", 1+r.IntN(222), r.IntN(256), r.IntN(256), r.IntN(256), 16+r.IntN(17))
-		} else {
-			fmt.Fprintf(&b, "2a%02x:%x:%x::/%d\n", r.IntN(256), r.IntN(1<<16), r.IntN(1<<16), 32+r.IntN(33))
-		}
-	}
-	return []byte(b.String())
-}
 
 // exampleTreeWith is policies.example with _lists/abuse-blocklist.netset
 // replaced by list (the example's own when list is nil).
@@ -46,7 +29,7 @@ func exampleTreeWith(tb testing.TB, list []byte) map[string][]byte {
 // example's 4-entry abuse list and with a 1,000,000-entry one; and of a
 // policy whose only rule is the list. The ratio is the list's cost.
 func BenchmarkListDecision(b *testing.B) {
-	big := bigList(1_000_000, 1)
+	big := listgen.Mixed{Seed: 1}.Bytes(1_000_000)
 	req := &Request{Method: "GET", Host: "www.example.com", Path: "/products/42", SourceIP: "85.214.132.117",
 		Headers: PairsOf(map[string]string{"user-agent": "Mozilla/5.0", "cf-ipcountry": "DE"})}
 	for _, c := range []struct {
@@ -85,7 +68,7 @@ func TestMeasureMillionEntryList(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("a million entries: measured without -race and -short")
 	}
-	big := bigList(1_000_000, 1)
+	big := listgen.Mixed{Seed: 1}.Bytes(1_000_000)
 	files := listTree(denyRule("abuse", "inIpList(request.source_ip, 'abuse')"), map[string]string{"_lists/abuse.netset": string(big)})
 	var m0, m1 runtime.MemStats
 	debug.FreeOSMemory()
@@ -128,7 +111,7 @@ func BenchmarkListVsRange(b *testing.B) {
 	for _, c := range []struct{ name, match, list string }{
 		{"inIpRange", "inIpRange(request.source_ip, '10.0.0.0/8')", "10.0.0.0/8\n"},
 		{"list-1", "inIpList(request.source_ip, 'abuse')", "10.0.0.0/8\n"},
-		{"list-1M", "inIpList(request.source_ip, 'abuse')", string(bigList(1_000_000, 1))},
+		{"list-1M", "inIpList(request.source_ip, 'abuse')", listgen.Mixed{Seed: 1}.Text(1_000_000)},
 	} {
 		bundle, errs := CompileTree(listTree(denyRule("r", c.match), map[string]string{"_lists/abuse.netset": c.list}), policy.LoadOptions{}, DefaultOptions())
 		if errs != nil {
@@ -150,7 +133,7 @@ func BenchmarkListVsRange(b *testing.B) {
 // cpu-s/op counts the collector's threads too; on a shared machine it is
 // the measure, where ns/op is the machine's load.
 func BenchmarkCompileMillionEntryList(b *testing.B) {
-	big := string(bigList(1_000_000, 1))
+	big := listgen.Mixed{Seed: 1}.Text(1_000_000)
 	files := listTree(denyRule("abuse", "inIpList(request.source_ip, 'abuse')"), map[string]string{"_lists/abuse.netset": big})
 	for b.Loop() {
 		var m0, m1 runtime.MemStats

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/internal/listgen"
 )
 
 // exampleFiles reads policies.example, a realistic policies root.
@@ -85,11 +85,7 @@ func BenchmarkFiles(b *testing.B) {
 func BenchmarkFetchOneLineListChange(b *testing.B) {
 	srv := gittest.NewServer(b, gittest.Options{Token: testToken})
 	var list strings.Builder
-	r := rand.New(rand.NewPCG(23, 1)) // random, as real lists are: a regular one deflates far faster
-	for range 1_000_000 {
-		v := r.Uint64()
-		fmt.Fprintf(&list, "%d.%d.%d.0/24\n", 11+v%180, v>>8&255, v>>16&255)
-	}
+	list.WriteString(listgen.Dense{Seed: 23}.Text(1_000_000)) // random, as real lists are: a regular one deflates far faster
 	url := srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": list.String()})
 	work := srv.Clone(url)
 	s := newSource(b, Config{URL: url, Token: testToken, Path: ".", Logger: hclog.NewNullLogger()})

@@ -3,12 +3,10 @@ package gitsource
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,24 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/internal/listgen"
 )
-
-// randomList is n mixed IPv4 and IPv6 CIDRs, as the lists benchmarks'
-// (about 16 bytes each, poorly compressible).
-func randomList(n int) string {
-	r := rand.New(rand.NewPCG(23, 1))
-	var b strings.Builder
-	b.Grow(n * 20)
-	for i := range n {
-		v := r.Uint64()
-		if i%4 == 0 {
-			fmt.Fprintf(&b, "2a%02x:%x:%x::/48\n", v%200, v>>8&0xffff, v>>24&0xffff)
-			continue
-		}
-		fmt.Fprintf(&b, "%d.%d.%d.0/24\n", 11+v%180, v>>8&255, v>>16&255)
-	}
-	return b.String()
-}
 
 // BenchmarkHousekeepingAfterTwentyListPushes is one housekeeping run on a
 // clone that fetched 20 one-line pushes of a 1,000,000-entry list (each
@@ -101,7 +83,7 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 // of the remote at url, and list the last version.
 func twentyListPushes(b *testing.B) (srv *gittest.Server, url, work, list, prepared string) {
 	srv = gittest.NewServer(b, gittest.Options{})
-	list = randomList(1_000_000)
+	list = listgen.Dense{Seed: 23, V6Every: 4}.Text(1_000_000) // as test/lists' (poorly compressible)
 	url = srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": list})
 	work = srv.Clone(url)
 	prepared = filepath.Join(b.TempDir(), "clone.git")

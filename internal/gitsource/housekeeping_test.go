@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/internal/listgen"
 )
 
 func mustHousekeep(t *testing.T, s *Source) Housekeeping {
@@ -23,15 +24,6 @@ func mustHousekeep(t *testing.T, s *Source) Housekeeping {
 	return h
 }
 
-// bigList is a list of n entries, about 14 bytes each.
-func bigList(n int) string {
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "10.%d.%d.0/24\n", i>>8&255, i&255)
-	}
-	return b.String()
-}
-
 // Pushes of one-line changes to a large list each leave a loose copy of
 // it in the clone; housekeeping packs them as deltas, and every revision
 // stays readable, from the blob cache and from the pack, and the next
@@ -39,7 +31,7 @@ func bigList(n int) string {
 func TestHousekeepingBoundsTheCloneOfAChangingList(t *testing.T) {
 	t.Parallel()
 	srv := gittest.NewServer(t, gittest.Options{})
-	list := bigList(100_000)
+	list := listgen.Sequential(100_000)
 	url := srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": list})
 	work := srv.Clone(url)
 	s := newSource(t, Config{URL: url, Path: "."})

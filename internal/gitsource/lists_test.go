@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/internal/listgen"
 	"github.com/policyrollout/reconciler/internal/policy"
 )
 
@@ -61,9 +62,7 @@ func TestFilesReadsListsOverTheTreeBudget(t *testing.T) {
 func TestFetchOfAOneLineListChangeIsADelta(t *testing.T) {
 	srv := gittest.NewServer(t, gittest.Options{Token: testToken})
 	var b strings.Builder
-	for i := range 100_000 {
-		fmt.Fprintf(&b, "10.%d.%d.0/24\n", i>>8&255, i&255)
-	}
+	b.WriteString(listgen.Sequential(100_000))
 	url := srv.InitRepo("policies", map[string]string{"_lists/blocklist.netset": b.String()})
 	work := srv.Clone(url)
 	s := newSource(t, Config{URL: url, Token: testToken, Path: "."})

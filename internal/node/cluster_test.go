@@ -331,7 +331,11 @@ func checkNonVoter(t *testing.T, c *testCluster, all []string) {
 	c.reconcile("n4")
 	withN4 := append(slices.Clone(all), "n4")
 	c.allServe(5, withN4...)
-	if g := generation(t, c.base("n4"), 5, "ACTIVE"); !slices.Equal(g.ReadyNodes, withN4) {
+	// n4 among the Ready nodes, not all four: the leader does not wait for
+	// a node it has not heard from within the reachability window (3
+	// heartbeats), which a loaded machine delays now and then (once in 8
+	// -race runs, n2's: "generation 5 ready on [n1 n3 n4]").
+	if g := generation(t, c.base("n4"), 5, "ACTIVE"); !slices.Contains(g.ReadyNodes, "n4") || len(g.ReadyNodes) < 3 {
 		t.Errorf("generation 5 ready on %v", g.ReadyNodes)
 	}
 	// It leaves through a follower; the leader removes it everywhere.

@@ -24,7 +24,9 @@ func TestForgedCommandDoesNotMerge(t *testing.T) {
 	})
 	leader := e.cluster.WaitLeader(waitLimit)
 	forged := fmt.Sprintf(`{"PR":%d,"User":"alice","Verb":"commit"}`, n)
-	code, body, err := client.Do(http.MethodPost, e.hook(indexOf(e, leader.ID))+":enqueueCommand", forged)
+	// Sent again if an election comes between (the node forwards it to its
+	// successor): a forged command handed over twice must do nothing twice.
+	code, body, err := client.DoRetry(http.MethodPost, e.hook(indexOf(e, leader.ID))+":enqueueCommand", forged)
 	if err != nil || code != http.StatusAccepted {
 		t.Fatalf("hand-off: %d %s %v", code, body, err)
 	}

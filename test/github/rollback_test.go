@@ -24,7 +24,9 @@ func TestRollbackOpensPullRequestWhenPushRefused(t *testing.T) {
 	e.gh.WaitStatus(after, forge.ContextPromote, forge.StateSuccess)
 
 	e.git.RejectPushes("policies", "main", true)
-	code, data, err := client.Do(http.MethodPost, e.nodes[2].Base()+"/v1/generations:rollback", `{"waitSeconds":0}`)
+	// A rollback sent twice rolls back twice: it is sent again only while
+	// no leader took it (an election under load).
+	code, data, err := client.DoRetryRefused(http.MethodPost, e.nodes[2].Base()+"/v1/generations:rollback", `{"waitSeconds":0}`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func (g *GitHub) Deliver(n *Node, event string, payload []byte) {
 	g.T.Helper()
 	d := g.Emu.NewDelivery(event, payload)
 	var res *githubemu.DeliveryResult
-	_, _, err := untilElected(0, func() (int, []byte, error) {
+	_, _, err := untilElected(0, betweenLeaders, func() (int, []byte, error) {
 		var err error
 		if res, err = g.Emu.Redeliver(Hook(n), d); err != nil {
 			return 0, nil, err

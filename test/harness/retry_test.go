@@ -107,3 +107,16 @@ func TestDoRetryRetriesARefusedConnection(t *testing.T) {
 		t.Fatal("no error from a port nobody listens on")
 	}
 }
+
+// DoRetryRefused sends again only what no leader took (NO_LEADER,
+// NOT_LEADER): a LEADERSHIP_LOST or FORWARD_FAILED may come after the
+// work was done, and comes back at once.
+func TestDoRetryRefusedRetriesOnlyWhatWasNotTaken(t *testing.T) {
+	for reason, want := range map[string]int32{"NO_LEADER": 3, "NOT_LEADER": 3, "LEADERSHIP_LOST": 1, "FORWARD_FAILED": 1} {
+		srv, seen := electing(t, 2, reason)
+		code, _, err := NewClient(5*time.Second, 0).DoRetryRefused(http.MethodPost, srv.URL+"/v1/generations:rollback", "{}")
+		if got := seen.Load(); err != nil || got != want || (want == 3) != (code == http.StatusOK) {
+			t.Errorf("%s: %d requests, answer %d %v; want %d requests", reason, got, code, err, want)
+		}
+	}
+}

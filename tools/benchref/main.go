@@ -20,19 +20,19 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/api"
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/listgen"
 )
 
 // answer has the shape of the node's decision answer.
@@ -118,20 +118,6 @@ func main() {
 // change when the list is added to it: the generation stays valid and the
 // side by side compares the same decisions.
 func writeList(w io.Writer, n int) error {
-	var v4 []int
-	for _, r := range [][2]int{{40, 44}, {50, 61}, {65, 70}} {
-		for o := r[0]; o <= r[1]; o++ {
-			v4 = append(v4, o)
-		}
-	}
-	r := rand.New(rand.NewPCG(1, 3))
-	bw := bufio.NewWriter(w)
-	for range n {
-		if r.IntN(2) == 0 {
-			fmt.Fprintf(bw, "%d.%d.%d.%d/%d\n", v4[r.IntN(len(v4))], r.IntN(256), r.IntN(256), r.IntN(256), 16+r.IntN(17))
-		} else {
-			fmt.Fprintf(bw, "2a%02x:%x:%x::/%d\n", 0x10+r.IntN(0xf0), r.IntN(1<<16), r.IntN(1<<16), 32+r.IntN(33))
-		}
-	}
-	return bw.Flush()
+	v4 := slices.Concat(listgen.Range(40, 44), listgen.Range(50, 61), listgen.Range(65, 70))
+	return listgen.Mixed{Seed: 1, V4First: v4, V6Second: listgen.Range(0x10, 0xff)}.Write(w, n)
 }
