@@ -1,10 +1,13 @@
 package gitsource
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
 )
@@ -15,7 +18,7 @@ import (
 // (the pack keeps the largest version whole), as is the oldest version of
 // the growing one. It returns the clone's directory, the remote and the
 // contents of both lists by commit, oldest commit first.
-func shrinkingAndGrowing(t *testing.T, lines, pushes int) (dir, url string, commits []string, revs map[string]map[string]string) {
+func shrinkingAndGrowing(t testing.TB, lines, pushes int) chainRepo {
 	t.Helper()
 	srv := gittest.NewServer(t, gittest.Options{})
 	shrinking := strings.SplitAfter(randomList(lines), "\n")
@@ -27,12 +30,13 @@ func shrinkingAndGrowing(t *testing.T, lines, pushes int) (dir, url string, comm
 			"_lists/growing.netset":   growing,
 		}
 	}
-	url = srv.InitRepo("policies", version(0))
+	url := srv.InitRepo("policies", version(0))
 	work := srv.Clone(url)
-	s := newSource(t, Config{URL: url, Path: "."})
-	revs = map[string]map[string]string{}
+	s := newSource(t, Config{URL: url, Path: ".", Logger: hclog.NewNullLogger()})
+	revs := map[string]map[string]string{}
 	first := mustFetch(t, s).Main.Hash
-	commits, revs[first] = []string{first}, version(0)
+	commits := []string{first}
+	revs[first] = version(0)
 	for i := 1; i <= pushes; i++ {
 		growing += fmt.Sprintf("192.0.2.%d/32\n", i)
 		head := srv.Commit(work, version(i), "one line less, one more")
@@ -43,10 +47,20 @@ func shrinkingAndGrowing(t *testing.T, lines, pushes int) (dir, url string, comm
 		commits, revs[head] = append(commits, head), version(i)
 	}
 	s.gc = gcLimits{looseObjects: -1, window: gcWindow}
-	if h := mustHousekeep(t, s); !h.Ran || h.After.LooseObjects != 0 || h.After.Packs != 1 {
-		t.Fatalf("housekeeping = %+v, want everything in one pack", h)
+	if h, err := s.Housekeep(context.Background(), nil); err != nil || !h.Ran || h.After.LooseObjects != 0 || h.After.Packs != 1 {
+		t.Fatalf("housekeeping = %+v, %v; want everything in one pack", h, err)
 	}
-	return s.cfg.Dir, url, commits, revs
+	return chainRepo{srv: srv, url: url, work: work, dir: s.cfg.Dir, commits: commits, revs: revs}
+}
+
+// chainRepo is what shrinkingAndGrowing made: the remote at url, a user's
+// clone of it in work, the housekept clone in dir, and the contents of the
+// lists by commit, oldest commit first.
+type chainRepo struct {
+	srv            *gittest.Server
+	url, work, dir string
+	commits        []string
+	revs           map[string]map[string]string
 }
 
 // Reading a version at the end of a delta chain from the pack, through a
@@ -56,15 +70,15 @@ func shrinkingAndGrowing(t *testing.T, lines, pushes int) (dir, url string, comm
 // of a growing one at the first commit. Not parallel: it measures the
 // process's heap, so nothing else may allocate meanwhile.
 func TestReadingTheEndOfADeltaChainCostsAboutTheFile(t *testing.T) {
-	dir, url, commits, revs := shrinkingAndGrowing(t, 100_000, 10)
-	for _, c := range []struct{ name, commit string }{{"main", commits[len(commits)-1]}, {"oldest", commits[0]}} {
+	r := shrinkingAndGrowing(t, 100_000, 10)
+	for _, c := range []struct{ name, commit string }{{"main", r.commits[len(r.commits)-1]}, {"oldest", r.commits[0]}} {
 		t.Run(c.name, func(t *testing.T) {
-			want := revs[c.commit]
+			want := r.revs[c.commit]
 			size := uint64(0)
 			for _, data := range want {
 				size += uint64(len(data))
 			}
-			s := newSource(t, Config{URL: url, Path: ".", Dir: dir})
+			s := newSource(t, Config{URL: r.url, Path: ".", Dir: r.dir})
 			var before, read, settled runtime.MemStats
 			settle()
 			runtime.ReadMemStats(&before)
@@ -101,4 +115,46 @@ func TestReadingTheEndOfADeltaChainCostsAboutTheFile(t *testing.T) {
 func settle() {
 	runtime.GC()
 	runtime.GC()
+}
+
+// A thin fetch into a clone restarted after housekeeping (no blob cache)
+// resolves the pushed delta on the version of main the clone has, at the
+// end of a chain for a shrinking list: reading that base costs about what
+// it costs for a whole one (go-git's own resolution of a delta, a dozen
+// copies of the file, included), not a copy per link. Not parallel: it
+// measures the heap.
+func TestThinFetchOnTheEndOfADeltaChainCostsAboutTheFile(t *testing.T) {
+	r := shrinkingAndGrowing(t, 100_000, 10)
+	head := r.revs[r.commits[len(r.commits)-1]]
+	s := newSource(t, Config{URL: r.url, Path: ".", Dir: r.dir})
+	perByte := map[string]float64{}
+	for _, c := range []struct{ name, file, content string }{
+		{"chained", "_lists/shrinking.netset", dropLastLine(head["_lists/shrinking.netset"])},
+		{"whole", "_lists/growing.netset", head["_lists/growing.netset"] + "198.51.100.1/32\n"},
+	} {
+		pushed := r.srv.Commit(r.work, map[string]string{c.file: c.content}, "one line changed")
+		r.srv.Push(r.work, "main")
+		var before, fetched runtime.MemStats
+		settle()
+		runtime.ReadMemStats(&before)
+		if got := mustFetch(t, s).Main.Hash; got != pushed {
+			t.Fatalf("fetched %s, want %s", got, pushed)
+		}
+		runtime.ReadMemStats(&fetched)
+		perByte[c.name] = float64(fetched.TotalAlloc-before.TotalAlloc) / float64(len(c.content))
+		t.Logf("a thin fetch on a %s base of %d bytes allocated %.1fx the file", c.name, len(c.content), perByte[c.name])
+		files, err := s.Files(pushed)
+		if err != nil || string(files[c.file]) != c.content {
+			t.Fatalf("Files(%s) after the fetch: %v", pushed, err)
+		}
+	}
+	if perByte["chained"] > perByte["whole"]+4 {
+		t.Errorf("a thin fetch on a chained base allocated %.1fx the file, on a whole one %.1fx: want at most 4x more",
+			perByte["chained"], perByte["whole"])
+	}
+}
+
+// dropLastLine is list without its last line.
+func dropLastLine(list string) string {
+	return list[:strings.LastIndex(list[:len(list)-1], "\n")+1]
 }
