@@ -41,10 +41,21 @@ var errInvalidDelta = errors.New("invalid delta in the clone's pack")
 // deltas, or the chain is too long or holds too large a version): the
 // caller reads the blob through go-git then. The caller holds mu.
 func readChain(st storer.EncodedObjectStorer, h plumbing.Hash, size int64) (data []byte, ok bool, err error) {
-	ds, isDelta := st.(storer.DeltaObjectStorer)
+	ds, isDelta := st.(deltaStorer)
 	if !isDelta {
 		return nil, false, nil
 	}
+	return readDeltas(ds, h, size)
+}
+
+// deltaStorer is the clone's storage as readDeltas reads it: an object as
+// it is stored, a delta on its base or whole (storer.DeltaObjectStorer).
+type deltaStorer interface {
+	DeltaObject(plumbing.ObjectType, plumbing.Hash) (plumbing.EncodedObject, error)
+}
+
+// readDeltas is readChain on a storage that lists deltas.
+func readDeltas(ds deltaStorer, h plumbing.Hash, size int64) (data []byte, ok bool, err error) {
 	limit := max(chainSizeFactor*size, minChainLimit)
 	var deltas [][]byte // the chain's deltas, the one that gives h first
 	var base plumbing.EncodedObject
