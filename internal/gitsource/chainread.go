@@ -57,7 +57,8 @@ type deltaStorer interface {
 // readDeltas is readChain on a storage that lists deltas.
 func readDeltas(ds deltaStorer, h plumbing.Hash, size int64) (data []byte, ok bool, err error) {
 	limit := max(chainSizeFactor*size, minChainLimit)
-	var deltas [][]byte // the chain's deltas, the one that gives h first
+	var deltas [][]byte  // the chain's deltas, the one that gives h first
+	var deltaBytes int64 // what they hold, bounded by limit too
 	var base plumbing.EncodedObject
 	for cur := h; base == nil; {
 		if len(deltas) > maxChainLinks {
@@ -72,7 +73,7 @@ func readDeltas(ds deltaStorer, h plumbing.Hash, size int64) (data []byte, ok bo
 			base = o
 			break
 		}
-		if o.Size() > limit {
+		if deltaBytes += o.Size(); deltaBytes > limit {
 			return nil, false, nil
 		}
 		delta, err := readExact(o, o.Size())

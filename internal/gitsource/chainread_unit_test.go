@@ -88,8 +88,8 @@ func TestReadDeltasAppliesAChain(t *testing.T) {
 }
 
 // What readDeltas does not read is left to go-git (ok false, no error):
-// a chain too long, a version too large, a base that is not a blob; a
-// delta that does not apply is an error.
+// a chain too long, a version or deltas too large, a base that is not a
+// blob; a delta that does not apply is an error.
 func TestReadDeltasLeavesToGoGitWhatItDoesNotRead(t *testing.T) {
 	t.Parallel()
 	long := chainStore{}
@@ -108,6 +108,10 @@ func TestReadDeltasLeavesToGoGitWhatItDoesNotRead(t *testing.T) {
 	hugeHead := huge.add(plumbing.BlobObject, []byte("small\nlist\n"), []byte("small\n"))
 
 	vs := versions(3)
+	bulky := chainStore{}
+	bulkyHead := chain(bulky, plumbing.BlobObject, vs)
+	bulky[bulkyHead].SetSize(1 << 40) // a delta its header says is that large
+
 	trees := chainStore{}
 	treeHead := chain(trees, plumbing.TreeObject, vs)
 
@@ -125,6 +129,7 @@ func TestReadDeltasLeavesToGoGitWhatItDoesNotRead(t *testing.T) {
 	}{
 		{"chain too long", long, longHead, len(longVs[len(longVs)-1]), nil},
 		{"base too large", huge, hugeHead, len("small\nlist\n"), nil},
+		{"delta too large", bulky, bulkyHead, len(vs[2]), nil},
 		{"not a blob", trees, treeHead, len(vs[2]), nil},
 		{"missing base", chainStore{damagedHead: damaged[damagedHead]}, damagedHead, len(vs[2]), plumbing.ErrObjectNotFound},
 	} {
