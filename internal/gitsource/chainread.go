@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
@@ -240,4 +241,17 @@ func (b *wholeBlob) Reader() (io.ReadCloser, error) {
 }
 func (b *wholeBlob) Writer() (io.WriteCloser, error) {
 	return nil, errors.New("gitsource: a blob read from the clone is not written")
+}
+
+// smallObjects is go-git's object cache without its large objects: go-git
+// puts there every version it builds resolving a delta chain (what
+// readChain leaves to it), and its default 96 MiB held them after the
+// read, six versions of a 16 MB list for as long as the Source lives.
+// Trees, commits and small files, what the cache saves reads of, stay.
+type smallObjects struct{ cache.Object }
+
+func (c smallObjects) Put(o plumbing.EncodedObject) {
+	if o.Size() < largeObjectBytes {
+		c.Object.Put(o)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
@@ -157,4 +158,32 @@ func TestThinFetchOnTheEndOfADeltaChainCostsAboutTheFile(t *testing.T) {
 // dropLastLine is list without its last line.
 func dropLastLine(list string) string {
 	return list[:strings.LastIndex(list[:len(list)-1], "\n")+1]
+}
+
+// What readChain leaves to go-git (a chain longer than it reads) is
+// resolved by go-git, which puts each version it builds in its object
+// cache: the clone's keeps no large object, so that a read does not hold
+// six versions of a list (96 MiB) for as long as the Source lives; and
+// the content read is held in a buffer of its size, not twice that. Not
+// parallel: it measures the heap.
+func TestGoGitKeepsNoVersionOfAChainInItsCache(t *testing.T) {
+	r := shrinkingAndGrowing(t, 100_000, 10)
+	content := r.revs[r.commits[len(r.commits)-1]]["_lists/shrinking.netset"]
+	s := newSource(t, Config{URL: r.url, Path: ".", Dir: r.dir})
+	var before, settled runtime.MemStats
+	settle()
+	runtime.ReadMemStats(&before)
+	data, err := readWith(s, plumbing.ComputeHash(plumbing.BlobObject, []byte(content)), false)
+	settle()
+	runtime.ReadMemStats(&settled)
+	if err != nil || string(data) != content {
+		t.Fatalf("reading main's list through go-git: %v", err)
+	}
+	kept := int64(settled.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("list %d bytes: go-git kept %d (%.1fx)", len(content), kept, float64(kept)/float64(len(content)))
+	if kept > int64(len(content)+len(content)/2) {
+		t.Errorf("reading a %d-byte list through go-git kept %d bytes on the heap, want at most 1.5x", len(content), kept)
+	}
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(data)
 }
