@@ -5,8 +5,11 @@ import (
 	"runtime/metrics"
 	"testing"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -61,15 +64,21 @@ func heapObjects() uint64 {
 	return sample[0].Value.Uint64()
 }
 
-// readWith reads the blob h through readBlob, or through go-git only.
+// readWith reads the blob h through readBlob, or as the clone did before
+// chainread.go: go-git only, through a storage with its default cache.
 func readWith(s *Source, h plumbing.Hash, chain bool) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	blob, err := object.GetBlob(s.repo.Storer, h)
+	st := s.repo.Storer
+	if !chain {
+		st = filesystem.NewStorageWithOptions(osfs.New(s.cfg.Dir), cache.NewObjectLRUDefault(),
+			filesystem.Options{LargeObjectThreshold: largeObjectBytes})
+	}
+	blob, err := object.GetBlob(st, h)
 	if err != nil {
 		return nil, err
 	}
-	defer runtime.KeepAlive(s)
+	defer runtime.KeepAlive(st)
 	if chain {
 		return s.readBlob(blob)
 	}
