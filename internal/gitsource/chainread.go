@@ -231,6 +231,8 @@ type wholeBlob struct {
 	data []byte
 }
 
+var _ plumbing.EncodedObject = (*wholeBlob)(nil)
+
 func (b *wholeBlob) Hash() plumbing.Hash         { return b.hash }
 func (b *wholeBlob) Type() plumbing.ObjectType   { return plumbing.BlobObject }
 func (b *wholeBlob) SetType(plumbing.ObjectType) {}
@@ -249,6 +251,8 @@ func (b *wholeBlob) Writer() (io.WriteCloser, error) {
 // read, six versions of a 16 MB list for as long as the Source lives.
 // Trees, commits and small files, what the cache saves reads of, stay.
 type smallObjects struct{ cache.Object }
+
+var _ cache.Object = smallObjects{}
 
 func (c smallObjects) Put(o plumbing.EncodedObject) {
 	if o.Size() < largeObjectBytes {
