@@ -100,8 +100,8 @@ func TestReadingTheEndOfADeltaChainCostsAboutTheFile(t *testing.T) {
 			kept := int64(settled.HeapAlloc) - int64(before.HeapAlloc)
 			t.Logf("files %d bytes: allocated %d (%.1fx), kept %d (%.1fx)", size, allocated,
 				float64(allocated)/float64(size), kept, float64(kept)/float64(size))
-			if allocated > 3*size {
-				t.Errorf("reading %d bytes of files allocated %d bytes, want at most 3x", size, allocated)
+			if allocated > 4*size { // about 2x; go-git allocated 20x
+				t.Errorf("reading %d bytes of files allocated %d bytes, want at most 4x", size, allocated)
 			}
 			if kept > int64(size+size/2) {
 				t.Errorf("reading %d bytes of files kept %d bytes on the heap, want at most 1.5x", size, kept)
