@@ -63,11 +63,24 @@ func (s *Source) blobData(blob *object.Blob) ([]byte, error) {
 	if data, ok := s.blobs.get(blob.Hash); ok {
 		return data, nil
 	}
-	data, err := readAll(blob)
+	data, err := s.readBlob(blob)
 	if err == nil {
 		s.blobs.put(blob.Hash, data)
 	}
 	return data, err
+}
+
+// readBlob reads a blob's content; a large one through its delta chain
+// (chainread.go), unless readChain leaves it to go-git. The caller holds
+// mu.
+func (s *Source) readBlob(blob *object.Blob) ([]byte, error) {
+	if blob.Size >= largeObjectBytes {
+		data, ok, err := readChain(s.repo.Storer, blob.Hash, blob.Size)
+		if ok || err != nil {
+			return data, err
+		}
+	}
+	return readAll(blob)
 }
 
 // keepBuffer collects a blob's content as a fetch writes it, when the

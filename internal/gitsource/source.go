@@ -220,9 +220,10 @@ func openOrInit(dir string) (*git.Repository, error) {
 const largeObjectBytes = 256 << 10
 
 // openBare opens the bare clone in dir as git.PlainOpen does, with
-// largeObjectBytes set.
+// largeObjectBytes set and an object cache that keeps no large object
+// (chainread.go).
 func openBare(dir string) (*git.Repository, error) {
-	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), smallObjects{cache.NewObjectLRUDefault()},
 		filesystem.Options{LargeObjectThreshold: largeObjectBytes})
 	return git.Open(st, nil)
 }

@@ -218,17 +218,20 @@ func (t *treeFS) readBlob(name string, h plumbing.Hash) ([]byte, error) {
 	return data, nil
 }
 
-// readAll reads a blob's content.
+// readAll reads a blob's content into a buffer of its size: a
+// bytes.Buffer filled to its capacity grows to twice that to look for
+// the end, and the blob cache held every content it kept twice over.
 func readAll(b *object.Blob) ([]byte, error) {
 	r, err := b.Reader()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	data := make([]byte, 0, b.Size)
-	buf := bytes.NewBuffer(data)
-	_, err = io.Copy(buf, r)
-	return buf.Bytes(), err
+	data := make([]byte, b.Size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // dirEntries lists the visible entries of tree, sorted by name.
