@@ -1,6 +1,8 @@
 package gitsource
 
 import (
+	"github.com/policyrollout/reconciler/internal/listgen"
+
 	"context"
 	"fmt"
 	"runtime"
@@ -23,9 +25,9 @@ import (
 func shrinkingAndGrowing(t testing.TB, lines, pushes int) chainRepo {
 	t.Helper()
 	srv := gittest.NewServer(t, gittest.Options{})
-	shrinking := strings.SplitAfter(randomList(lines), "\n")
+	shrinking := strings.SplitAfter(listgen.Dense{Seed: 23, V6Every: 4}.Text(lines), "\n")
 	shrinking = shrinking[:len(shrinking)-1] // the empty string after the last newline
-	growing := bigList(lines)
+	growing := listgen.Sequential(lines)
 	version := func(i int) map[string]string {
 		return map[string]string{
 			"_lists/shrinking.netset": strings.Join(shrinking[:len(shrinking)-i], ""),
