@@ -1,8 +1,6 @@
 package gitsource
 
 import (
-	"github.com/policyrollout/reconciler/internal/listgen"
-
 	"context"
 	"fmt"
 	"runtime"
@@ -14,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/policyrollout/reconciler/internal/gittest"
+	"github.com/policyrollout/reconciler/internal/listgen"
 )
 
 // shrinkingAndGrowing is a clone of a repository whose pushes each drop

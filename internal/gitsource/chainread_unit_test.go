@@ -1,8 +1,6 @@
 package gitsource
 
 import (
-	"github.com/policyrollout/reconciler/internal/listgen"
-
 	"bytes"
 	"errors"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+
+	"github.com/policyrollout/reconciler/internal/listgen"
 )
 
 // chainStore is a storage of whole objects and deltas, as a pack holds
@@ -185,4 +185,25 @@ func applyOne(delta, src, want []byte) error {
 		return errors.New("the result differs")
 	}
 	return nil
+}
+
+// A chain whose base was damaged but kept its size gives other content
+// than its hash names: the reader refuses it instead of serving a policy
+// tree nobody committed (go-git does not check either).
+func TestReadDeltasChecksTheContentsHash(t *testing.T) {
+	t.Parallel()
+	vs := versions(4)
+	c := chainStore{}
+	h := chain(c, plumbing.BlobObject, vs)
+	baseHash := plumbing.ComputeHash(plumbing.BlobObject, vs[0])
+	damaged := bytes.Clone(vs[0])
+	damaged[0] ^= 0x01 // the same size; the deltas still apply
+	o := &plumbing.MemoryObject{}
+	o.SetType(plumbing.BlobObject)
+	o.Write(damaged)
+	c[baseHash] = o
+	_, _, err := readDeltas(c, h, int64(len(vs[3])))
+	if !errors.Is(err, errDamagedObject) {
+		t.Fatalf("a damaged base: %v, want errDamagedObject", err)
+	}
 }
