@@ -199,7 +199,20 @@ func (e *apiError) Error() string {
 	if e.Status == "" {
 		return fmt.Sprintf("%s answered %s: %s", e.Base, e.HTTPStatus, e.Message)
 	}
-	return fmt.Sprintf("%s answered %s: %s: %s", e.Base, e.HTTPStatus, e.Status, e.Message)
+	status := e.Status
+	if e.Reason != "" {
+		status += " (" + e.Reason + ")"
+	}
+	return fmt.Sprintf("%s answered %s: %s: %s%s", e.Base, e.HTTPStatus, status, e.Message, doneHint[e.Reason])
+}
+
+// doneHint says, for the reasons of a cluster between leaders, whether
+// the request was done: whether running the command again is safe.
+var doneHint = map[string]string{
+	"NO_LEADER":       " (nothing was done: run it again once the cluster has a leader)",
+	"NOT_LEADER":      " (nothing was done: run it again once the cluster has a leader)",
+	"LEADERSHIP_LOST": " (it may have been done: look before running it again)",
+	"FORWARD_FAILED":  " (it may have been done: look before running it again)",
 }
 
 // get sends GET base+path.
