@@ -7,6 +7,8 @@
 #   trivial    tools/benchref -mode trivial: net/http + encoding/json decoding
 #              the same request into a struct
 #   nodecode   tools/benchref -mode nodecode: net/http reading the body only
+#   fastdecode (BENCH_DECODE=1) tools/benchref -mode fastdecode: nodecode plus
+#              the node's own request decoder, and nothing else
 #   evaluate1M (BENCH_LIST=1) the same node with 1,000,000 generated CIDRs
 #              appended to _lists/abuse-blocklist.netset
 #   list100k   (BENCH_OPA=1) a node whose only policy denies the sources in a
@@ -22,7 +24,7 @@
 # range) per server and the ratios of the medians.
 #
 # Knobs: BENCH_ROUNDS (5), BENCH_DURATION (10s), BENCH_CONNS (64),
-# BENCH_LIST (0; 1 adds evaluate1M), BENCH_OPA (0; 1 adds list100k and opa100k;
+# BENCH_DECODE (0; 1 adds fastdecode), BENCH_LIST (0; 1 adds evaluate1M), BENCH_OPA (0; 1 adds list100k and opa100k;
 # BENCH_OPA_CONNS, 2, connections to OPA), BENCH_PROFILE (a file: the evaluate
 # node writes its CPU profile there, read it with `go tool pprof`),
 # BENCH_REF_TIMEOUTS (0; 1 runs trivial and nodecode with the node's
@@ -35,6 +37,7 @@ ROUNDS=${BENCH_ROUNDS:-5}
 DURATION=${BENCH_DURATION:-10s}
 CONNS=${BENCH_CONNS:-64}
 LIST=${BENCH_LIST:-0}
+DECODE=${BENCH_DECODE:-0}
 OPA=${BENCH_OPA:-0}
 GO=${GO:-go}
 
@@ -130,14 +133,16 @@ if [ "${BENCH_REF_TIMEOUTS:-0}" = 1 ]; then
 	refflags=(-node-timeouts)
 	echo "bench-http: trivial and nodecode run with the node's server timeouts" >&2
 fi
-for mode in trivial nodecode; do
+refs=(trivial nodecode)
+[ "$DECODE" = 1 ] && refs+=(fastdecode)
+for mode in "${refs[@]}"; do
 	freeport; port[$mode]=$fp
 	taskset -c 0 "$work/benchref" -addr "127.0.0.1:${port[$mode]}" -mode $mode "${refflags[@]}" 2>"$work/$mode.log" &
 	pids+=($!)
 	pid[$mode]=$!
 	url[$mode]=http://127.0.0.1:${port[$mode]}/v1/policies/edge-firewall:evaluate
 done
-servers=(evaluate trivial nodecode)
+servers=(evaluate "${refs[@]}")
 if [ "$LIST" = 1 ]; then
 	cp -r policies.example "$work/policies-1m"
 	"$work/benchref" -gen-list 1000000 >>"$work/policies-1m/_lists/abuse-blocklist.netset"
@@ -247,6 +252,10 @@ END {
 	printf "\nthroughput ratios (req/s):                 CPU ratios (reference us / evaluate us):\n"
 	printf "evaluate / trivial    = %.2fx                  %.2fx\n", med["evaluate"] / med["trivial"], med["cpu-trivial"] / med["cpu-evaluate"]
 	printf "evaluate / nodecode   = %.2fx                  %.2fx\n", med["evaluate"] / med["nodecode"], med["cpu-nodecode"] / med["cpu-evaluate"]
+	if ("fastdecode" in med) {
+		printf "evaluate / fastdecode = %.2fx                  %.2fx\n", med["evaluate"] / med["fastdecode"], med["cpu-fastdecode"] / med["cpu-evaluate"]
+		printf "fastdecode / nodecode = %.2fx                  %.2fx\n", med["fastdecode"] / med["nodecode"], med["cpu-nodecode"] / med["cpu-fastdecode"]
+	}
 	if ("list100k" in med) printf "list100k / opa100k    = %.0fx                  %.0fx\n", med["list100k"] / med["opa100k"], med["cpu-opa100k"] / med["cpu-list100k"]
 	if ("evaluate1M" in med) printf "evaluate1M / evaluate = %.2fx                  %.2fx\n", med["evaluate1M"] / med["evaluate"], med["cpu-evaluate"] / med["cpu-evaluate1M"]
 }'

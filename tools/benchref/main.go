@@ -3,6 +3,7 @@
 //
 //	benchref -addr 127.0.0.1:18182 -mode trivial   # decodes the request JSON with encoding/json
 //	benchref -addr 127.0.0.1:18183 -mode nodecode  # reads the body, decodes nothing
+//	benchref -addr 127.0.0.1:18184 -mode fastdecode # reads the body, decodes it with the node's decoder
 //	benchref -gen-list 1000000 >big.netset          # N random mixed IPv4/IPv6 CIDRs, one a line
 //
 // -node-timeouts gives the server the read, write and idle timeouts of
@@ -14,12 +15,17 @@
 // the request schema) with encoding/json and encodes a
 // decision-shaped answer with it. "nodecode" reads the body and writes a
 // fixed answer of the same shape: the floor of net/http on this machine.
-// Both answer any path and method, so the same wrk script drives all three
-// servers. It listens on loopback only: it is a measuring stick, not a
+// "fastdecode" is nodecode plus the node's own request decoder
+// (engine.DecodeRequestWithin, the fast path :evaluate runs) and nothing
+// else: how close to the floor a server can be that only reads what the
+// node reads, before it decides, counts, offers to preview and answers.
+// All answer any path and method, so the same wrk script drives every
+// server. It listens on loopback only: it is a measuring stick, not a
 // service.
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -28,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/api"
@@ -70,9 +77,27 @@ func nodecode(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, fixedAnswer)
 }
 
+// bodies are fastdecode's read buffers, as the node pools its own.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func fastdecode(w http.ResponseWriter, r *http.Request) {
+	buf := bodies.Get().(*bytes.Buffer)
+	defer func() { buf.Reset(); bodies.Put(buf) }()
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, 1<<20)); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if _, err := engine.DecodeRequestWithin(buf.Bytes(), engine.Limits{}); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, fixedAnswer)
+}
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18182", "loopback address to listen on")
-	mode := flag.String("mode", "trivial", `"trivial" (decode with encoding/json) or "nodecode" (read the body only)`)
+	mode := flag.String("mode", "trivial", `"trivial" (decode with encoding/json), "nodecode" (read the body only) or "fastdecode" (decode with the node's decoder)`)
 	genList := flag.Int("gen-list", 0, "write this many random mixed IPv4/IPv6 CIDRs to stdout and exit")
 	nodeTimeouts := flag.Bool("node-timeouts", false, "serve with the read, write and idle timeouts of reconciler serve")
 	flag.Parse()
@@ -89,8 +114,10 @@ func main() {
 		h = trivial
 	case "nodecode":
 		h = nodecode
+	case "fastdecode":
+		h = fastdecode
 	default:
-		fmt.Fprintf(os.Stderr, "benchref: unknown -mode %q (trivial or nodecode)\n", *mode)
+		fmt.Fprintf(os.Stderr, "benchref: unknown -mode %q (trivial, nodecode or fastdecode)\n", *mode)
 		os.Exit(2)
 	}
 	host, _, err := net.SplitHostPort(*addr)
