@@ -1,7 +1,7 @@
 package backup
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -56,8 +56,9 @@ func newHeader(index, term uint64, s *raftstore.SnapshotSummary, servers []raft.
 
 // SaveOffline writes a snapshot file of the state a stopped node holds in
 // its raft directory (raftstore.ReadOffline): the backup to take when no
-// leader can be elected. The state is encoded in memory, in this process,
-// not on a serving node. nodeID names the node the directory belongs to.
+// leader can be elected. The state is decoded in memory, in this process,
+// not on a serving node; its snapshot is streamed into w (saveStream).
+// nodeID names the node the directory belongs to.
 func SaveOffline(w io.Writer, raftDir, nodeID string, now time.Time) (Header, error) {
 	off, err := raftstore.ReadOffline(raftDir)
 	if err != nil {
@@ -66,11 +67,40 @@ func SaveOffline(w io.Writer, raftDir, nodeID string, now time.Time) (Header, er
 	if off.State.LastIndex == 0 {
 		return Header{}, fmt.Errorf("%s holds no replicated state yet", raftDir)
 	}
-	var body bytes.Buffer
-	if err := raftstore.WriteSnapshot(&body, off.State); err != nil {
+	var size byteCounter
+	if err := raftstore.WriteSnapshot(&size, off.State); err != nil {
 		return Header{}, err
 	}
 	h := newHeader(off.State.LastIndex, off.Term, raftstore.Summarize(off.State), off.Servers, nodeID, now,
-		int64(body.Len()))
-	return h, Write(w, h, &body)
+		int64(size))
+	return h, saveStream(w, h, off.State)
+}
+
+// saveStream writes the snapshot file of st, whose snapshot is h.Size
+// bytes. The header holds the size, so the snapshot is written twice:
+// counted (SaveOffline), then piped into the file. WriteSnapshot streams
+// and is deterministic (maps in key order), so neither pass holds the
+// encoded state and both write the same bytes; Write checks the size.
+func saveStream(w io.Writer, h Header, st *raftstore.State) error {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(raftstore.WriteSnapshot(pw, st))
+	}()
+	err := Write(w, h, pr)
+	// Unblocks the writer when Write stopped reading early.
+	_ = pr.CloseWithError(errSaveStopped)
+	<-done
+	return err
+}
+
+var errSaveStopped = errors.New("the snapshot file stopped being written")
+
+// byteCounter counts what is written to it.
+type byteCounter int64
+
+func (c *byteCounter) Write(p []byte) (int, error) {
+	*c += byteCounter(len(p))
+	return len(p), nil
 }

@@ -215,10 +215,11 @@ func readSnapshot(r io.Reader) (*State, []string, error) {
 	return file.State, dropped, nil
 }
 
-// WriteSnapshot encodes s in the snapshot format.
+// WriteSnapshot encodes s in the snapshot format: the JSON document
+// snapshotFile describes, streamed to w (snapwrite.go) so that writing
+// it holds one record at a time, not the encoded state.
 func WriteSnapshot(w io.Writer, s *State) error {
-	view, format := snapshotView(s)
-	return json.NewEncoder(w).Encode(snapshotFile{Format: format, Summary: Summarize(s), State: view})
+	return writeSnapshotStream(w, s)
 }
 
 type fsmSnapshot struct{ state *State }

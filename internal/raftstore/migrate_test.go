@@ -100,6 +100,8 @@ func TestRestoreV1Snapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkV1PhaseA(t, fsm.State())
+	// The migrated state is written as the whole-value encoder did.
+	sameSnapshotBytes(t, "migrated v1 state", fsm.State())
 }
 
 // TestReplayV1Log: every entry of the old log, replayed from index 1 on
