@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
 // Reading a tree inflates every blob in it, and a 16 MB list takes a
@@ -63,19 +64,19 @@ func (s *Source) blobData(blob *object.Blob) ([]byte, error) {
 	if data, ok := s.blobs.get(blob.Hash); ok {
 		return data, nil
 	}
-	data, err := s.readBlob(blob)
+	data, err := readBlob(s.repo.Storer, blob)
 	if err == nil {
 		s.blobs.put(blob.Hash, data)
 	}
 	return data, err
 }
 
-// readBlob reads a blob's content; a large one through its delta chain
-// (chainread.go), unless readChain leaves it to go-git. The caller holds
-// mu.
-func (s *Source) readBlob(blob *object.Blob) ([]byte, error) {
+// readBlob reads a blob's content from st, the clone's storage; a large
+// one through its delta chain (chainread.go), unless readChain leaves it
+// to go-git. The caller holds mu.
+func readBlob(st storer.EncodedObjectStorer, blob *object.Blob) ([]byte, error) {
 	if blob.Size >= largeObjectBytes {
-		data, ok, err := readChain(s.repo.Storer, blob.Hash, blob.Size)
+		data, ok, err := readChain(st, blob.Hash, blob.Size)
 		if ok || err != nil {
 			return data, err
 		}

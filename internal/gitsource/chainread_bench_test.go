@@ -80,7 +80,7 @@ func readWith(s *Source, h plumbing.Hash, chain bool) ([]byte, error) {
 	}
 	defer runtime.KeepAlive(st)
 	if chain {
-		return s.readBlob(blob)
+		return readBlob(s.repo.Storer, blob)
 	}
 	return readAll(blob)
 }
