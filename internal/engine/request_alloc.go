@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // One allocation for a decoded request and its pairs.
 //
 // The fast decoder collects the entries of query and headers on the stack
@@ -61,7 +63,11 @@ func (b *pairBuf) newRequest(r *Request, q, h pairSpan) *Request {
 	var req *Request
 	var slab []Pair
 	if b.spill != nil {
-		req, slab = new(Request), b.spill // on the heap already
+		// Copied to its size: the spill grew by doubling and holds every
+		// entry read, a repeated name's too, where the fields keep the
+		// last of each (a body repeating one query name 280 times pinned
+		// 16 KiB behind one entry, which the recorder counts as 32 bytes).
+		req, slab = new(Request), slices.Clone(b.spill[:b.n])
 	} else {
 		req, slab = newRequestWith(b.n)
 		slab = append(slab, b.stack[:b.n]...)

@@ -76,7 +76,8 @@ type Housekeeping struct {
 // Housekeep repacks the clone when its loose objects or packs pass the
 // limits, and deletes what no ref reaches: objects of pushes since
 // overwritten, of branches and pull requests gone upstream, of a commit
-// whose push was refused. keep names the commits the cluster still
+// whose push was refused once an hour has passed (its caller may push it
+// to a branch meanwhile: unpushedKeep). keep names the commits the cluster still
 // records (generation number to commit): each is held by a ref under
 // refs/reconciler/generations/, set and removed here, so that a rollback
 // to a generation whose branch history was rewritten still finds it.

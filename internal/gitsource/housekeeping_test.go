@@ -260,3 +260,37 @@ func TestHousekeepingLetsFetchesRunWhileItPacks(t *testing.T) {
 		}
 	}
 }
+
+// A rollback whose push to main is refused pushes its revert commit to a
+// branch next (reconcile's revertAsPull), in a second call. Housekeeping
+// runs beside it: a run that packed while the revert was written and
+// refused swaps its pack in between the two calls, and deleted the revert
+// commit, which no ref reaches yet, so the branch push failed. A commit
+// the Source wrote and could not push is kept for a while.
+func TestHousekeepingKeepsARefusedCommitForItsBranch(t *testing.T) {
+	t.Parallel()
+	srv, url := newRepo(t, gittest.Options{})
+	before, _ := moveOn(t, srv, url)
+	s := newSource(t, Config{URL: url, GC: GCLimits{LooseObjects: -1}})
+	mustFetch(t, s)
+	srv.RejectPushes("policies", "main", true)
+	var refused *PushRefusedError
+	s.packing = func() { // the revert is written and refused while the pack is
+		_, err := s.Revert(context.Background(), RevertRequest{ToHash: before, Message: "Revert"})
+		if !errors.As(err, &refused) {
+			t.Errorf("Revert: %v, want a PushRefusedError", err)
+		}
+	}
+	if h := mustHousekeep(t, s); !h.Ran {
+		t.Fatal("housekeeping did not run")
+	}
+	if refused == nil {
+		t.FailNow()
+	}
+	if err := s.PushBranch(context.Background(), refused.Commit, "reconciler/revert"); err != nil {
+		t.Fatalf("pushing the refused revert to a branch after housekeeping: %v", err)
+	}
+	if got := srv.Head("policies", "reconciler/revert"); got != refused.Commit {
+		t.Errorf("branch at %s, want %s", got, refused.Commit)
+	}
+}

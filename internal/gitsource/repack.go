@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,13 +27,58 @@ import (
 // else, and the prune would delete it.
 const keepPrefix = "refs/reconciler/generations/"
 
+// unpushedKeep is how long housekeeping keeps a commit the Source wrote
+// but could not push, which no ref reaches: its caller may push it
+// elsewhere next, in a call of its own (a rollback refused on main goes
+// to a branch and a pull request, reconcile's revertAsPull), and a run
+// beside it may swap its pack in between. maxUnpushed bounds how many.
+const (
+	unpushedKeep = time.Hour
+	maxUnpushed  = 64
+)
+
 // repackPlan is what Housekeep saw under the locks before writing its
-// pack: the refs to pack from and the packs the new one replaces.
+// pack: the refs to pack from, the commits kept besides (unpushed) and
+// the packs the new one replaces.
 type repackPlan struct {
 	skip   bool
 	before ObjectStats
 	refs   map[plumbing.ReferenceName]plumbing.Hash
+	extra  []plumbing.Hash
 	packs  []plumbing.Hash
+}
+
+// keepUnpushed has housekeeping keep commit h, which the Source wrote and
+// could not push, for unpushedKeep from now. The caller holds mu.
+func (s *Source) keepUnpushed(h plumbing.Hash, now time.Time) {
+	if s.unpushed == nil {
+		s.unpushed = map[plumbing.Hash]time.Time{}
+	}
+	s.unpushedHeads(now) // forgets the expired ones
+	if len(s.unpushed) >= maxUnpushed {
+		oldest := h
+		for k, t := range s.unpushed {
+			if oldest == h || t.Before(s.unpushed[oldest]) {
+				oldest = k
+			}
+		}
+		delete(s.unpushed, oldest)
+	}
+	s.unpushed[h] = now
+}
+
+// unpushedHeads are the commits keepUnpushed keeps at now, forgetting
+// those kept long enough. The caller holds mu.
+func (s *Source) unpushedHeads(now time.Time) []plumbing.Hash {
+	var heads []plumbing.Hash
+	for h, t := range s.unpushed {
+		if now.Sub(t) >= unpushedKeep {
+			delete(s.unpushed, h)
+			continue
+		}
+		heads = append(heads, h)
+	}
+	return heads
 }
 
 func (p repackPlan) result() Housekeeping {
@@ -64,6 +110,7 @@ func planRepack(ctx context.Context, s *Source, keep map[uint64]string, lim gcLi
 	if p.refs, err = hashRefs(s.repo.Storer); err != nil {
 		return p, err
 	}
+	p.extra = s.unpushedHeads(time.Now())
 	if p.packs, err = s.repo.Storer.(storer.PackedObjectStorer).ObjectPacks(); err != nil {
 		return p, fmt.Errorf("gitsource: listing the clone's packs: %w", err)
 	}
@@ -138,10 +185,7 @@ type newPack struct {
 func writePack(ctx context.Context, dir string, plan repackPlan, window uint) (newPack, error) {
 	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
 		filesystem.Options{LargeObjectThreshold: largeObjectBytes})
-	heads := make([]plumbing.Hash, 0, len(plan.refs))
-	for _, h := range plan.refs {
-		heads = append(heads, h)
-	}
+	heads := slices.AppendSeq(slices.Clone(plan.extra), maps.Values(plan.refs))
 	objs, err := revlist.Objects(st, heads, nil)
 	if err != nil {
 		return newPack{}, fmt.Errorf("gitsource: listing what the refs reach: %w", err)
@@ -194,7 +238,7 @@ func swapPack(s *Source, plan repackPlan, pack newPack) (ObjectStats, error) {
 	st := s.repo.Storer
 	reindex(st) // go-git would not find the new pack, nor forget the deleted ones
 	defer reindex(st)
-	reach, err := reachable(st, plan, pack)
+	reach, err := reachable(st, plan, pack, s.unpushedHeads(time.Now()))
 	if err != nil {
 		return ObjectStats{}, err
 	}
@@ -228,20 +272,19 @@ func swapPack(s *Source, plan repackPlan, pack newPack) (ObjectStats, error) {
 	return objectStats(objects)
 }
 
-// reachable is what the refs reach now: the new pack's objects when the
-// refs are those of the snapshot, else a walk of the current ones.
-func reachable(st storer.Storer, plan repackPlan, pack newPack) (map[plumbing.Hash]struct{}, error) {
+// reachable is what the refs and the unpushed commits kept (extra) reach
+// now: the new pack's objects when the refs are those of the snapshot and
+// the pack holds every commit kept, else a walk of the current ones.
+func reachable(st storer.Storer, plan repackPlan, pack newPack, extra []plumbing.Hash) (map[plumbing.Hash]struct{}, error) {
 	refs, err := hashRefs(st)
 	if err != nil {
 		return nil, err
 	}
-	if maps.Equal(refs, plan.refs) {
+	packed := func(h plumbing.Hash) bool { _, ok := pack.objects[h]; return ok }
+	if maps.Equal(refs, plan.refs) && !slices.ContainsFunc(extra, func(h plumbing.Hash) bool { return !packed(h) }) {
 		return pack.objects, nil
 	}
-	heads := make([]plumbing.Hash, 0, len(refs))
-	for _, h := range refs {
-		heads = append(heads, h)
-	}
+	heads := slices.AppendSeq(extra, maps.Values(refs))
 	objs, err := revlist.Objects(st, heads, nil)
 	if err != nil {
 		return nil, fmt.Errorf("gitsource: listing what the refs reach: %w", err)

@@ -122,3 +122,35 @@ func TestRecorderCopiesStrings(t *testing.T) {
 		t.Errorf("time = %v, want %v", kept.Time, req.Time)
 	}
 }
+
+// repeatedQueryBody is a body of at most keepBodyMax bytes whose query
+// names one parameter 280 times: the decoder collects every entry before
+// it keeps the last, so without care its request would pin room for all
+// of them.
+func repeatedQueryBody(i int) []byte {
+	return []byte(`{"method":"GET","path":"/p` + strconv.Itoa(i) + `","query":{` +
+		strings.Repeat(`"a":"",`, 280) + `"a":"x"}}`)
+}
+
+// TestRecorderKeepsDecodedRequestsWithinCount: a request AddDecoded keeps
+// as it was decoded holds no more than the recorder counts, also when its
+// body repeats a query name (the decoder's spilled list of every entry
+// stayed behind the one entry kept: 16 KiB a request counted as 2.3 KiB).
+func TestRecorderKeepsDecodedRequestsWithinCount(t *testing.T) {
+	const n = 2000
+	if l := len(repeatedQueryBody(n)); l > 2<<10 {
+		t.Fatalf("the body is %d bytes, over what AddDecoded keeps as it is", l)
+	}
+	r := preview.NewRecorder(n, 1<<30)
+	recordWithinCount(t, r, n, "requests repeating a query name", func(i int) {
+		body := repeatedQueryBody(i)
+		req, err := engine.DecodeRequest(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := req.Query.Get("a"); v != "x" || req.Query.Len() != 1 {
+			t.Fatalf("query = %v", req.Query.Map())
+		}
+		r.AddDecoded("web", req, len(body))
+	})
+}
