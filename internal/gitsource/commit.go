@@ -234,7 +234,7 @@ func (s *Source) commitOnBranch(ctx context.Context, dir string, sub plumbing.Ha
 		return "", fmt.Errorf("gitsource: writing the commit: %w", err)
 	}
 	if err := s.push(ctx, h, s.cfg.branchRef(), head); err != nil {
-		s.keepUnpushed(h, time.Now()) // the caller may push it to a branch next
+		s.unpushed.keep(h, time.Now()) // the caller may push it to a branch next
 		return "", err
 	}
 	s.trustOwn(h)

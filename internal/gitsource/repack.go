@@ -48,32 +48,36 @@ type repackPlan struct {
 	packs  []plumbing.Hash
 }
 
-// keepUnpushed has housekeeping keep commit h, which the Source wrote and
-// could not push, for unpushedKeep from now. The caller holds mu.
-func (s *Source) keepUnpushed(h plumbing.Hash, now time.Time) {
-	if s.unpushed == nil {
-		s.unpushed = map[plumbing.Hash]time.Time{}
+// unpushedCommits are the commits a Source wrote and could not push, by
+// when, which housekeeping keeps for unpushedKeep. Its Source's mu guards
+// it.
+type unpushedCommits struct{ at map[plumbing.Hash]time.Time }
+
+// keep has housekeeping keep commit h for unpushedKeep from now, dropping
+// the oldest past maxUnpushed.
+func (u *unpushedCommits) keep(h plumbing.Hash, now time.Time) {
+	if u.at == nil {
+		u.at = map[plumbing.Hash]time.Time{}
 	}
-	s.unpushedHeads(now) // forgets the expired ones
-	if len(s.unpushed) >= maxUnpushed {
+	u.heads(now) // forgets the expired ones
+	if len(u.at) >= maxUnpushed {
 		oldest := h
-		for k, t := range s.unpushed {
-			if oldest == h || t.Before(s.unpushed[oldest]) {
+		for k, t := range u.at {
+			if oldest == h || t.Before(u.at[oldest]) {
 				oldest = k
 			}
 		}
-		delete(s.unpushed, oldest)
+		delete(u.at, oldest)
 	}
-	s.unpushed[h] = now
+	u.at[h] = now
 }
 
-// unpushedHeads are the commits keepUnpushed keeps at now, forgetting
-// those kept long enough. The caller holds mu.
-func (s *Source) unpushedHeads(now time.Time) []plumbing.Hash {
+// heads are the commits kept at now, forgetting those kept long enough.
+func (u *unpushedCommits) heads(now time.Time) []plumbing.Hash {
 	var heads []plumbing.Hash
-	for h, t := range s.unpushed {
+	for h, t := range u.at {
 		if now.Sub(t) >= unpushedKeep {
-			delete(s.unpushed, h)
+			delete(u.at, h)
 			continue
 		}
 		heads = append(heads, h)
@@ -110,7 +114,7 @@ func planRepack(ctx context.Context, s *Source, keep map[uint64]string, lim gcLi
 	if p.refs, err = hashRefs(s.repo.Storer); err != nil {
 		return p, err
 	}
-	p.extra = s.unpushedHeads(time.Now())
+	p.extra = s.unpushed.heads(time.Now())
 	if p.packs, err = s.repo.Storer.(storer.PackedObjectStorer).ObjectPacks(); err != nil {
 		return p, fmt.Errorf("gitsource: listing the clone's packs: %w", err)
 	}
@@ -238,7 +242,7 @@ func swapPack(s *Source, plan repackPlan, pack newPack) (ObjectStats, error) {
 	st := s.repo.Storer
 	reindex(st) // go-git would not find the new pack, nor forget the deleted ones
 	defer reindex(st)
-	reach, err := reachable(st, plan, pack, s.unpushedHeads(time.Now()))
+	reach, err := reachable(st, plan, pack, s.unpushed.heads(time.Now()))
 	if err != nil {
 		return ObjectStats{}, err
 	}

@@ -103,9 +103,9 @@ type Source struct {
 	own map[plumbing.Hash]bool
 	// blobs keeps the contents of large blobs (blobcache.go), under mu.
 	blobs blobCache
-	// unpushed are the commits this Source wrote and could not push, by
-	// when, under mu: housekeeping keeps them a while (repack.go).
-	unpushed map[plumbing.Hash]time.Time
+	// unpushed are the commits this Source wrote and could not push,
+	// under mu: housekeeping keeps them a while (repack.go).
+	unpushed unpushedCommits
 	// hkMu lets one Housekeep run at a time: it writes its pack holding
 	// neither opMu nor mu (repack.go).
 	hkMu sync.Mutex
