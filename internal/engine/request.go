@@ -34,6 +34,11 @@ const (
 	// (x-request-id, x-forwarded-*, X-Original-*). Each header costs a map
 	// entry and its strings, many times its bytes in the body.
 	DefaultMaxHeaders = 128
+	// MaxQueryEntries bounds the entries of query (repeated names count):
+	// as many parameters as Go's net/url parses from a URL, so the JSON
+	// form accepts what the gateway forms do. The entries are sorted by
+	// name, so their count bounds that work too.
+	MaxQueryEntries = 10_000
 )
 
 // Limits bound a decision request beyond MaxRequestBytes; the API sets
@@ -54,6 +59,11 @@ func (l Limits) maxHeaders() int {
 // errTooManyHeaders words the header cap without echoing a header.
 func errTooManyHeaders(limit int) error {
 	return badRequest("headers", "more than %d headers; a decision request may carry at most %d", limit, limit)
+}
+
+// errTooManyQuery words the query cap without echoing a parameter.
+func errTooManyQuery(int) error {
+	return badRequest("query", "more than %d parameters; a decision request may carry at most %d", MaxQueryEntries, MaxQueryEntries)
 }
 
 // badRequest is an error of the request schema. Its message names the
@@ -147,8 +157,13 @@ func decodeRequestPreciseWithin(data []byte, lim Limits) (*Request, error) {
 // decodeField reads the value of one top-level field into req.
 func decodeField(dec *json.Decoder, req *Request, key string, lim Limits) error {
 	if key == "headers" {
-		m, err := decodeHeaders(dec, lim.maxHeaders())
+		m, err := decodeStringObject(dec, key, lim.maxHeaders(), errTooManyHeaders)
 		req.Headers = PairsOf(m)
+		return err
+	}
+	if key == "query" {
+		m, err := decodeStringObject(dec, key, MaxQueryEntries, errTooManyQuery)
+		req.Query = PairsOf(m)
 		return err
 	}
 	if key == "attributes" {
@@ -170,21 +185,21 @@ func decodeField(dec *json.Decoder, req *Request, key string, lim Limits) error 
 	return setField(req, key, v)
 }
 
-// decodeHeaders streams the headers object, so that one over limit is
-// refused after limit+1 entries rather than after building them all. Its
-// errors are those setField gives a decoded value.
-func decodeHeaders(dec *json.Decoder, limit int) (map[string]string, error) {
+// decodeStringObject streams the headers or query object (key), so that
+// one over limit is refused after limit+1 entries rather than after
+// building them all. Its errors are those setField gives a decoded value.
+func decodeStringObject(dec *json.Decoder, key string, limit int, tooMany func(int) error) (map[string]string, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, badRequest("", "malformed JSON: %v", err)
 	}
 	if tok != json.Delim('{') {
-		return nil, badRequest("headers", "must be an object of strings, not %s", tokenTypeName(tok))
+		return nil, badRequest(key, "must be an object of strings, not %s", tokenTypeName(tok))
 	}
 	m := map[string]string{}
 	for n := 0; dec.More(); n++ {
 		if n == limit {
-			return nil, errTooManyHeaders(limit)
+			return nil, tooMany(limit)
 		}
 		kt, err := dec.Token()
 		if err != nil {
@@ -196,7 +211,7 @@ func decodeHeaders(dec *json.Decoder, limit int) (map[string]string, error) {
 		}
 		v, ok := vt.(string)
 		if !ok {
-			return nil, badRequest("headers", "every value must be a string, not %s", tokenTypeName(vt))
+			return nil, badRequest(key, "every value must be a string, not %s", tokenTypeName(vt))
 		}
 		m[kt.(string)] = v // object keys are always strings; the last of repeated names wins, as in a map
 	}
@@ -239,6 +254,9 @@ func setField(req *Request, key string, v any) error {
 		var m map[string]string
 		m, err = asStringMap(key, v)
 		if key == "query" {
+			if err == nil && len(m) > MaxQueryEntries {
+				err = errTooManyQuery(len(m))
+			}
 			req.Query = PairsOf(m)
 		} else {
 			req.Headers = PairsOf(m)

@@ -162,7 +162,7 @@ func (d *fastDecoder) field(req *Request, key []byte) (int, bool) {
 		}
 		return seenTime, ok
 	case "query":
-		d.query, ok = d.stringPairs(false, 0)
+		d.query, ok = d.stringPairs(false, MaxQueryEntries)
 		return seenQuery, ok
 	case "headers":
 		d.headers, ok = d.stringPairs(true, d.maxHeaders)
