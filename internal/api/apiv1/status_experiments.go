@@ -3,7 +3,6 @@ package apiv1
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -40,25 +39,29 @@ func (e StatusExperiment) MarshalJSON() ([]byte, error) {
 	return []byte("null"), nil
 }
 
-// UnmarshalJSON reads a row by its "kind".
+// UnmarshalJSON reads a row by its "kind". A row that does not decode as
+// its kind (a newer server's field of another type, a kind that is not a
+// string) decodes with neither set, as a row of an unknown kind does: a
+// client skips it rather than fail the whole status.
 func (e *StatusExperiment) UnmarshalJSON(data []byte) error {
 	*e = StatusExperiment{}
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		return nil
-	}
 	var head struct {
 		Kind string `json:"kind"`
 	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return fmt.Errorf("an experiment row: %w", err)
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) || json.Unmarshal(data, &head) != nil {
+		return nil
 	}
 	switch head.Kind {
 	case KindExperiment:
-		e.Experiment = new(ExperimentStatus)
-		return json.Unmarshal(data, e.Experiment)
+		var x ExperimentStatus
+		if json.Unmarshal(data, &x) == nil {
+			e.Experiment = &x
+		}
 	case KindBranch:
-		e.Branch = new(BranchStatus)
-		return json.Unmarshal(data, e.Branch)
+		var b BranchStatus
+		if json.Unmarshal(data, &b) == nil {
+			e.Branch = &b
+		}
 	}
 	return nil
 }

@@ -40,7 +40,25 @@ func TestStatusExperimentsWire(t *testing.T) {
 		back[2].Branch == nil || back[2].Branch.Name != "branches/x" {
 		t.Errorf("decoded %+v", back)
 	}
-	if err := json.Unmarshal([]byte(`[{"kind":"branch","changedPolicies":7}]`), &back); err == nil {
-		t.Error("a branch row of the wrong shape decoded")
+	if err := json.Unmarshal([]byte(`[{"kind":"branch","changedPolicies":7}]`), &back); err != nil || back[0] != (StatusExperiment{}) {
+		t.Errorf("a branch row of the wrong shape: %+v, %v; want it skipped", back, err)
+	}
+}
+
+// A row that does not decode as its kind (a newer server's field of
+// another type, a kind that is not a string) is skipped like a row of an
+// unknown kind: the whole status failed to decode, where the CLI of the
+// untyped rows skipped it.
+func TestStatusExperimentRowThatDoesNotDecodeIsSkipped(t *testing.T) {
+	t.Parallel()
+	var rows []StatusExperiment
+	data := `[{"name":"policies/a/experiments/e","kind":"experiment","previewed":"yes"},{"kind":7},` +
+		`{"name":"branches/x","kind":"branch"}]`
+	if err := json.Unmarshal([]byte(data), &rows); err != nil {
+		t.Fatalf("the status failed on one row: %v", err)
+	}
+	if len(rows) != 3 || rows[0].Experiment != nil || rows[0].Branch != nil || rows[1] != (StatusExperiment{}) ||
+		rows[2].Branch == nil || rows[2].Branch.Name != "branches/x" {
+		t.Fatalf("rows = %+v", rows)
 	}
 }
