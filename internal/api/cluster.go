@@ -73,9 +73,7 @@ func (s *clusterAPI) routeCluster(w http.ResponseWriter, r *http.Request, verb s
 		return
 	}
 	ctx := r.Context()
-	if r.Header.Get(cluster.ForwardedHeader) != "" {
-		ctx = cluster.WithForwarded(ctx)
-	}
+	ctx = s.forwardedContext(ctx, r)
 	ctx = cluster.WithCredential(ctx, r.Header.Get("Authorization"))
 	h(ctx, w, r)
 }

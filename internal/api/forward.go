@@ -12,11 +12,25 @@ import (
 
 // forwardedContext marks ctx when r was forwarded by another node, so the
 // cluster layer never forwards it again.
-func forwardedContext(ctx context.Context, r *http.Request) context.Context {
-	if r.Header.Get(cluster.ForwardedHeader) != "" {
+func (s *core) forwardedContext(ctx context.Context, r *http.Request) context.Context {
+	if s.forwardedByNode(r) {
 		return cluster.WithForwarded(ctx)
 	}
 	return ctx
+}
+
+// forwardedByNode reports whether r carries the forwarded mark of a node.
+// With [tls] a node forwards on the node port with its certificate, so
+// the mark counts only there: a client setting it on the API port would
+// otherwise be answered NOT_LEADER by a follower, and have the leader
+// append a raft barrier and report its index. Without [tls] nothing
+// proves who sent it (docs/security.md says so).
+func (s *core) forwardedByNode(r *http.Request) bool {
+	if r.Header.Get(cluster.ForwardedHeader) == "" {
+		return false
+	}
+	_, node := peerConn(r)
+	return node || !s.peerTLS
 }
 
 // callOf is r as a call the leader can serve, with body raw and the
@@ -50,7 +64,7 @@ func writeAnswer(w http.ResponseWriter, a *cluster.Answer) {
 func (s *core) leaderOnly(ctx context.Context, w http.ResponseWriter, r *http.Request, raw []byte,
 	run func(context.Context) (any, error)) {
 	var v any
-	ctx = forwardedContext(ctx, r)
+	ctx = s.forwardedContext(ctx, r)
 	since := s.leader.State().LastIndex
 	a, err := s.leader.OnLeader(ctx, leaderWait, func(ctx context.Context) error {
 		var err error

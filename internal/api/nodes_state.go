@@ -139,9 +139,7 @@ func (s *nodes) routeNodesVerb(w http.ResponseWriter, r *http.Request, verb stri
 		return
 	}
 	ctx := r.Context()
-	if r.Header.Get(cluster.ForwardedHeader) != "" {
-		ctx = cluster.WithForwarded(ctx)
-	}
+	ctx = s.forwardedContext(ctx, r)
 	// A follower forwards the admin's own credential, which the leader
 	// checks (with [tls] nodes send no token of their own).
 	ctx = cluster.WithCredential(ctx, r.Header.Get("Authorization"))

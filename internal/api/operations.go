@@ -133,7 +133,7 @@ func (s *operations) getOperation(w http.ResponseWriter, r *http.Request, name s
 // askLeader forwards a read of something this node has not applied yet
 // (just created on the leader) and reports whether it answered.
 func (s *operations) askLeader(w http.ResponseWriter, r *http.Request, raw []byte) bool {
-	a, asked, err := s.cluster.ForwardRead(forwardedContext(r.Context(), r), callOf(r, raw))
+	a, asked, err := s.cluster.ForwardRead(s.forwardedContext(r.Context(), r), callOf(r, raw))
 	switch {
 	case asked && err != nil:
 		s.fail(w, r, err)
@@ -281,7 +281,7 @@ func (s *operations) waitOperation(w http.ResponseWriter, r *http.Request, name 
 func (s *operations) readFromLeader(w http.ResponseWriter, r *http.Request, name string) {
 	call := callOf(r, nil)
 	call.Method, call.Path = http.MethodGet, "/v1/"+name
-	a, asked, err := s.cluster.ForwardRead(forwardedContext(r.Context(), r), call)
+	a, asked, err := s.cluster.ForwardRead(s.forwardedContext(r.Context(), r), call)
 	switch {
 	case asked && err != nil:
 		s.fail(w, r, err)

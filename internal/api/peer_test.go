@@ -109,3 +109,29 @@ func TestNodePortWithoutCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardedMarkCountsOnlyFromANode: with [tls] nodes forward on the
+// node port with their certificates, so the forwarded mark a client sets
+// on the API port is not taken (a follower answered such a write
+// NOT_LEADER, and the leader appended a raft barrier for it); on the node
+// port, from a node's certificate, it is.
+func TestForwardedMarkCountsOnlyFromANode(t *testing.T) {
+	fc := &fakeCluster{state: clusterState(), view: cluster.View{Leader: "n1"},
+		join: func(req cluster.JoinRequest) (raftstore.Node, error) { return raftstore.Node{ID: req.ID}, nil }}
+	e := newTestEnv(t, Config{Cluster: fc, Token: "tok", PeerTLS: true})
+	body := `{"id":"n9","raftAddr":"127.0.0.1:1","httpAddr":"127.0.0.1:2"}`
+	a := e.do(http.MethodPost, "/v1/cluster:join", strings.NewReader(body),
+		map[string]string{cluster.ForwardedHeader: "n1", "Authorization": "Bearer tok"})
+	if a.code != 200 || len(fc.forwarded) != 1 || fc.forwarded[0] {
+		t.Fatalf("a client's mark on the API port: %d %s, forwarded %v; want served, not marked", a.code, a.body, fc.forwarded)
+	}
+	req := httptest.NewRequest(http.MethodPost, "https://127.0.0.1/v1/cluster:join", strings.NewReader(body))
+	req.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{nodeCerts(t, "n9")["n9"]}}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(cluster.ForwardedHeader, "n2")
+	w := httptest.NewRecorder()
+	e.srv.PeerHandler().ServeHTTP(w, req)
+	if w.Code != 200 || len(fc.forwarded) != 2 || !fc.forwarded[1] {
+		t.Fatalf("a node's mark on the node port: %d %s, forwarded %v; want it marked", w.Code, w.Body, fc.forwarded)
+	}
+}

@@ -71,7 +71,7 @@ func (s *webhooks) enqueueCommand(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	a, err := s.cluster.OnLeader(forwardedContext(r.Context(), r), 0, func(context.Context) error {
+	a, err := s.cluster.OnLeader(s.forwardedContext(r.Context(), r), 0, func(context.Context) error {
 		return s.commands.EnqueueCommand(cmd)
 	}, callOf(r, raw))
 	switch {
