@@ -90,8 +90,10 @@ type snapReducer struct {
 	// deeper counts the containers open below snapshotPathDepth.
 	deeper int
 	raw    []byte
-	nonce  [16]byte
-	blobs  [][]byte
+	// err is the read error that stopped the first pass, if any.
+	err   error
+	nonce [16]byte
+	blobs [][]byte
 }
 
 // decodeSnapshotFile decodes the snapshotFile r holds, as
@@ -102,6 +104,11 @@ func decodeSnapshotFile(r io.Reader) (*snapshotFile, error) {
 		return nil, fmt.Errorf("decode snapshot: %w", err)
 	}
 	sr.reduce()
+	if sr.err != nil && sr.err != io.EOF {
+		// Returned as json.Decoder would have: a bufio.Reader reports an
+		// error once, and the decoder must not read on past it.
+		return nil, fmt.Errorf("decode snapshot: %w", sr.err)
+	}
 	var file snapshotFile
 	err := json.NewDecoder(io.MultiReader(&sr.out, sr.in)).Decode(&file)
 	if err != nil {
@@ -119,6 +126,7 @@ func (sr *snapReducer) reduce() {
 	for {
 		c, err := sr.in.ReadByte()
 		if err != nil {
+			sr.err = err
 			return
 		}
 		if c == '"' {
@@ -206,6 +214,7 @@ func (sr *snapReducer) readString() (closed, alphabet bool) {
 			continue
 		}
 		if err != nil {
+			sr.err = err
 			return false, false
 		}
 		// A quote after an odd run of backslashes is escaped.

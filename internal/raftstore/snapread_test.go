@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // wholeDecode is how readSnapshot decoded before the first pass: the
@@ -201,6 +203,26 @@ func TestReadSnapshotOddDocuments(t *testing.T) {
 	// The documents must exercise the replacement, not only the fallback.
 	if replaced < 20 {
 		t.Fatalf("the first pass replaced %d strings in the odd documents", replaced)
+	}
+}
+
+// TestReadSnapshotReadError: a reader that fails part way fails both
+// readers, and one that fails only after the document fails neither.
+func TestReadSnapshotReadError(t *testing.T) {
+	t.Parallel()
+	doc := snapshotBytes(t, genState(rand.New(rand.NewPCG(3, 0x5a))))
+	boom := errors.New("disk on fire")
+	for n := 0; n <= len(doc); n += 1 + len(doc)/200 {
+		read := func() io.Reader { return io.MultiReader(bytes.NewReader(doc[:n]), iotest.ErrReader(boom)) }
+		_, errWant := wholeDecode(read())
+		_, errGot := decodeSnapshotFile(read())
+		if (errWant != nil) != (errGot != nil) || (errGot != nil && !errors.Is(errGot, boom)) {
+			t.Fatalf("cut at %d of %d: the whole reader says %v, the two-pass one %v", n, len(doc), errWant, errGot)
+		}
+	}
+	r := io.MultiReader(bytes.NewReader(doc), iotest.ErrReader(boom))
+	if _, err := decodeSnapshotFile(r); err != nil {
+		t.Fatalf("an error after the document: %v", err)
 	}
 }
 
