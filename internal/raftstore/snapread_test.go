@@ -71,11 +71,7 @@ func snapshotBytes(t testing.TB, s *State) []byte {
 // formats the writer emits (2 and 3), and their first bytes.
 func TestReadSnapshotSameAsWhole(t *testing.T) {
 	t.Parallel()
-	formats := map[int]int{}
-	for seed := uint64(1); seed <= 400; seed++ {
-		s := genState(rand.New(rand.NewPCG(seed, 0x5a)))
-		_, format := snapshotView(s)
-		formats[format]++
+	eachGeneratedState(t, func(seed uint64, s *State) {
 		doc := snapshotBytes(t, s)
 		sameRead(t, fmt.Sprint("seed ", seed), doc)
 		if seed%40 == 0 {
@@ -83,10 +79,7 @@ func TestReadSnapshotSameAsWhole(t *testing.T) {
 				sameRead(t, fmt.Sprint("seed ", seed, " cut at ", n), doc[:n])
 			}
 		}
-	}
-	if formats[snapshotFormat] == 0 || formats[chunkedSnapshotFormat] == 0 {
-		t.Fatalf("generated formats %v, want both 2 and 3", formats)
-	}
+	})
 }
 
 // TestReadSnapshotSameAsWholeApplied: states the applier built, chunked
@@ -94,20 +87,7 @@ func TestReadSnapshotSameAsWhole(t *testing.T) {
 // testdata.
 func TestReadSnapshotSameAsWholeApplied(t *testing.T) {
 	t.Parallel()
-	for seed := uint64(1); seed <= 20; seed++ {
-		r := rand.New(rand.NewPCG(seed, 0x5eed))
-		h := newHarness(t, false)
-		for i := range 80 {
-			_ = h.apply(randomPayload(r, i))
-		}
-		sameRead(t, "applied", snapshotBytes(t, h.fsm.State()))
-	}
-	h := newHarness(t, false)
-	list := netset(6, 20_000)
-	stageAll(t, h, 1, bigFiles(list))
-	h.mustApply(&ActivateGeneration{Generation: 1, Time: at(2)})
-	stageAll(t, h, 2, bigFiles(changeLine(list)))
-	sameRead(t, "chunked", snapshotBytes(t, h.fsm.State()))
+	eachAppliedState(t, 20, func(what string, s *State) { sameRead(t, what, snapshotBytes(t, s)) })
 
 	v1, err := filepath.Glob(filepath.Join("testdata", "*", "snapshots", "*", "state.bin"))
 	if err != nil || len(v1) == 0 {
