@@ -135,6 +135,13 @@ func oddDocuments() []string {
 		// Unknown fields holding long strings, valid base64 or not.
 		`{"format":3,"state":{"chunks":{"h":{"data":` + q + `,"date":` + q + `,"x":"` + b + `!"}},"chunkz":{"h":{"data":` + q + `}}}}`,
 		`{"format":2,"unknown":` + q + `,"state":{"generations":{"1":{"filez":{"f":"*` + b + `"}}}}}`,
+		// Long base64 strings on paths like the bulk ones: raw JSON (an
+		// operation's or experiment's data), strings, unknown fields.
+		`{"format":2,"state":{"operations":{"o":{"id":"o","data":` + q + `}},"experiments":{"e":{"data":` + q + `}}}}`,
+		`{"format":2,"state":{"nodes":{"n":{"data":` + q + `,"id":` + q + `}},"generations":{"1":{"data":` + q + `}}}}`,
+		`{"format":2,"state":{"chunks":{"h":{"files":{"f":` + q + `}}},"nodes":{"n":{"files":{"f":` + q + `}}}}}`,
+		`{"format":2,"state":{"generations":{"1":{"etags":{"f":` + q + `},"files":{"f":` + q + `}}}}}`,
+		`{"format":3,"summary":{"data":` + q + `},"data":` + q + `,"state":{"generations":{"1":{"chunked":{"f":[` + q + `]}}}}}`,
 		// Wrong types.
 		chunk(`123`), chunk(`[` + q + `]`), chunk(`{"a":` + q + `}`), chunk(`true`),
 		`{"format":3,"state":{"chunks":[{"data":` + q + `}]}}`, `{"format":3,"state":{"chunks":{"h":[` + q + `]}}}`,
