@@ -1,7 +1,6 @@
 package raftstore
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,10 +188,16 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 
 // readSnapshot also returns the names a migration dropped.
 func readSnapshot(r io.Reader) (*State, []string, error) {
-	var file snapshotFile
-	if err := json.NewDecoder(r).Decode(&file); err != nil {
-		return nil, nil, fmt.Errorf("decode snapshot: %w", err)
+	file, err := decodeSnapshotFile(r)
+	if err != nil {
+		return nil, nil, err
 	}
+	return finishSnapshot(file)
+}
+
+// finishSnapshot checks a decoded snapshot's format and brings its state
+// to the current one.
+func finishSnapshot(file *snapshotFile) (*State, []string, error) {
 	switch file.Format {
 	case snapshotFormat, legacySnapshotFormat, chunkedSnapshotFormat:
 	default:

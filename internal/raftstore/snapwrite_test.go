@@ -176,12 +176,19 @@ func TestWriteSnapshotBytesUnchanged(t *testing.T) {
 	sameSnapshotBytes(t, "bad document", &State{Operations: map[string]Operation{"o": {Data: json.RawMessage("{")}}})
 	sameSnapshotBytes(t, "keys sorted as text", &State{Pulls: map[int]PullRecord{10: {}, 9: {}, -1: {}, 100: {}},
 		Generations: map[uint64]Generation{2: {}, 10: {Files: map[string][]byte{}}, 1: {Files: nil}}})
+	eachGeneratedState(t, func(seed uint64, s *State) { sameSnapshotBytes(t, fmt.Sprint("seed ", seed), s) })
+}
+
+// eachGeneratedState calls f for 400 generated states, which must
+// include both formats the writer emits (2 without chunks, 3 with).
+func eachGeneratedState(t *testing.T, f func(seed uint64, s *State)) {
+	t.Helper()
 	formats := map[int]int{}
 	for seed := uint64(1); seed <= 400; seed++ {
 		s := genState(rand.New(rand.NewPCG(seed, 0x5a)))
 		_, format := snapshotView(s)
 		formats[format]++
-		sameSnapshotBytes(t, fmt.Sprint("seed ", seed), s)
+		f(seed, s)
 	}
 	if formats[snapshotFormat] == 0 || formats[chunkedSnapshotFormat] == 0 {
 		t.Fatalf("generated formats %v, want both 2 and 3", formats)
@@ -192,20 +199,27 @@ func TestWriteSnapshotBytesUnchanged(t *testing.T) {
 // built (random command sequences, chunked generations of a list).
 func TestWriteSnapshotBytesUnchangedApplied(t *testing.T) {
 	t.Parallel()
-	for seed := uint64(1); seed <= 40; seed++ {
+	eachAppliedState(t, 40, func(what string, s *State) { sameSnapshotBytes(t, what, s) })
+}
+
+// eachAppliedState calls f for states the applier built: n of random
+// command sequences, then one holding chunked generations of a list.
+func eachAppliedState(t *testing.T, n uint64, f func(what string, s *State)) {
+	t.Helper()
+	for seed := uint64(1); seed <= n; seed++ {
 		r := rand.New(rand.NewPCG(seed, 0x5eed))
 		h := newHarness(t, false)
 		for i := range 80 {
 			_ = h.apply(randomPayload(r, i))
 		}
-		sameSnapshotBytes(t, "applied", h.fsm.State())
+		f(fmt.Sprint("applied ", seed), h.fsm.State())
 	}
 	h := newHarness(t, false)
 	list := netset(6, 20_000)
 	stageAll(t, h, 1, bigFiles(list))
 	h.mustApply(&ActivateGeneration{Generation: 1, Time: at(2)})
 	stageAll(t, h, 2, bigFiles(changeLine(list)))
-	sameSnapshotBytes(t, "chunked", h.fsm.State())
+	f("chunked", h.fsm.State())
 }
 
 // TestWriteSnapshotMemoryBounded: writing a snapshot of a state holding a
