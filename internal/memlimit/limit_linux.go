@@ -1,4 +1,4 @@
-package sandbox
+package memlimit
 
 import (
 	"bufio"
@@ -16,16 +16,16 @@ import (
 // reserving its next arena ("out of memory allocating heap arena
 // metadata") while another run of the same tree fits: the verdict would
 // depend on the address-space layout. The limit itself is enforced by
-// watchMemory; RLIMIT_AS only stops a single allocation far past it
+// Watch; RLIMIT_AS only stops a single allocation far past it
 // before the watchdog's next look.
 const asSlack = 512 << 20
 
-// limitMemory sets the Go memory limit to limit and RLIMIT_AS to the
+// Limit sets the Go memory limit to limit and RLIMIT_AS to the
 // address space the process holds now plus limit and asSlack: the Go
 // runtime reserves hundreds of MiB of address space at start-up, so an
 // absolute limit would measure the runtime, not the tree. The Go memory
-// limit makes the collector work hard before watchMemory ends the child.
-func limitMemory(limit uint64) error {
+// limit makes the collector work hard before Watch ends the child.
+func Limit(limit uint64) error {
 	vm, err := vmSize()
 	if err != nil {
 		return err

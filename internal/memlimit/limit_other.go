@@ -1,12 +1,12 @@
 //go:build !linux
 
-package sandbox
+package memlimit
 
 import "runtime/debug"
 
-// limitMemory sets only the Go memory limit where RLIMIT_AS is not
+// Limit sets only the Go memory limit where RLIMIT_AS is not
 // available; the deadline still applies.
-func limitMemory(limit uint64) error {
+func Limit(limit uint64) error {
 	debug.SetMemoryLimit(int64(limit))
 	return nil
 }
