@@ -73,6 +73,9 @@ type Housekeeping struct {
 	Ran           bool
 	Before, After ObjectStats
 	Took          time.Duration
+	// ChildPeakRSS is the repack child's peak resident memory in bytes;
+	// 0 when the pack was written in this process.
+	ChildPeakRSS int64
 }
 
 // Housekeep repacks the clone when its loose objects or packs pass the
@@ -106,7 +109,7 @@ func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Houseke
 	if s.packing != nil {
 		s.packing()
 	}
-	pack, rss, err := s.writeNewPack(ctx, plan, lim.window)
+	pack, rss, err := writeNewPack(ctx, s.cfg.Dir, s.cfg.Repack, plan, lim.window)
 	if err != nil {
 		return plan.result(), err
 	}
@@ -115,7 +118,7 @@ func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Houseke
 	if h.After, err = swapPack(s, plan, pack); err != nil {
 		return h, err
 	}
-	h.Ran, h.Took = true, time.Since(start)
+	h.Ran, h.Took, h.ChildPeakRSS = true, time.Since(start), rss
 	s.log.Info("repacked the clone", "took", h.Took.Round(time.Millisecond),
 		"bytes_before", h.Before.Bytes(), "bytes_after", h.After.Bytes(),
 		"loose_before", h.Before.LooseObjects, "packs_before", h.Before.Packs, "child_peak_rss", rss)
@@ -123,13 +126,13 @@ func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Houseke
 }
 
 // writeNewPack writes the plan's pack into a fresh directory under the
-// clone's objects/pack (on the same file system, so that swapPack renames
+// objects/pack of the clone at dir (on the same file system, so that swapPack renames
 // it in), in the repack child when there is a binary to run: a child
 // killed by ctx or by its memory limit leaves nothing, the directory
 // removed and the clone as it was. rss is the child's peak resident
 // memory (0 in process).
-func (s *Source) writeNewPack(ctx context.Context, plan repackPlan, window uint) (newPack, int64, error) {
-	packs := filepath.Join(s.cfg.Dir, "objects", "pack")
+func writeNewPack(ctx context.Context, dir string, child RepackChild, plan repackPlan, window uint) (newPack, int64, error) {
+	packs := filepath.Join(dir, "objects", "pack")
 	if err := os.MkdirAll(packs, 0o755); err != nil {
 		return newPack{}, 0, fmt.Errorf("gitsource: %w", err)
 	}
@@ -140,14 +143,14 @@ func (s *Source) writeNewPack(ctx context.Context, plan repackPlan, window uint)
 	heads := packHeads(plan)
 	var h plumbing.Hash
 	var rss int64
-	if c := s.cfg.Repack; c.Path != "" {
-		req := repackRequest{Dir: s.cfg.Dir, Out: out, Window: window}
+	if child.Path != "" {
+		req := repackRequest{Dir: dir, Out: out, Window: window}
 		for _, head := range heads {
 			req.Heads = append(req.Heads, head.String())
 		}
-		h, rss, err = c.write(ctx, req)
+		h, rss, err = child.write(ctx, req)
 	} else {
-		h, err = writePack(ctx, s.cfg.Dir, out, heads, window)
+		h, err = writePack(ctx, dir, out, heads, window)
 	}
 	var pack newPack
 	if err == nil {
