@@ -48,13 +48,16 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 		dir    string
 		window uint
 		child  bool
+		limit  uint64 // the child's memory limit; 0 is the default
 	}{
-		{"window=10/in-process", prepared, 10, false},
-		{fmt.Sprintf("window=%d/in-process", gcWindow), prepared, gcWindow, false},
-		{fmt.Sprintf("window=%d/child", gcWindow), prepared, gcWindow, true},
-		{"after-a-repack/child", again, gcWindow, true},
+		{"window=10/in-process", prepared, 10, false, 0},
+		{fmt.Sprintf("window=%d/in-process", gcWindow), prepared, gcWindow, false, 0},
+		{fmt.Sprintf("window=%d/child", gcWindow), prepared, gcWindow, true, 0},
+		{fmt.Sprintf("window=%d/child-256MiB", gcWindow), prepared, gcWindow, true, 256 << 20},
+		{fmt.Sprintf("window=%d/child-384MiB", gcWindow), prepared, gcWindow, true, 384 << 20},
+		{"after-a-repack/child", again, gcWindow, true, 0},
 	} {
-		prepared, window, child := bc.dir, bc.window, bc.child
+		prepared, window, child, limit := bc.dir, bc.window, bc.child, bc.limit
 		b.Run(bc.name, func(b *testing.B) {
 			var before, after ObjectStats
 			var peak uint64
@@ -67,6 +70,7 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 				}
 				c := newSource(b, Config{URL: url, Path: ".", Dir: dir, Logger: hclog.NewNullLogger()})
 				c.gc = gcLimits{looseObjects: -1, window: window}
+				c.cfg.Repack.MemoryLimit = limit
 				if !child {
 					c.cfg.Repack = RepackChild{}
 				}

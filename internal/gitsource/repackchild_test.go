@@ -123,7 +123,11 @@ func TestHousekeepingCancelKillsTheRepackChild(t *testing.T) {
 		if len(started) > 0 {
 			break
 		}
-		time.Sleep(time.Millisecond) // waiting for the child, not timing it
+		select {
+		case err := <-done:
+			t.Fatalf("Housekeep ended before its child started: %v", err)
+		case <-time.After(time.Millisecond): // waiting for the child, not timing it
+		}
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
