@@ -91,9 +91,11 @@ type Housekeeping struct {
 // every object the refs reach, go-git's delta search: seconds to a minute
 // for a large list's history, docs/git.md), reads a snapshot of the refs
 // through its own storage and holds no lock: fetches, pushes and reads go
-// on meanwhile. The locks are held to take the snapshot and to swap the
-// pack in (delete what it replaced, prune), a listing and a few deletes.
-// A clone under its limits costs one listing of the objects directory.
+// on meanwhile. It runs in a child of Config.Repack.Path when set, under
+// a memory limit, and a cancelled ctx kills it (repackchild.go). The
+// locks are held to take the snapshot and to swap the pack in (delete
+// what it replaced, prune), a listing and a few deletes. A clone under
+// its limits costs one listing of the objects directory.
 func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Housekeeping, error) {
 	s.hkMu.Lock()
 	defer s.hkMu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -53,8 +52,12 @@ type repackRequest struct {
 	Window uint
 }
 
-// repackAnswer is the child's one line on stdout.
-type repackAnswer struct{ Pack string }
+// repackAnswer is the child's one line on stdout: the new pack's hash
+// and the child's peak resident memory (0 where it is not measured).
+type repackAnswer struct {
+	Pack    string
+	PeakRSS uint64
+}
 
 // repackError is a child that did not finish: killed by its memory
 // limit, or failed. The clone is as it was.
@@ -70,7 +73,7 @@ func (e *repackError) Error() string {
 }
 
 // write runs writePack in a child and returns the new pack's hash and the
-// child's peak resident memory. Cancelling ctx kills the child.
+// child's peak resident memory, as it measured it. Cancelling ctx kills the child.
 func (c RepackChild) write(ctx context.Context, req repackRequest) (plumbing.Hash, int64, error) {
 	in, err := json.Marshal(req)
 	if err != nil {
@@ -89,27 +92,21 @@ func (c RepackChild) write(ctx context.Context, req repackRequest) (plumbing.Has
 	stdout, stderr := &limitedBuffer{max: 4 << 10}, &limitedBuffer{max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err = cmd.Run()
-	var rss int64
-	if ps := cmd.ProcessState; ps != nil {
-		if u, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			rss = u.Maxrss << 10 // KiB on Linux
-		}
-	}
 	switch {
 	case ctx.Err() != nil:
-		return plumbing.ZeroHash, rss, ctx.Err()
+		return plumbing.ZeroHash, 0, ctx.Err()
 	case err != nil:
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
-			return plumbing.ZeroHash, rss, fmt.Errorf("gitsource: running the repack child: %w", err)
+			return plumbing.ZeroHash, 0, fmt.Errorf("gitsource: running the repack child: %w", err)
 		}
-		return plumbing.ZeroHash, rss, &repackError{limit: limit, state: exit.ProcessState.String(), msg: firstLine(stderr.String())}
+		return plumbing.ZeroHash, 0, &repackError{limit: limit, state: exit.ProcessState.String(), msg: firstLine(stderr.String())}
 	}
 	var a repackAnswer
 	if err := json.Unmarshal([]byte(stdout.String()), &a); err != nil || !plumbing.IsHash(a.Pack) {
-		return plumbing.ZeroHash, rss, fmt.Errorf("gitsource: the repack child answered %q: %w", firstLine(stdout.String()), err)
+		return plumbing.ZeroHash, 0, fmt.Errorf("gitsource: the repack child answered %q: %w", firstLine(stdout.String()), err)
 	}
-	return plumbing.NewHash(a.Pack), rss, nil
+	return plumbing.NewHash(a.Pack), int64(a.PeakRSS), nil
 }
 
 // ServeRepack is the child (RepackCommand): it limits its memory to limit
@@ -137,7 +134,8 @@ func ServeRepack(ctx context.Context, stdin io.Reader, stdout io.Writer, limit u
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(stdout).Encode(repackAnswer{Pack: h.String()})
+	rss, _ := memlimit.PeakRSS() // 0 where not measured: a log field, not the answer
+	return json.NewEncoder(stdout).Encode(repackAnswer{Pack: h.String(), PeakRSS: rss})
 }
 
 // firstLine is the first line of a child's output, for an error.

@@ -36,7 +36,17 @@ func Limit(limit uint64) error {
 }
 
 // vmSize is VmSize of /proc/self/status in bytes.
-func vmSize() (uint64, error) {
+func vmSize() (uint64, error) { return statusBytes("VmSize:") }
+
+// PeakRSS is the process's peak resident memory in bytes (VmHWM of
+// /proc/self/status), for a child to report: a parent's rusage of its
+// child is no measure, since Linux carries the RSS high-water mark of the
+// parent's address space, which a child shares until exec, into it.
+func PeakRSS() (uint64, error) { return statusBytes("VmHWM:") }
+
+// statusBytes is the field of /proc/self/status that starts with key, a
+// number of kB, in bytes.
+func statusBytes(key string) (uint64, error) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0, err
@@ -44,10 +54,10 @@ func vmSize() (uint64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := bytes.CutPrefix(s.Bytes(), []byte("VmSize:")); ok {
+		if v, ok := bytes.CutPrefix(s.Bytes(), []byte(key)); ok {
 			kb, err := strconv.ParseUint(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmSize in /proc/self/status: %w", s.Err())
+	return 0, fmt.Errorf("no %s in /proc/self/status: %w", key, s.Err())
 }
