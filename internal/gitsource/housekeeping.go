@@ -128,11 +128,11 @@ func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Houseke
 }
 
 // writeNewPack writes the plan's pack into a fresh directory under the
-// objects/pack of the clone at dir (on the same file system, so that swapPack renames
-// it in), in the repack child when there is a binary to run: a child
-// killed by ctx or by its memory limit leaves nothing, the directory
-// removed and the clone as it was. rss is the child's peak resident
-// memory (0 in process).
+// objects/pack of the clone at dir (the same file system, so that
+// swapPack renames it in), in the repack child when there is a binary to
+// run: a child killed by ctx or by its memory limit leaves nothing, the
+// directory removed and the clone as it was. rss is the child's peak
+// resident memory (0 in process).
 func writeNewPack(ctx context.Context, dir string, child RepackChild, plan repackPlan, window uint) (newPack, int64, error) {
 	packs := filepath.Join(dir, "objects", "pack")
 	if err := os.MkdirAll(packs, 0o755); err != nil {

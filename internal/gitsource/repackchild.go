@@ -73,7 +73,8 @@ func (e *repackError) Error() string {
 }
 
 // write runs writePack in a child and returns the new pack's hash and the
-// child's peak resident memory, as it measured it. Cancelling ctx kills the child.
+// child's peak resident memory, as it measured it. Cancelling ctx kills
+// the child.
 func (c RepackChild) write(ctx context.Context, req repackRequest) (plumbing.Hash, int64, error) {
 	in, err := json.Marshal(req)
 	if err != nil {
@@ -103,8 +104,11 @@ func (c RepackChild) write(ctx context.Context, req repackRequest) (plumbing.Has
 		return plumbing.ZeroHash, 0, &repackError{limit: limit, state: exit.ProcessState.String(), msg: firstLine(stderr.String())}
 	}
 	var a repackAnswer
-	if err := json.Unmarshal([]byte(stdout.String()), &a); err != nil || !plumbing.IsHash(a.Pack) {
-		return plumbing.ZeroHash, 0, fmt.Errorf("gitsource: the repack child answered %q: %w", firstLine(stdout.String()), err)
+	if err := json.Unmarshal([]byte(stdout.String()), &a); err != nil {
+		return plumbing.ZeroHash, 0, fmt.Errorf("gitsource: reading the repack child's answer: %w", err)
+	}
+	if !plumbing.IsHash(a.Pack) {
+		return plumbing.ZeroHash, 0, fmt.Errorf("gitsource: the repack child answered %q, not a pack's hash", a.Pack)
 	}
 	return plumbing.NewHash(a.Pack), int64(a.PeakRSS), nil
 }
