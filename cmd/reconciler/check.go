@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/policyrollout/reconciler/internal/config"
@@ -204,13 +203,8 @@ func dirArg(fs *flag.FlagSet) string {
 // validateWorker implements the hidden `reconciler validate-worker LIMIT`:
 // the child of sandbox.Runner, limited to LIMIT more bytes of memory.
 func (a *app) validateWorker(args []string) int {
-	if len(args) != 1 {
-		fmt.Fprintf(a.stderr, "reconciler %s: want LIMIT (bytes)\n", sandbox.WorkerCommand)
-		return exitUsage
-	}
-	limit, err := strconv.ParseUint(args[0], 10, 64)
-	if err != nil || limit == 0 {
-		fmt.Fprintf(a.stderr, "reconciler %s: LIMIT %q must be a positive number of bytes\n", sandbox.WorkerCommand, args[0])
+	limit, ok := a.workerLimit(sandbox.WorkerCommand, args)
+	if !ok {
 		return exitUsage
 	}
 	if err := sandbox.Serve(a.stdin, a.stdout, limit); err != nil {

@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"sort"
 
+	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/sandbox"
 	rversion "github.com/policyrollout/reconciler/internal/version"
 )
@@ -101,6 +102,9 @@ func (a *app) run(args []string) int {
 	}
 	if name == sandbox.WorkerCommand { // hidden: not in help
 		return a.validateWorker(args[1:])
+	}
+	if name == gitsource.RepackCommand { // hidden: not in help
+		return a.repackWorker(args[1:])
 	}
 	for _, c := range commands() {
 		if c.name == name {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/policyrollout/reconciler/internal/config"
+	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/node"
 	"github.com/policyrollout/reconciler/internal/sandbox"
@@ -119,6 +120,7 @@ func (a *app) serve(args []string) int {
 		w := &sandbox.Worker{Runner: r}
 		defer w.Close()
 		m.Validator, m.CheckPolicy = w.Validate, r.CheckPolicy
+		m.Repack = gitsource.RepackChild{Path: a.self, MemoryLimit: uint64(cfg.Git.RepackMemoryLimitBytes)}
 	}
 	if err := m.Run(ctx); err != nil {
 		logger.Error("node failed to start", "error", err)

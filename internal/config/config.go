@@ -124,6 +124,10 @@ type Git struct {
 	Verify                string `toml:"verify"`
 	OpenPGPKeyringFile    string `toml:"openpgp_keyring_file"`
 	SSHAllowedSignersFile string `toml:"ssh_allowed_signers_file"`
+	// RepackMemoryLimitBytes is the memory the child that writes the
+	// clone's housekeeping pack (`reconciler repack-worker`,
+	// internal/gitsource) may use beyond what it holds after start-up.
+	RepackMemoryLimitBytes int64 `toml:"repack_memory_limit_bytes"`
 }
 
 // SeedsURL reports whether git.init_from applies: it seeds git.url only
@@ -347,6 +351,9 @@ const (
 	// internal/sandbox's defaults (cmd/reconciler checks they agree).
 	DefaultValidationMemoryLimit = 1 << 30
 	DefaultValidationTimeout     = 30 * time.Second
+	// DefaultRepackMemoryLimit is internal/gitsource's default
+	// (cmd/reconciler checks they agree).
+	DefaultRepackMemoryLimit = 512 << 20
 
 	// DefaultMaxRequestHeaders and DefaultMaxDecisionsInFlight are
 	// internal/api's defaults (engine.DefaultMaxHeaders and
@@ -381,6 +388,8 @@ func Default() *Config {
 			TokenEnv: "GIT_TOKEN",
 			Timeout:  Duration{DefaultGitTimeout},
 			Verify:   "none",
+
+			RepackMemoryLimitBytes: DefaultRepackMemoryLimit,
 		},
 		GitHub: GitHub{
 			APIURL:           "https://api.github.com/",

@@ -24,7 +24,7 @@ const (
 	// experiment (up to api.max_body_bytes of policy) is on every node.
 	maxExperimentsTotal = 10000
 	maxGitTimeout       = 10 * time.Minute
-	// A validation child's memory: 64 MiB compiles about 1,500 rules of
+	// A validation (or repack) child's memory: 64 MiB compiles about 1,500 rules of
 	// twelve terms (sandbox tests), below that a value is more likely a
 	// missing digit than a choice; above 64 GiB it protects nothing.
 	minValidationMemory  = 64 << 20
@@ -131,6 +131,10 @@ func (g *Git) validate(e *errs) {
 	}
 	if g.Timeout.Duration <= 0 || g.Timeout.Duration > maxGitTimeout {
 		e.add("git.timeout", "%s must be above 0 and at most %s", g.Timeout.Duration, maxGitTimeout)
+	}
+	if m := g.RepackMemoryLimitBytes; m < minValidationMemory || m > maxValidationMemory {
+		e.add("git.repack_memory_limit_bytes", "%d must be between %d (64 MiB) and %d (64 GiB)", m,
+			minValidationMemory, int64(maxValidationMemory))
 	}
 }
 

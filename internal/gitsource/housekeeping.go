@@ -3,6 +3,8 @@ package gitsource
 import (
 	"context"
 	"fmt"
+
+	"github.com/go-git/go-git/v5/plumbing"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +73,9 @@ type Housekeeping struct {
 	Ran           bool
 	Before, After ObjectStats
 	Took          time.Duration
+	// ChildPeakRSS is the repack child's peak resident memory in bytes;
+	// 0 when the pack was written in this process.
+	ChildPeakRSS int64
 }
 
 // Housekeep repacks the clone when its loose objects or packs pass the
@@ -86,9 +91,11 @@ type Housekeeping struct {
 // every object the refs reach, go-git's delta search: seconds to a minute
 // for a large list's history, docs/git.md), reads a snapshot of the refs
 // through its own storage and holds no lock: fetches, pushes and reads go
-// on meanwhile. The locks are held to take the snapshot and to swap the
-// pack in (delete what it replaced, prune), a listing and a few deletes.
-// A clone under its limits costs one listing of the objects directory.
+// on meanwhile. It runs in a child of Config.Repack.Path when set, under
+// a memory limit, and a cancelled ctx kills it (repackchild.go). The
+// locks are held to take the snapshot and to swap the pack in (delete
+// what it replaced, prune), a listing and a few deletes. A clone under
+// its limits costs one listing of the objects directory.
 func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Housekeeping, error) {
 	s.hkMu.Lock()
 	defer s.hkMu.Unlock()
@@ -104,32 +111,76 @@ func (s *Source) Housekeep(ctx context.Context, keep map[uint64]string) (Houseke
 	if s.packing != nil {
 		s.packing()
 	}
-	pack, err := writePack(ctx, s.cfg.Dir, plan, lim.window)
+	pack, rss, err := writeNewPack(ctx, s.cfg.Dir, s.cfg.Repack, plan, lim.window)
 	if err != nil {
 		return plan.result(), err
 	}
+	defer os.RemoveAll(pack.dir)
 	h := plan.result()
 	if h.After, err = swapPack(s, plan, pack); err != nil {
 		return h, err
 	}
-	h.Ran, h.Took = true, time.Since(start)
+	h.Ran, h.Took, h.ChildPeakRSS = true, time.Since(start), rss
 	s.log.Info("repacked the clone", "took", h.Took.Round(time.Millisecond),
 		"bytes_before", h.Before.Bytes(), "bytes_after", h.After.Bytes(),
-		"loose_before", h.Before.LooseObjects, "packs_before", h.Before.Packs)
+		"loose_before", h.Before.LooseObjects, "packs_before", h.Before.Packs, "child_peak_rss", rss)
 	return h, nil
 }
 
+// writeNewPack writes the plan's pack into a fresh directory under the
+// objects/pack of the clone at dir (the same file system, so that
+// swapPack renames it in), in the repack child when there is a binary to
+// run: a child killed by ctx or by its memory limit leaves nothing, the
+// directory removed and the clone as it was. rss is the child's peak
+// resident memory (0 in process).
+func writeNewPack(ctx context.Context, dir string, child RepackChild, plan repackPlan, window uint) (newPack, int64, error) {
+	packs := filepath.Join(dir, "objects", "pack")
+	if err := os.MkdirAll(packs, 0o755); err != nil {
+		return newPack{}, 0, fmt.Errorf("gitsource: %w", err)
+	}
+	out, err := os.MkdirTemp(packs, repackTempPrefix)
+	if err != nil {
+		return newPack{}, 0, fmt.Errorf("gitsource: %w", err)
+	}
+	heads := packHeads(plan)
+	var h plumbing.Hash
+	var rss int64
+	if child.Path != "" {
+		req := repackRequest{Dir: dir, Out: out, Window: window}
+		for _, head := range heads {
+			req.Heads = append(req.Heads, head.String())
+		}
+		h, rss, err = child.write(ctx, req)
+	} else {
+		h, err = writePack(ctx, dir, out, heads, window)
+	}
+	var pack newPack
+	if err == nil {
+		pack, err = readPack(out, h)
+	}
+	if err != nil {
+		os.RemoveAll(out)
+		return newPack{}, rss, err
+	}
+	return pack, rss, nil
+}
+
+// repackTempPrefix starts the name of the directory under objects/pack
+// that Housekeep's new pack is written in before swapPack moves it in.
+const repackTempPrefix = "tmp_repack_"
+
 // removeTemp deletes the temporary files of objects and packs a fetch or
-// push that failed left behind (ours, thinpack.go, and go-git's); the
-// caller holds opMu, so none is being written.
+// push that failed left behind (ours, thinpack.go, and go-git's), and the
+// directory of a repack a node stopped in; the caller holds opMu, so none
+// is being written, and hkMu, so no repack is.
 func removeTemp(objects string) error {
-	for _, pattern := range []string{"tmp_obj_*", "pack/tmp_obj_*", "pack/tmp_pack_*"} {
+	for _, pattern := range []string{"tmp_obj_*", "pack/tmp_obj_*", "pack/tmp_pack_*", "pack/" + repackTempPrefix + "*"} {
 		stale, err := filepath.Glob(filepath.Join(objects, pattern))
 		if err != nil {
 			return fmt.Errorf("gitsource: %w", err)
 		}
 		for _, f := range stale {
-			if err := os.Remove(f); err != nil {
+			if err := os.RemoveAll(f); err != nil {
 				return fmt.Errorf("gitsource: removing %s: %w", filepath.Base(f), err)
 			}
 		}

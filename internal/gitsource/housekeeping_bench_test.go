@@ -21,8 +21,9 @@ import (
 // clone that fetched 20 one-line pushes of a 1,000,000-entry list (each
 // run starts from a copy of it, all loose). bytes-before/after are the
 // objects directory, peak-heap-MB the heap's high-water mark during the
-// run, by pack window; after-a-repack is a later run, on a clone
-// housekept once then pushed to three more times.
+// run in this process and child-peak-rss-MB the repack child's, by pack
+// window and where the pack is written; after-a-repack is a later run, on
+// a clone housekept once then pushed to three more times.
 func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 	srv, url, work, list, prepared := twentyListPushes(b)
 	// again is the same clone housekept once, then three more pushes:
@@ -46,11 +47,21 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 		name   string
 		dir    string
 		window uint
-	}{{"window=10", prepared, 10}, {fmt.Sprintf("window=%d", gcWindow), prepared, gcWindow}, {"after-a-repack", again, gcWindow}} {
-		prepared, window := bc.dir, bc.window
+		child  bool
+		limit  uint64 // the child's memory limit; 0 is the default
+	}{
+		{"window=10/in-process", prepared, 10, false, 0},
+		{fmt.Sprintf("window=%d/in-process", gcWindow), prepared, gcWindow, false, 0},
+		{fmt.Sprintf("window=%d/child", gcWindow), prepared, gcWindow, true, 0},
+		{fmt.Sprintf("window=%d/child-256MiB", gcWindow), prepared, gcWindow, true, 256 << 20},
+		{fmt.Sprintf("window=%d/child-384MiB", gcWindow), prepared, gcWindow, true, 384 << 20},
+		{"after-a-repack/child", again, gcWindow, true, 0},
+	} {
+		prepared, window, child, limit := bc.dir, bc.window, bc.child, bc.limit
 		b.Run(bc.name, func(b *testing.B) {
 			var before, after ObjectStats
 			var peak uint64
+			var childRSS int64
 			for b.Loop() {
 				b.StopTimer()
 				dir := filepath.Join(b.TempDir(), "clone.git")
@@ -59,6 +70,10 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 				}
 				c := newSource(b, Config{URL: url, Path: ".", Dir: dir, Logger: hclog.NewNullLogger()})
 				c.gc = gcLimits{looseObjects: -1, window: window}
+				c.cfg.Repack.MemoryLimit = limit
+				if !child {
+					c.cfg.Repack = RepackChild{}
+				}
 				runtime.GC()
 				stop := sampleHeap(&peak)
 				b.StartTimer()
@@ -68,12 +83,13 @@ func BenchmarkHousekeepingAfterTwentyListPushes(b *testing.B) {
 				if err != nil || !h.Ran {
 					b.Fatalf("Housekeep = %+v, %v", h, err)
 				}
-				before, after = h.Before, h.After
+				before, after, childRSS = h.Before, h.After, max(childRSS, h.ChildPeakRSS)
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(before.Bytes()), "bytes-before")
 			b.ReportMetric(float64(after.Bytes()), "bytes-after")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(float64(childRSS)/(1<<20), "child-peak-rss-MB")
 		})
 	}
 }

@@ -15,6 +15,9 @@ import (
 // git-upload-pack and git-receive-pack for local remotes) away from the
 // developer's configuration.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == RepackCommand {
+		os.Exit(repackWorker(os.Args[2]))
+	}
 	os.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
 	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	os.Exit(m.Run())
@@ -70,6 +73,9 @@ func newSource(t testing.TB, cfg Config) *Source {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = testlog.New(t)
+	}
+	if cfg.Repack.Path == "" {
+		cfg.Repack.Path = testBinary(t) // housekeeping packs in a child, as a node does
 	}
 	s, err := Open(context.Background(), cfg)
 	if err != nil {

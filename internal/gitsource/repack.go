@@ -1,11 +1,13 @@
 package gitsource
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/revlist"
 	"github.com/go-git/go-git/v5/plumbing/storer"
@@ -175,44 +178,91 @@ func hashRefs(st storer.ReferenceStorer) (map[plumbing.ReferenceName]plumbing.Ha
 	return refs, nil
 }
 
-// newPack is the pack writePack wrote and the objects it holds.
+// newPack is the pack writePack wrote, in dir until swapPack moves it
+// into the clone, and the objects it holds.
 type newPack struct {
+	dir     string
 	hash    plumbing.Hash
 	objects map[plumbing.Hash]struct{}
 }
 
-// writePack writes everything the plan's refs reach into one new pack in
-// the clone at dir, through a storage of its own: the Source's storage is
-// not safe for concurrent use, and objects files are never rewritten, so
-// reading them while a fetch adds others is. The new pack is not seen by
-// the Source's storage before swapPack reindexes it.
-func writePack(ctx context.Context, dir string, plan repackPlan, window uint) (newPack, error) {
+// writePack writes everything heads reach in the clone at dir into one
+// new pack (and its index) under out/objects/pack, through storages of
+// its own: the Source's storage is not safe for concurrent use, and
+// objects files are never rewritten, so reading them while a fetch adds
+// others is. The clone does not see the pack before swapPack moves it in.
+// It runs in the repack child (repackchild.go), or in this process.
+func writePack(ctx context.Context, dir, out string, heads []plumbing.Hash, window uint) (plumbing.Hash, error) {
 	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
 		filesystem.Options{LargeObjectThreshold: largeObjectBytes})
-	heads := slices.AppendSeq(slices.Clone(plan.extra), maps.Values(plan.refs))
 	objs, err := revlist.Objects(st, heads, nil)
 	if err != nil {
-		return newPack{}, fmt.Errorf("gitsource: listing what the refs reach: %w", err)
+		return plumbing.ZeroHash, fmt.Errorf("gitsource: listing what the refs reach: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return newPack{}, err
+		return plumbing.ZeroHash, err
 	}
-	w, err := st.PackfileWriter()
+	w, err := filesystem.NewStorage(osfs.New(out), cache.NewObjectLRU(0)).PackfileWriter()
 	if err != nil {
-		return newPack{}, fmt.Errorf("gitsource: writing a pack: %w", err)
+		return plumbing.ZeroHash, fmt.Errorf("gitsource: writing a pack: %w", err)
 	}
 	h, err := packfile.NewEncoder(ctxWriter{ctx, w}, st, false).Encode(objs, window)
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		return newPack{}, fmt.Errorf("gitsource: repacking the clone: %w", err)
+		return plumbing.ZeroHash, fmt.Errorf("gitsource: repacking the clone: %w", err)
 	}
-	p := newPack{hash: h, objects: make(map[plumbing.Hash]struct{}, len(objs))}
-	for _, o := range objs {
-		p.objects[o] = struct{}{}
+	return h, nil
+}
+
+// packHeads are the commits the plan packs what they reach of.
+func packHeads(plan repackPlan) []plumbing.Hash {
+	return slices.AppendSeq(slices.Clone(plan.extra), maps.Values(plan.refs))
+}
+
+// readPack lists the objects of pack h in out from its index, which is
+// as large as the pack's object count (28 bytes each, and the map's).
+func readPack(out string, h plumbing.Hash) (newPack, error) {
+	f, err := os.Open(filepath.Join(out, "objects", "pack", "pack-"+h.String()+".idx"))
+	if err != nil {
+		return newPack{}, fmt.Errorf("gitsource: reading the new pack's index: %w", err)
 	}
-	return p, nil
+	defer f.Close()
+	idx := idxfile.NewMemoryIndex()
+	if err := idxfile.NewDecoder(bufio.NewReader(f)).Decode(idx); err != nil {
+		return newPack{}, fmt.Errorf("gitsource: reading the new pack's index: %w", err)
+	}
+	iter, err := idx.Entries()
+	if err != nil {
+		return newPack{}, fmt.Errorf("gitsource: reading the new pack's index: %w", err)
+	}
+	defer iter.Close()
+	p := newPack{dir: out, hash: h, objects: map[plumbing.Hash]struct{}{}}
+	for {
+		e, err := iter.Next()
+		if errors.Is(err, io.EOF) {
+			return p, nil
+		}
+		if err != nil {
+			return newPack{}, fmt.Errorf("gitsource: reading the new pack's index: %w", err)
+		}
+		p.objects[e.Hash] = struct{}{}
+	}
+}
+
+// installPack moves the new pack into the clone's objects/pack, its
+// index first: go-git lists a clone's packs by their .pack files, so a
+// pack it lists always has its index. The caller holds opMu and mu.
+func installPack(objects string, pack newPack) error {
+	from, to := filepath.Join(pack.dir, "objects", "pack"), filepath.Join(objects, "pack")
+	for _, ext := range []string{".idx", ".pack"} {
+		name := "pack-" + pack.hash.String() + ext
+		if err := os.Rename(filepath.Join(from, name), filepath.Join(to, name)); err != nil {
+			return fmt.Errorf("gitsource: moving the new pack in: %w", err)
+		}
+	}
+	return nil
 }
 
 // ctxWriter fails its writes once ctx is done: go-git's encoder takes no
@@ -240,6 +290,10 @@ func swapPack(s *Source, plan repackPlan, pack newPack) (ObjectStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.repo.Storer
+	objects := filepath.Join(s.cfg.Dir, "objects")
+	if err := installPack(objects, pack); err != nil {
+		return ObjectStats{}, err
+	}
 	reindex(st) // go-git would not find the new pack, nor forget the deleted ones
 	defer reindex(st)
 	reach, err := reachable(st, plan, pack, s.unpushed.heads(time.Now()))
@@ -269,7 +323,6 @@ func swapPack(s *Source, plan repackPlan, pack newPack) (ObjectStats, error) {
 	if err := deleteObjects(st, stale, plan.packs, pack.hash, covered); err != nil {
 		return ObjectStats{}, err
 	}
-	objects := filepath.Join(s.cfg.Dir, "objects")
 	if err := removeTemp(objects); err != nil {
 		return ObjectStats{}, err
 	}

@@ -75,6 +75,9 @@ type Config struct {
 	// GC are the limits past which Housekeep repacks the clone; the
 	// defaults (housekeeping.go) when zero. Tests lower them.
 	GC GCLimits
+	// Repack is where Housekeep writes its pack: a child process of the
+	// node's binary, or this process when its Path is "".
+	Repack RepackChild
 }
 
 // Source is a bare clone of the policy repository. Its methods, and the

@@ -28,6 +28,7 @@ import (
 	"github.com/policyrollout/reconciler/internal/experiments"
 	"github.com/policyrollout/reconciler/internal/extauthz"
 	"github.com/policyrollout/reconciler/internal/github"
+	"github.com/policyrollout/reconciler/internal/gitsource"
 	"github.com/policyrollout/reconciler/internal/lifecycle"
 	"github.com/policyrollout/reconciler/internal/logging"
 	"github.com/policyrollout/reconciler/internal/raftstore"
@@ -53,6 +54,10 @@ type Main struct {
 	// Validator validates the trees the leader judges; nil validates in
 	// this process (tests of internal packages, which have no reconciler
 	// binary to run). `reconciler serve` sets a sandbox.Runner.
+	// Repack is where the leader's clone housekeeping writes its pack: a
+	// child of the reconciler binary (`reconciler serve` sets it), or
+	// this process when its Path is "" (tests of internal packages).
+	Repack    gitsource.RepackChild
 	Validator reconcile.Validator
 	// CheckPolicy compiles the policy of an experiment submitted through
 	// the API; nil compiles in this process. `reconciler serve` sets the

@@ -69,6 +69,7 @@ func (m *Main) openSource(ctx context.Context, lopts policy.LoadOptions) (*recon
 		Logger:      m.Logger.Named(logging.Git),
 		LoadOptions: lopts,
 		Verifier:    v,
+		Repack:      m.Repack,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open the git clone: %w", err)

@@ -5,6 +5,7 @@ import (
 	"runtime/metrics"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/memlimit"
 	"github.com/policyrollout/reconciler/internal/preview"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -30,8 +31,8 @@ type keeper struct {
 }
 
 func newKeeper(limit uint64) *keeper {
-	s := []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
-	return &keeper{keepBytes: limit / 2, start: held(s), samples: s}
+	s := memlimit.Samples()
+	return &keeper{keepBytes: limit / 2, start: memlimit.Held(s), samples: s}
 }
 
 // answer is the verdict on req: a policy check or a tree validation.
@@ -58,7 +59,7 @@ func (k *keeper) answer(req request) any {
 // (the next change to a list is then compiled whole, as in a fresh child).
 func (k *keeper) settle() {
 	debug.FreeOSMemory()
-	if h := held(k.samples); h > k.start+k.keepBytes {
+	if h := memlimit.Held(k.samples); h > k.start+k.keepBytes {
 		k.kept = nil
 		debug.FreeOSMemory()
 	}

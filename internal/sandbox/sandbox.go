@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/memlimit"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -155,10 +156,10 @@ func (r Runner) limits() (uint64, time.Duration) {
 // many, and keeps what it compiled for the next (keeper). Each request may
 // grow the child by limit over what it held when the request came.
 func Serve(stdin io.Reader, stdout io.Writer, limit uint64) error {
-	if err := limitMemory(limit); err != nil {
+	if err := memlimit.Limit(limit); err != nil {
 		return fmt.Errorf("limiting memory: %w", err)
 	}
-	rebase := watchMemory(limit)
+	rebase := memlimit.Watch(limit)
 	in, k := bufio.NewReaderSize(stdin, 1<<20), newKeeper(limit)
 	settled := make(chan struct{})
 	close(settled)

@@ -1,4 +1,4 @@
-package sandbox
+package memlimit
 
 import (
 	"fmt"
@@ -18,13 +18,20 @@ const (
 	metricReleased = "/memory/classes/heap/released:bytes"
 )
 
-// held is the memory the runtime holds from the OS now.
-func held(s []metrics.Sample) uint64 {
+// Samples are the runtime metrics Held reads, allocated once by a caller
+// that measures often.
+func Samples() []metrics.Sample {
+	return []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
+}
+
+// Held is the memory the runtime holds from the OS now, read into s
+// (from Samples).
+func Held(s []metrics.Sample) uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
 
-// watchMemory ends the process when the memory it holds grows by more
+// Watch ends the process when the memory it holds grows by more
 // than limit over what it held at the last call of the rebase function it
 // returns (at start, then at each request). RLIMIT_AS alone cannot be the
 // measure: the runtime maps its heap in 64 MiB arenas that VmSize counts
@@ -34,20 +41,20 @@ func held(s []metrics.Sample) uint64 {
 // this watches is the tree's live data, the same in every run. A period
 // of 2 ms lets the heap overshoot by what it allocates in that time;
 // RLIMIT_AS stays as the backstop.
-func watchMemory(limit uint64) (rebase func()) {
-	s := []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
+func Watch(limit uint64) (rebase func()) {
+	s := Samples()
 	var base atomic.Uint64
-	base.Store(held(s))
+	base.Store(Held(s))
 	go func() {
-		s := []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
+		s := Samples()
 		t := time.NewTicker(watchdogPeriod)
 		defer t.Stop()
 		for range t.C {
-			if h, b := held(s), base.Load(); h > b+limit {
+			if h, b := Held(s), base.Load(); h > b+limit {
 				fmt.Fprintf(os.Stderr, "out of memory: grew by %d MiB, over its limit of %d MiB\n", (h-b)>>20, limit>>20)
 				os.Exit(3)
 			}
 		}
 	}()
-	return func() { base.Store(held(s)) }
+	return func() { base.Store(Held(s)) }
 }
