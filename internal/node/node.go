@@ -53,12 +53,12 @@ type Main struct {
 	Version string
 	// Validator validates the trees the leader judges; nil validates in
 	// this process (tests of internal packages, which have no reconciler
-	// binary to run). `reconciler serve` sets a sandbox.Runner.
+	// binary to run). `reconciler serve` sets a sandbox.Worker's.
+	Validator reconcile.Validator
 	// Repack is where the leader's clone housekeeping writes its pack: a
 	// child of the reconciler binary (`reconciler serve` sets it), or
 	// this process when its Path is "" (tests of internal packages).
-	Repack    gitsource.RepackChild
-	Validator reconcile.Validator
+	Repack gitsource.RepackChild
 	// CheckPolicy compiles the policy of an experiment submitted through
 	// the API; nil compiles in this process. `reconciler serve` sets the
 	// same sandbox.Runner's.
