@@ -3,12 +3,12 @@ package gitsource
 import (
 	"context"
 	"fmt"
-
-	"github.com/go-git/go-git/v5/plumbing"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // A fetch into a clone that has refs stores what it brings loose

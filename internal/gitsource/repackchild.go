@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -84,11 +81,7 @@ func (c RepackChild) write(ctx context.Context, req repackRequest) (plumbing.Has
 	if limit == 0 {
 		limit = DefaultRepackMemoryLimit
 	}
-	cmd := exec.CommandContext(ctx, c.Path, RepackCommand, strconv.FormatUint(limit, 10))
-	// Nothing of the node's environment (it may hold credentials); one
-	// core, as the pack is written beside the passes.
-	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}
-	cmd.WaitDelay = time.Second
+	cmd := memlimit.Command(ctx, c.Path, RepackCommand, limit)
 	cmd.Stdin = bytes.NewReader(in)
 	stdout, stderr := &limitedBuffer{max: 4 << 10}, &limitedBuffer{max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -101,7 +94,7 @@ func (c RepackChild) write(ctx context.Context, req repackRequest) (plumbing.Has
 		if !errors.As(err, &exit) {
 			return plumbing.ZeroHash, 0, fmt.Errorf("gitsource: running the repack child: %w", err)
 		}
-		return plumbing.ZeroHash, 0, &repackError{limit: limit, state: exit.ProcessState.String(), msg: firstLine(stderr.String())}
+		return plumbing.ZeroHash, 0, &repackError{limit: limit, state: exit.ProcessState.String(), msg: memlimit.FirstLine([]byte(stderr.String()))}
 	}
 	var a repackAnswer
 	if err := json.Unmarshal([]byte(stdout.String()), &a); err != nil {
@@ -140,12 +133,4 @@ func ServeRepack(ctx context.Context, stdin io.Reader, stdout io.Writer, limit u
 	}
 	rss, _ := memlimit.PeakRSS() // 0 where not measured: a log field, not the answer
 	return json.NewEncoder(stdout).Encode(repackAnswer{Pack: h.String(), PeakRSS: rss})
-}
-
-// firstLine is the first line of a child's output, for an error.
-func firstLine(s string) string {
-	if s, _, _ = strings.Cut(s, "\n"); s == "" {
-		return "no output"
-	}
-	return s
 }

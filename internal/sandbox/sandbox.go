@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"strconv"
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
@@ -105,7 +104,7 @@ func (r Runner) call(req request, out any) error {
 		case ctx.Err() != nil:
 			return &killedError{fmt.Sprintf("killed after %s", timeout)}
 		case errors.As(err, &exit):
-			return &killedError{fmt.Sprintf("child %v (limit %d MiB): %s", err, limit>>20, firstLine(stderr.b.Bytes()))}
+			return &killedError{fmt.Sprintf("child %v (limit %d MiB): %s", err, limit>>20, memlimit.FirstLine(stderr.b.Bytes()))}
 		}
 		return fmt.Errorf("running the child: %w", err)
 	}
@@ -117,12 +116,7 @@ func (r Runner) call(req request, out any) error {
 
 // command is the child process: the same binary's worker command.
 func (r Runner) command(ctx context.Context, limit uint64) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, r.Path, WorkerCommand, strconv.FormatUint(limit, 10))
-	// The child needs nothing of the node's environment (which may hold
-	// credentials): one core, and no goroutine dump of the tree's data.
-	cmd.Env = []string{"GOMAXPROCS=1", "GOTRACEBACK=none"}
-	cmd.WaitDelay = time.Second
-	return cmd
+	return memlimit.Command(ctx, r.Path, WorkerCommand, limit)
 }
 
 // decodeAnswer reads the child's one-frame answer into out.
@@ -206,15 +200,4 @@ func (c *capped) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.b.Write(p)
-}
-
-// firstLine is the first line of the child's stderr, for the message.
-func firstLine(b []byte) string {
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		b = b[:i]
-	}
-	if len(b) == 0 {
-		return "no output"
-	}
-	return string(b)
 }

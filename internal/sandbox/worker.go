@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/policyrollout/reconciler/internal/engine"
+	"github.com/policyrollout/reconciler/internal/memlimit"
 	"github.com/policyrollout/reconciler/internal/policy"
 	"github.com/policyrollout/reconciler/internal/reconcile"
 )
@@ -92,7 +93,7 @@ func (w *Worker) call(req request, out any) error {
 	case stopped:
 		return &killedError{fmt.Sprintf("killed after %s", timeout)}
 	case c.cmd.ProcessState != nil && !c.cmd.ProcessState.Success():
-		return &killedError{fmt.Sprintf("child %v (limit %d MiB): %s", c.cmd.ProcessState, limit>>20, firstLine(c.stderr.b.Bytes()))}
+		return &killedError{fmt.Sprintf("child %v (limit %d MiB): %s", c.cmd.ProcessState, limit>>20, memlimit.FirstLine(c.stderr.b.Bytes()))}
 	case werr != nil:
 		return fmt.Errorf("writing to the child: %w", werr)
 	}
