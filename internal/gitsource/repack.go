@@ -92,8 +92,9 @@ func (p repackPlan) result() Housekeeping {
 	return Housekeeping{Before: p.before, After: p.before}
 }
 
-// planRepack sets the keep refs, and when the clone is past its limits
-// takes the snapshot the pack is written from; it holds opMu and mu.
+// planRepack sets the keep refs, removes stale temporary files, and when
+// the clone is past its limits takes the snapshot the pack is written
+// from; it holds opMu and mu (and its caller hkMu, as removeTemp needs).
 func planRepack(ctx context.Context, s *Source, keep map[uint64]string, lim gcLimits) (repackPlan, error) {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
@@ -104,6 +105,11 @@ func planRepack(ctx context.Context, s *Source, keep map[uint64]string, lim gcLi
 		return p, err
 	}
 	if err := syncKeepRefs(s, keep); err != nil {
+		return p, err
+	}
+	// What a failed fetch or a stopped node left goes on every run, so
+	// that a clone under its limits does not keep it on disk.
+	if err := removeTemp(filepath.Join(s.cfg.Dir, "objects")); err != nil {
 		return p, err
 	}
 	var err error

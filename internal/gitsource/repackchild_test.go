@@ -188,3 +188,26 @@ func TestHousekeepingInProcess(t *testing.T) {
 		t.Fatalf("Files after housekeeping: %v", err)
 	}
 }
+
+// The directory of a pack write a node was stopped in is removed by the
+// next housekeeping run even when the clone is under its limits: it was
+// removed only when a run reached the swap, and stayed on disk (one
+// pack's worth) while the clone stayed small.
+func TestHousekeepingRemovesAStoppedRepackUnderTheLimits(t *testing.T) {
+	t.Parallel()
+	s, _ := listClone(t, Config{})
+	s.gc = gcLimits{looseObjects: 1 << 30, looseBytes: 1 << 40, packs: 1 << 10}
+	stale := filepath.Join(s.cfg.Dir, "objects", "pack", repackTempPrefix+"stopped")
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "pack-x.pack"), make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h := mustHousekeep(t, s); h.Ran {
+		t.Fatalf("housekeeping ran on a clone under its limits: %+v", h)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stopped repack's directory is still there: %v", err)
+	}
+}
