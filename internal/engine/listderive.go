@@ -52,8 +52,11 @@ func deriveIPs(base *compiledList, l *policy.List, removed, added []byte) *compi
 				return errTooManyDerived
 			}
 			p, err := policy.ParseIPEntry(e)
+			if err != nil {
+				return err
+			}
 			into.add(p)
-			return err
+			return nil
 		}
 	}
 	if policy.EachEntry(added, l.Kind, parse(&add)) != nil || policy.EachEntry(removed, l.Kind, parse(&gone)) != nil {

@@ -13,8 +13,9 @@ import (
 // cache remembers what each list it measured holds, and a list it already
 // holds, or derives from one it measured, is not measured again.
 
-// maxMeasured bounds the measures kept; past it the oldest are forgotten
-// with the lists they describe.
+// maxMeasured bounds the measures kept; past it those of lists no longer
+// held are dropped, and when it is still full, all are (a list forgotten
+// is measured again).
 const maxMeasured = 256
 
 // remeasure returns l compiled and its compiled bytes without compiling

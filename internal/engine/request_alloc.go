@@ -96,41 +96,28 @@ func newRequestWith(n int) (*Request, []Pair) {
 	case n == 0:
 		return new(Request), nil
 	case n <= 2:
-		b := new(struct {
-			r Request
-			p [2]Pair
-		})
-		return &b.r, b.p[:0]
+		return requestWith(func(a *[2]Pair) []Pair { return a[:0] })
 	case n <= 4:
-		b := new(struct {
-			r Request
-			p [4]Pair
-		})
-		return &b.r, b.p[:0]
+		return requestWith(func(a *[4]Pair) []Pair { return a[:0] })
 	case n <= 6:
-		b := new(struct {
-			r Request
-			p [6]Pair
-		})
-		return &b.r, b.p[:0]
+		return requestWith(func(a *[6]Pair) []Pair { return a[:0] })
 	case n <= 8:
-		b := new(struct {
-			r Request
-			p [8]Pair
-		})
-		return &b.r, b.p[:0]
+		return requestWith(func(a *[8]Pair) []Pair { return a[:0] })
 	case n <= 12:
-		b := new(struct {
-			r Request
-			p [12]Pair
-		})
-		return &b.r, b.p[:0]
+		return requestWith(func(a *[12]Pair) []Pair { return a[:0] })
 	case n <= 16:
-		b := new(struct {
-			r Request
-			p [16]Pair
-		})
-		return &b.r, b.p[:0]
+		return requestWith(func(a *[16]Pair) []Pair { return a[:0] })
 	}
 	return new(Request), make([]Pair, 0, n)
+}
+
+// requestWith allocates a Request and an array A of pairs in one object;
+// slice is A's slice expression, which a type parameter over arrays of
+// several lengths cannot write itself.
+func requestWith[A any](slice func(*A) []Pair) (*Request, []Pair) {
+	b := new(struct {
+		r Request
+		p A
+	})
+	return &b.r, slice(&b.p)
 }

@@ -207,3 +207,19 @@ func TestDecodeAllocations(t *testing.T) {
 		t.Errorf("decoding the typical body allocates %v times, want 3", allocs)
 	}
 }
+
+// TestNewRequestWithOneAllocation: for every count of pairs the request
+// and room for them are one allocation, of at least that room.
+func TestNewRequestWithOneAllocation(t *testing.T) {
+	for n := 1; n <= 2*maxFastPairs; n++ {
+		var slab []Pair
+		allocs := testing.AllocsPerRun(10, func() { _, slab = newRequestWith(n) })
+		want := 1.0
+		if n > maxFastPairs {
+			want = 2 // past the largest size: a Request and a slice
+		}
+		if allocs != want || len(slab) != 0 || cap(slab) < n {
+			t.Errorf("%d pairs: %v allocations, len %d cap %d", n, allocs, len(slab), cap(slab))
+		}
+	}
+}

@@ -113,9 +113,10 @@ func (r *Recorder) Usage() (requests int, bytes int64) {
 const requestStructBytes = 224
 
 // requestSize is the memory a recorded copy of req holds (retained):
-// the struct, one buffer of all its strings, and its maps, lists and
-// boxed attribute values, sized as the Go runtime allocates them. Maps
-// dominate small requests: an empty-but-one map is a table of 8 slots.
+// the struct, one buffer of all its strings, the lists of its query,
+// headers and groups, and its attributes' maps, lists and boxed values,
+// sized as the Go runtime allocates them (an attribute map of one entry
+// is a table of 8 slots).
 func requestSize(req *engine.Request) int64 {
 	n := int64(requestStructBytes) + roundUp(int64(stringBytes(req)), 16)
 	n += pairsBytes(req.Query) + pairsBytes(req.Headers)

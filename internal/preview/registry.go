@@ -178,10 +178,11 @@ func addTransitions(t *tally, ts []Transition) {
 func (m *merged) result(now time.Time) Stats {
 	s := m.out
 	s.Tally, s.Replayed = m.live.snapshot(), m.replay.snapshot()
-	s.Series = m.series.result(0)
+	end := int64(0) // no clock: the newest minute any node reached
 	if !now.IsZero() {
-		s.Series = m.series.result(min(m.series.last, unixMinute(now)+1))
+		end = min(m.series.last, unixMinute(now)+1)
 	}
+	s.Series = m.series.result(end)
 	if len(m.refusedBy) > 0 {
 		s.Refused = fmt.Sprintf("on %s: %s", strings.Join(m.refusedBy, ", "), m.refused)
 	}

@@ -1,4 +1,4 @@
-// Command benchref serves the two reference handlers `make bench` measures
+// Command benchref serves the reference handlers `make bench` measures
 // the decision endpoint against (scripts/bench-http.sh):
 //
 //	benchref -addr 127.0.0.1:18182 -mode trivial   # decodes the request JSON with encoding/json
