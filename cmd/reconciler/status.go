@@ -121,7 +121,14 @@ func printExperimentStatus(tw *table, e *apiv1.ExperimentStatus) {
 	if e.StopReason != "" {
 		state += " (" + e.StopReason + ")"
 	}
-	fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t-\n", e.Name, src, orDash(shortHash(e.Source.HeadCommit)), orDash(e.Etag), state)
+	valid := "-" // no validation made
+	switch {
+	case e.Valid != nil && *e.Valid:
+		valid = "yes"
+	case e.Valid != nil:
+		valid = "no"
+	}
+	fmt.Fprintf(tw, "  %s\t%s\t%s\t-\t%s\t%s\t%s\n", e.Name, src, orDash(shortHash(e.Source.HeadCommit)), orDash(e.Etag), state, valid)
 }
 
 // experimentSource names what an AIP experiment comes from:

@@ -48,8 +48,8 @@ func TestStatusExperimentsTable(t *testing.T) {
 		string(valid),
 		`{"name":"canaries/c1","kind":"canary"}`,
 		`{"name":"policies/web/experiments/mine","kind":"experiment","etag":"e1","previewed":false,"source":{"kind":"api"}}`,
-		`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`,
-		`{"name":"policies/web/experiments/pr-8","kind":"experiment","etag":"e8","state":"SUSPENDED","stopReason":"auto-stopped after 3600s (autoStop.duration)","previewed":true,"source":{"kind":"pull_request","number":8}}`,
+		`{"name":"policies/web/experiments/pr-7","kind":"experiment","etag":"e7","state":"ACTIVE","previewed":true,"valid":true,"source":{"kind":"pull_request","number":7,"headCommit":"0123456789abcdef"}}`,
+		`{"name":"policies/web/experiments/pr-8","kind":"experiment","etag":"e8","state":"SUSPENDED","stopReason":"auto-stopped after 3600s (autoStop.duration)","previewed":true,"valid":false,"source":{"kind":"pull_request","number":8}}`,
 	}
 	var exps []apiv1.StatusExperiment
 	if err := json.Unmarshal([]byte("["+strings.Join(rows, ",")+"]"), &exps); err != nil {
@@ -61,8 +61,8 @@ func TestStatusExperimentsTable(t *testing.T) {
   branches/feature/x             branch           b1            web               -     -                                                         no: web/policy.toml:3: boom
   branches/ok                    branch           b2            api,web           -     -                                                         yes
   policies/web/experiments/mine  api              -             -                 e1    - (not previewed)                                         -
-  policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE                                                    -
-  policies/web/experiments/pr-8  pull_request #8  -             -                 e8    SUSPENDED (auto-stopped after 3600s (autoStop.duration))  -
+  policies/web/experiments/pr-7  pull_request #7  0123456789ab  -                 e7    ACTIVE                                                    yes
+  policies/web/experiments/pr-8  pull_request #8  -             -                 e8    SUSPENDED (auto-stopped after 3600s (autoStop.duration))  no
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)

@@ -153,3 +153,18 @@ func (s *clusterAPI) heartbeat(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	s.writeValue(w, r, v)
 }
+
+// selfCheck is internal: the leader asks this node to check itself.
+func (s *clusterAPI) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	var req cluster.SelfCheckRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.cluster.SelfCheck(ctx, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeValue(w, r, res)
+}

@@ -181,21 +181,6 @@ func (s *nodes) healthCheck(ctx context.Context, w http.ResponseWriter, r *http.
 	s.writeValue(w, r, apiv1.FromHealthCheck(res))
 }
 
-// selfCheck is internal: the leader asks this node to check itself.
-func (s *clusterAPI) selfCheck(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	var req cluster.SelfCheckRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res, err := s.cluster.SelfCheck(ctx, req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.writeValue(w, r, res)
-}
-
 // writeUnenforced answers a decision of a TEST node: evaluated, logged and
 // counted as usual, but always ALLOW, with "enforced":false and the
 // decision the node would have enforced (AWS WAF's count mode for a whole
