@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/policyrollout/reconciler/internal/cluster"
 )
 
 // The CLI's one HTTP client: every command that talks to a running node
@@ -64,10 +66,6 @@ func addClientFlags(fs *flag.FlagSet, role string, timeout time.Duration) *clien
 // leaderWait bounds how long a read or an idempotent write is sent again
 // while the cluster is between leaders (an election takes seconds).
 var leaderWait = 30 * time.Second
-
-// electionReasons are the reasons of a 503 that says the cluster is
-// between leaders (docs/api.md, Errors).
-var electionReasons = map[string]bool{"NO_LEADER": true, "NOT_LEADER": true, "LEADERSHIP_LOST": true, "FORWARD_FAILED": true}
 
 // apiClient sends requests to one node's API with the caller's token.
 type apiClient struct {
@@ -193,6 +191,10 @@ type apiError struct {
 	Status     string // "NOT_FOUND"
 	Message    string
 	Reason     string // the ErrorInfo reason, "NO_LEADER"
+	// remote is the answer as the cluster layer decodes it, nil when it
+	// is not an API error: what says whether the cluster is between
+	// leaders.
+	remote *cluster.RemoteError
 }
 
 func (e *apiError) Error() string {
@@ -249,7 +251,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, in any) ([]byte
 // betweenLeaders reports whether err is a 503 of a cluster between leaders.
 func betweenLeaders(err error) bool {
 	var e *apiError
-	return errors.As(err, &e) && e.Code == http.StatusServiceUnavailable && electionReasons[e.Reason]
+	return errors.As(err, &e) && e.Code == http.StatusServiceUnavailable && e.remote != nil && cluster.BetweenLeaders(e.remote)
 }
 
 // once sends one request within the client's timeout (or ctx's deadline,
@@ -301,25 +303,13 @@ func (c *apiClient) newRequest(ctx context.Context, method, path string, body io
 }
 
 // answerError reads an answer other than 2xx from base: its AIP-193
-// error when it has one, else its text.
+// error when it has one (as the cluster layer reads a node's), else its
+// text.
 func answerError(base string, resp *http.Response, data []byte) error {
 	e := &apiError{Base: base, HTTPStatus: resp.Status, Code: resp.StatusCode, Message: strings.TrimSpace(string(data))}
-	var v struct {
-		Error struct {
-			Status  string `json:"status"`
-			Message string `json:"message"`
-			Details []struct {
-				Reason string `json:"reason"`
-			} `json:"details"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(data, &v) == nil && v.Error.Message != "" {
-		e.Status, e.Message = v.Error.Status, v.Error.Message
-		for _, d := range v.Error.Details {
-			if d.Reason != "" {
-				e.Reason = d.Reason
-			}
-		}
+	var re *cluster.RemoteError
+	if errors.As(cluster.DecodeError(resp.StatusCode, data, base), &re) {
+		e.Status, e.Message, e.Reason, e.remote = re.Status, re.Message, re.Reason, re
 	}
 	if resp.StatusCode/100 == 3 {
 		e.Message = "redirected to " + resp.Header.Get("Location") + " (not followed: use that node's API address)"

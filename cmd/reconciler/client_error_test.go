@@ -29,7 +29,7 @@ func TestAnswerErrorNamesTheReasonAndWhetherItWasDone(t *testing.T) {
 		}
 	}
 	other := answerError("http://n1", &http.Response{Status: "409 Conflict", StatusCode: http.StatusConflict},
-		[]byte(`{"error":{"code":409,"status":"ALREADY_EXISTS","message":"taken","details":[{"reason":"MEMBERSHIP_CONFLICT"}]}}`)).Error()
+		[]byte(`{"error":{"code":409,"status":"ALREADY_EXISTS","message":"taken","details":[{"reason":"MEMBERSHIP_CONFLICT","domain":"reconciler"}]}}`)).Error()
 	if other != "http://n1 answered 409 Conflict: ALREADY_EXISTS (MEMBERSHIP_CONFLICT): taken" {
 		t.Errorf("a 409: %q", other)
 	}

@@ -133,6 +133,14 @@ func retryable(err error) bool {
 		errors.Is(err, ErrForward)
 }
 
+// BetweenLeaders reports whether err is a node's error answer
+// (DecodeError) saying the cluster is between leaders: NO_LEADER,
+// NOT_LEADER, LEADERSHIP_LOST or FORWARD_FAILED.
+func BetweenLeaders(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re) && retryable(re)
+}
+
 // Permanent reports whether err is an answer that will not change by
 // retrying the same request: a client error (4xx) other than a missing
 // leader. Joining stops on such an error instead of retrying forever.

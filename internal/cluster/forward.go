@@ -138,7 +138,7 @@ func (f *forwarder) post(ctx context.Context, addr string, direct bool, path str
 		return 0, "", fmt.Errorf("%w: %s%s: reading the answer: %v", ErrForward, addr, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return 0, "", decodeError(resp.StatusCode, data, addr)
+		return 0, "", DecodeError(resp.StatusCode, data, addr)
 	}
 	index, from = answered(resp)
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
@@ -245,10 +245,10 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// decodeError turns another node's error answer into a *RemoteError. An
-// answer that is not an AIP-193 body (a proxy, another program on the
-// port) is ErrForward.
-func decodeError(code int, data []byte, addr string) error {
+// DecodeError turns a node's error answer into a *RemoteError. An answer
+// that is not an AIP-193 body (a proxy, another program on the port) is
+// ErrForward. The CLI reads the API's errors with it too.
+func DecodeError(code int, data []byte, addr string) error {
 	var b errorBody
 	if err := json.Unmarshal(data, &b); err != nil || b.Error.Status == "" {
 		return fmt.Errorf("%w: %s answered HTTP %d without an API error", ErrForward, addr, code)

@@ -163,5 +163,5 @@ func (a *Answer) Err() error {
 	if a.Status/100 == 2 {
 		return nil
 	}
-	return decodeError(a.Status, a.Body, "the leader")
+	return DecodeError(a.Status, a.Body, "the leader")
 }
